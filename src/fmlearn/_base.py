@@ -1,0 +1,205 @@
+"""Shared estimator plumbing: input validation, label encoding, fitted checks, progress bars,
+prediction dispatch and save hooks.
+
+Every public estimator derives from :class:`BaseFM` and one of :class:`FMRegressorMixin` /
+:class:`FMClassifierMixin`. A model family implements ``_raw_predict(X)`` on validated input
+(dense C-contiguous ndarray or canonical CSR in the model dtype) and returns float64 scores;
+this module turns them into ``predict`` / ``decision_function`` / ``predict_proba``.
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit, ndtr
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._data import to_csr
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def check_sample_weight(sample_weight, n_samples):
+    """Validate ``sample_weight`` and return it as a float64 array (ones when None)."""
+    if sample_weight is None:
+        return np.ones(n_samples, dtype=np.float64)
+    if isinstance(sample_weight, numbers.Number):
+        sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
+    try:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sample_weight must be numeric: {exc}") from None
+    if sw.ndim != 1:
+        raise ValueError(f"sample_weight must be 1-D, got an array of shape {sw.shape}")
+    if sw.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight has {sw.shape[0]} entries but X has {n_samples} samples"
+        )
+    if not np.all(np.isfinite(sw)):
+        raise ValueError("sample_weight contains NaN or infinity")
+    if np.any(sw < 0):
+        raise ValueError("sample_weight must be non-negative")
+    if sw.sum() <= 0:
+        raise ValueError("sample_weight sums to zero: there is nothing to fit")
+    return sw
+
+
+def progress(verbose, total, desc):
+    """A tqdm progress bar when ``verbose`` is truthy, else a silent stand-in."""
+    if verbose:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, leave=True)
+    return _NoProgress()
+
+
+class _NoProgress:
+    def update(self, n=1):
+        pass
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class BaseFM(BaseEstimator):
+    """Base class of every fmlearn estimator (not for direct use)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # -- input validation -------------------------------------------------------------------
+    def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            accept_sparse=list(accept_sparse),
+            dtype=list(FLOAT_DTYPES),
+            y_numeric=y_numeric,
+            ensure_min_samples=1,
+        )
+        if sp.issparse(X) and X.nnz and not np.all(np.isfinite(X.data)):
+            raise ValueError("Input X contains NaN or infinity.")
+        return X, y
+
+    def _validate_X_predict(self, X, accept_sparse=("csr", "csc")):
+        """Validate ``X`` at predict time and cast it to the model dtype."""
+        check_is_fitted(self)
+        X = validate_data(
+            self, X, reset=False, accept_sparse=list(accept_sparse), dtype=list(FLOAT_DTYPES)
+        )
+        dtype = self._model_dtype()
+        if sp.issparse(X):
+            return to_csr(X, dtype)
+        return np.ascontiguousarray(X, dtype=dtype)
+
+    def _model_dtype(self):
+        return np.dtype(getattr(self, "dtype_", "float64"))
+
+    def _raw_predict(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fitted model to ``path`` (see :mod:`fmlearn.io` for the format).
+
+        The file is written to a temporary name and renamed, so an interrupted save never
+        replaces a good file with a broken one.
+        """
+        from .io import save_model
+
+        save_model(self, path)
+        return path
+
+    def _check_loaded_state(self):
+        """Hook: raise ``ValueError`` if loaded attributes are inconsistent (shapes, dtypes)."""
+
+
+class FMRegressorMixin(RegressorMixin):
+    """Regression front: ``predict`` returns the model's raw score."""
+
+    def _validate_train(self, X, y, sample_weight, reset=True):
+        X, y = self._validate_X_y(X, y, reset=reset, y_numeric=True)
+        y = np.asarray(y, dtype=np.float64)
+        sw = check_sample_weight(sample_weight, X.shape[0])
+        return X, y, sw
+
+    def predict(self, X):
+        """Predicted targets, shape (n_samples,)."""
+        return self._raw_predict(self._validate_X_predict(X))
+
+
+class FMClassifierMixin(ClassifierMixin):
+    """Binary classification front: any two labels; scores are margins of the label
+    ``classes_[1]``; ``predict_proba`` applies the model's link (sigmoid or probit)."""
+
+    # Link from the margin to P(classes_[1]); a model family may override it ("probit").
+    _link = "logistic"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _encode_y(self, y, reset, classes=None):
+        check_classification_targets(y)
+        y = np.asarray(y)
+        if reset:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+            if labels.shape[0] > 2 or y_type not in ("binary",):
+                raise ValueError(
+                    "Only binary classification is supported. The type of the target is "
+                    f"{y_type} with {labels.shape[0]} classes."
+                )
+            if labels.shape[0] < 2:
+                raise ValueError(
+                    f"A classifier needs samples of two classes; y has only one class "
+                    f"({labels[0]!r})."
+                )
+            self.classes_ = labels
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.shape[0]:
+            raise ValueError(
+                f"y contains labels {unknown.tolist()} not seen in the first call "
+                f"(classes_ = {self.classes_.tolist()})"
+            )
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def _validate_train(self, X, y, sample_weight, reset=True, classes=None):
+        X, y = self._validate_X_y(X, y, reset=reset, y_numeric=False)
+        y = self._encode_y(y, reset=reset, classes=classes)
+        sw = check_sample_weight(sample_weight, X.shape[0])
+        return X, y, sw
+
+    def decision_function(self, X):
+        """Margin of ``classes_[1]``: positive means ``classes_[1]``, shape (n_samples,)."""
+        return self._raw_predict(self._validate_X_predict(X))
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n_samples, 2), columns ordered as ``classes_``."""
+        s = self.decision_function(X)
+        p = ndtr(s) if self._link == "probit" else expit(s)
+        return np.column_stack([1.0 - p, p])
+
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Predicted labels (values of ``classes_``)."""
+        s = self.decision_function(X)
+        return self.classes_[(s > 0).astype(np.intp)]

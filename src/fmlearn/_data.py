@@ -1,0 +1,139 @@
+"""Array plumbing between validated user input and the compiled kernels.
+
+Everything here takes already-validated NumPy/SciPy objects and returns the raw arrays that
+kernels consume (``indptr`` as int64, ``indices`` as int32, ``data`` in the model dtype), or
+small derived data sets (duplicate rows merged into weights). No estimator logic lives here.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+
+def to_csr(X, dtype=None):
+    """Return ``X`` as a canonical CSR matrix: sorted indices, no explicit zeros, int32 indices.
+
+    A dense array is converted (its zeros are dropped). The input is never modified.
+    """
+    if dtype is None:
+        dtype = X.dtype
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=dtype, copy=True)
+        X.sum_duplicates()  # also sorts indices
+        X.eliminate_zeros()
+    else:
+        X = sp.csr_matrix(np.asarray(X, dtype=dtype))
+    return _small_index_dtype(X)
+
+
+def to_csc(X, dtype=None):
+    """Column-major twin of :func:`to_csr`, for column-wise solvers (ALS, MCMC)."""
+    if dtype is None:
+        dtype = X.dtype
+    if sp.issparse(X):
+        X = sp.csc_matrix(X, dtype=dtype, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+    else:
+        X = sp.csc_matrix(np.asarray(X, dtype=dtype))
+    return _small_index_dtype(X)
+
+
+def _small_index_dtype(X):
+    if X.shape[1] >= np.iinfo(np.int32).max:
+        raise ValueError(f"n_features={X.shape[1]} exceeds the int32 index range of the kernels")
+    X.indices = X.indices.astype(np.int32, copy=False)
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    return X
+
+
+def raw(X):
+    """``(indptr, indices, data)`` of a CSR or CSC matrix with the kernels' index dtypes."""
+    return (
+        np.ascontiguousarray(X.indptr, dtype=np.int64),
+        np.ascontiguousarray(X.indices, dtype=np.int32),
+        np.ascontiguousarray(X.data),
+    )
+
+
+@njit(cache=True)
+def _row_hashes(indptr, indices, data_bits, y_bits):
+    # 64-bit FNV-1a style mixing of each row's (index, value-bits) pairs and its target.
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    prime = np.uint64(1099511628211)
+    for i in range(n):
+        h = np.uint64(14695981039346656037)
+        h = (h ^ np.uint64(indptr[i + 1] - indptr[i])) * prime
+        for p in range(indptr[i], indptr[i + 1]):
+            h = (h ^ np.uint64(indices[p])) * prime
+            h = (h ^ np.uint64(data_bits[p])) * prime
+        h = (h ^ y_bits[i]) * prime
+        out[i] = h
+    return out
+
+
+@njit(cache=True)
+def _same_row(indptr, indices, data, y, a, b):
+    if y[a] != y[b]:
+        return False
+    la = indptr[a + 1] - indptr[a]
+    if la != indptr[b + 1] - indptr[b]:
+        return False
+    for t in range(la):
+        pa = indptr[a] + t
+        pb = indptr[b] + t
+        if indices[pa] != indices[pb] or data[pa] != data[pb]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _group_sorted(order, h, indptr, indices, data, y):
+    n = order.shape[0]
+    group = np.empty(n, dtype=np.int64)
+    reps = np.empty(n, dtype=np.int64)
+    g = -1
+    for t in range(n):
+        i = order[t]
+        if g >= 0 and h[i] == h[reps[g]] and _same_row(indptr, indices, data, y, reps[g], i):
+            group[t] = g
+        else:
+            g += 1
+            reps[g] = i
+            group[t] = g
+    return group, reps[: g + 1]
+
+
+def merge_duplicate_rows(X, y, sample_weight):
+    """Merge rows identical in ``X`` and ``y`` into one row carrying the summed weight.
+
+    Rows of zero weight are dropped first. The result comes in a canonical order (by a hash
+    of the row content), so that it is the same whatever the order of the input rows. For a
+    sum of per-row losses this is an exact rewriting of the problem; it makes a fit on
+    repeated rows equal to a fit on weighted rows and a fit independent of row order.
+
+    Parameters
+    ----------
+    X : csr_matrix, canonical (see :func:`to_csr`)
+    y : ndarray of shape (n_samples,)
+    sample_weight : ndarray of shape (n_samples,)
+
+    Returns
+    -------
+    X, y, sample_weight : merged data, ``sample_weight`` float64.
+    """
+    keep = np.flatnonzero(sample_weight > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
+    if X.shape[0] == 0:
+        raise ValueError("all sample weights are zero: there is nothing to fit")
+    indptr, indices, data = raw(X)
+    yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
+    bits = np.uint32 if data.dtype == np.float32 else np.uint64
+    h = _row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
+    order = np.argsort(h, kind="stable")
+    group, reps = _group_sorted(order, h, indptr, indices, data, yy)
+    w = np.bincount(group, weights=np.asarray(sample_weight, dtype=np.float64)[order])
+    Xm = _small_index_dtype(X[reps])
+    return Xm, y[reps], w

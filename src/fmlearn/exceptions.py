@@ -1,0 +1,19 @@
+"""Exceptions and warnings raised by fmlearn."""
+
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+__all__ = ["ConvergenceWarning", "DivergenceError", "ModelFileError", "NotFittedError"]
+
+
+class DivergenceError(FloatingPointError):
+    """A solver's iterates became non-finite or exploded; the fit was stopped.
+
+    The message names the solver, the iteration and what to change (usually a smaller learning
+    rate, a larger batch or stronger regularization). The estimator keeps the state it had
+    before the call, so no NaN model is ever left behind.
+    """
+
+
+class ModelFileError(ValueError):
+    """A model file is not a valid fmlearn model: corrupt, truncated, tampered or from an
+    incompatible format version."""

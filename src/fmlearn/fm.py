@@ -1,0 +1,551 @@
+"""Classic factorization machines (Rendle 2010) trained by SGD, ALS or MCMC as in libFM.
+
+    f(x) = w0 + sum_j w_j x_j + sum_{j<l} <v_j, v_l> x_j x_l,     V in R^{d x k}
+
+Every seed paper compares against this model; the solvers follow libFM 1.4 (Rendle 2012,
+"Factorization Machines with libFM", ACM TIST 3(3)).
+"""
+
+import contextlib
+import numbers
+
+import numba
+import numpy as np
+from scipy.special import ndtr, ndtri
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
+from ._data import merge_duplicate_rows, raw, to_csr
+from .exceptions import DivergenceError
+from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
+from .losses import LOSS_CODES
+from .solvers._fm_common import FMState, column_data, init_state
+from .solvers.als import ALSSettings, als_solver
+from .solvers.mcmc import Chain, MCMCSettings, mcmc_solver
+from .solvers.sgd import SGDSettings, sgd_solver
+
+
+@contextlib.contextmanager
+def n_threads(n_jobs):
+    """Run numba's parallel loops on ``n_jobs`` threads (None: numba's default; -1: all)."""
+    if n_jobs is None:
+        yield
+        return
+    old = numba.get_num_threads()
+    n = numba.config.NUMBA_NUM_THREADS if n_jobs < 0 else min(n_jobs, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+def _solver_is_sgd(est):
+    if est.solver != "sgd":
+        raise AttributeError(
+            f"partial_fit is only available with solver='sgd' (this estimator has "
+            f"solver={est.solver!r}); ALS and MCMC sweep over the whole data set"
+        )
+    return True
+
+
+class _BaseClassicFM(BaseFM):
+    _parameter_constraints = {
+        "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
+        "solver": [StrOptions({"sgd", "als", "mcmc"})],
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "init_stdev": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "lr_schedule": [StrOptions({"constant", "invscaling"})],
+        "power_t": [Interval(numbers.Real, 0, None, closed="left")],
+        "shuffle": ["boolean"],
+        "implicit_sgd": ["boolean"],
+        "n_burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
+        "verbose": ["verbose"],
+    }
+
+    _loss = "squared"
+
+    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
+                 reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0):
+        self.n_factors = n_factors
+        self.solver = solver
+        self.n_iter = n_iter
+        self.init_stdev = init_stdev
+        self.reg_bias = reg_bias
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
+        self.learning_rate = learning_rate
+        self.lr_schedule = lr_schedule
+        self.power_t = power_t
+        self.shuffle = shuffle
+        self.implicit_sgd = implicit_sgd
+        self.n_burn_in = n_burn_in
+        self.n_kept_samples = n_kept_samples
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _loss_name(self):
+        return self._loss
+
+    def _clip_range(self):
+        return -np.inf, np.inf
+
+    def _update_clip_range(self, y):
+        pass
+
+    def _fitted_state(self):
+        if hasattr(self, "w_") and getattr(self, "solver_", None) == self.solver:
+            return FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
+        return None
+
+    def _prepare_state(self, n_features, dtype, rs):
+        state = self._fitted_state() if self.warm_start else None
+        if state is not None and state.V.shape == (n_features, self.n_factors):
+            return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
+        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype)
+
+    def _metric(self, pred, y, sw):
+        """Weighted RMSE (regression) or error rate (classification) of raw scores."""
+        if self._loss == "squared" and not self._is_classifier():
+            return float(np.sqrt(np.average((pred - y) ** 2, weights=sw)))
+        return float(np.average(np.sign(pred) != y, weights=sw))
+
+    def _is_classifier(self):
+        return isinstance(self, FMClassifierMixin)
+
+    def _encoded_eval_set(self, eval_set):
+        if eval_set is None:
+            return None
+        try:
+            X_val, y_val = eval_set
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
+        from sklearn.utils.validation import validate_data
+
+        X_val, y_val = validate_data(self, X_val, y_val, reset=False,
+                                     accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
+                                     y_numeric=not self._is_classifier())
+        if self._is_classifier():
+            y_val = self._encode_y(y_val, reset=False)
+        return raw(to_csr(X_val, self.dtype_)), np.asarray(y_val, dtype=np.float64)
+
+    # -- fit --------------------------------------------------------------------------------
+    def _fit(self, X, y, sample_weight, eval_set, classes=None):
+        X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
+            {"classes": classes} if self._is_classifier() else {}))
+        self.dtype_ = np.dtype(X.dtype).name
+        X = to_csr(X, X.dtype)
+        if self.solver != "sgd" or self.shuffle:
+            # An exact rewriting of the weighted loss; makes the fit independent of row order.
+            X, y, sw = merge_duplicate_rows(X, y, sw)
+        self._update_clip_range(y)
+        evald = self._encoded_eval_set(eval_set)
+        rs = check_random_state(self.random_state)
+        state = self._prepare_state(X.shape[1], X.dtype, rs)
+        history = {"metric": "error_rate" if self._is_classifier() else "rmse",
+                   "train": [], "val": []}
+        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
+        with bar, n_threads(self.n_jobs):
+            if self.solver == "sgd":
+                self._run_sgd(X, y, sw, state, rs, evald, history, bar)
+            elif self.solver == "als":
+                self._run_als(X, y, sw, state, evald, history, bar)
+            else:
+                self._run_mcmc(X, y, sw, state, rs, evald, history, bar)
+        self.history_ = history
+        self.solver_ = self.solver
+        return self
+
+    def _eval_pred(self, evald, state):
+        (indptr, indices, data), _ = evald
+        out = np.empty(indptr.shape[0] - 1)
+        fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
+        return out
+
+    def _record(self, history, bar, train_pred, y, sw, evald, state, extra=None):
+        if train_pred is not None:
+            lo, hi = self._clip_range()
+            history["train"].append(self._metric(np.clip(train_pred, lo, hi), y, sw))
+        if evald is not None:
+            lo, hi = self._clip_range()
+            history["val"].append(
+                self._metric(np.clip(self._eval_pred(evald, state), lo, hi), evald[1],
+                             np.ones_like(evald[1])))
+        post = {}
+        if history["train"]:
+            post["train"] = f"{history['train'][-1]:.4f}"
+        if history["val"]:
+            post["val"] = f"{history['val'][-1]:.4f}"
+        if extra:
+            post.update(extra)
+        bar.set_postfix(post)
+        bar.update(1)
+
+    def _store(self, state):
+        self.w0_ = float(state.w0)
+        self.w_ = state.w
+        self.V_ = state.V
+
+    def _raise_diverged(self, info):
+        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+
+    def _run_sgd(self, X, y, sw, state, rs, evald, history, bar):
+        lo, hi = self._clip_range()
+        settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
+                               self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
+                               self.reg_pairwise, self.shuffle, self.implicit_sgd, lo, hi)
+        csr = raw(X)
+        t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
+        track = bool(self.verbose) or evald is not None
+
+        def callback(epoch):
+            train = None
+            if track:
+                train = np.empty(csr[0].shape[0] - 1)
+                fm_predict_csr(*csr, state.w0, state.w, state.V, train)
+            self._record(history, bar, train, y, sw, evald, state)
+            return False
+
+        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, rs, callback)
+        if info["diverged"]:
+            self._raise_diverged(info)
+        self.t_ = t
+        self.n_iter_ = n_done
+        self._store(state)
+
+    def _run_als(self, X, y, sw, state, evald, history, bar):
+        loss = self._loss
+        settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
+                               self.reg_linear, self.reg_pairwise)
+        data = column_data(X, y, sw)
+
+        def callback(it, pred):
+            self._record(history, bar, pred, y, sw, evald, state)
+            return False
+
+        state, n_done, info = als_solver(data, state, settings, callback)
+        if info["diverged"]:
+            self._raise_diverged(info)
+        self.n_iter_ = n_done
+        self._store(state)
+
+    def _run_mcmc(self, X, y, sw, state, rs, evald, history, bar):
+        probit = self._is_classifier()
+        burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // 10
+        chain = self._chain_for_warm_start(state)
+        settings = MCMCSettings(self.n_iter, probit, burn, self.n_kept_samples,
+                                reg_bias=self.reg_bias)
+        data = column_data(X, y, sw)
+        history["val_avg"] = []
+        history["train_avg"] = []
+        sums = {"train": np.zeros(X.shape[0]), "val": None, "n": 0}
+        if evald is not None:
+            sums["val"] = np.zeros(evald[1].shape[0])
+
+        def avg_metric(total, n, target, weights):
+            p = total / n
+            if probit:  # libFM averages the predicted probabilities
+                return float(np.average((p > 0.5) != (target > 0), weights=weights))
+            lo, hi = self._clip_range()
+            return self._metric(np.clip(p, lo, hi), target, weights)
+
+        def link(p):
+            return ndtr(p) if probit else p
+
+        def callback(it, pred, st):
+            sums["n"] += 1
+            sums["train"] += link(pred)
+            history["train_avg"].append(avg_metric(sums["train"], sums["n"], y, sw))
+            extra = {"avg": f"{history['train_avg'][-1]:.4f}"}
+            if evald is not None:
+                sums["val"] += link(self._eval_pred(evald, st))
+                history["val_avg"].append(avg_metric(sums["val"], sums["n"], evald[1],
+                                                     np.ones_like(evald[1])))
+                extra["val_avg"] = f"{history['val_avg'][-1]:.4f}"
+            self._record(history, bar, pred, y, sw, evald, st, extra)
+            return False
+
+        state, n_done, info = mcmc_solver(data, state, chain, settings, rs, callback)
+        if info["diverged"]:
+            self._raise_diverged(info)
+        if not chain.kept_w0:  # fewer sweeps than the burn-in: predict with the last sample
+            chain.kept_w0.append(float(state.w0))
+            chain.kept_w.append(state.w.copy())
+            chain.kept_V.append(state.V.copy())
+        self.n_iter_ = n_done
+        self._store(state)
+        self.samples_w0_ = np.asarray(chain.kept_w0, dtype=np.float64)
+        self.samples_w_ = np.stack(chain.kept_w)
+        self.samples_V_ = np.stack(chain.kept_V)
+        self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w, "mu_w": chain.mu_w,
+                       "lambda_v": chain.lambda_v.tolist(), "mu_v": chain.mu_v.tolist(),
+                       "t": chain.t, "stride": chain.stride}
+
+    def _chain_for_warm_start(self, state):
+        c = getattr(self, "chain_", None)
+        if (self.warm_start and c is not None and getattr(self, "solver_", None) == "mcmc"
+                and hasattr(self, "samples_V_")
+                and self.samples_V_.shape[1:] == state.V.shape):
+            chain = Chain(c["alpha"], c["lambda_w"], c["mu_w"], np.asarray(c["lambda_v"]),
+                          np.asarray(c["mu_v"]), c["t"], c["stride"])
+            chain.kept_w0 = list(self.samples_w0_)
+            chain.kept_w = list(self.samples_w_)
+            chain.kept_V = list(self.samples_V_)
+            return chain
+        return Chain.start(self.n_factors)
+
+    # -- partial_fit (SGD) ------------------------------------------------------------------
+    def _partial_fit(self, X, y, sample_weight, classes=None):
+        first = not hasattr(self, "w_")
+        kw = {"classes": classes} if self._is_classifier() else {}
+        X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
+        if first:
+            self.dtype_ = np.dtype(X.dtype).name
+            self.t_ = 0
+        X = to_csr(X, self.dtype_)
+        self._update_clip_range(y)
+        rs = check_random_state(self.random_state)
+        if first:
+            state = init_state(X.shape[1], self.n_factors, self.init_stdev, rs, X.dtype)
+        else:
+            state = FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
+        lo, hi = self._clip_range()
+        settings = SGDSettings(1, LOSS_CODES[self._loss], self.learning_rate, self.lr_schedule,
+                               self.power_t, self.reg_bias, self.reg_linear, self.reg_pairwise,
+                               False, self.implicit_sgd, lo, hi)
+        with n_threads(self.n_jobs):
+            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, rs)
+        if info["diverged"]:
+            self._raise_diverged(info)
+        self.t_ = t
+        self.n_iter_ = getattr(self, "n_iter_", 0) + 1
+        self.solver_ = "sgd"
+        self._store(state)
+        return self
+
+    # -- prediction -------------------------------------------------------------------------
+    def _raw_predict(self, X):
+        indptr, indices, data = raw(to_csr(X, self._model_dtype()))
+        out = np.empty(indptr.shape[0] - 1)
+        with n_threads(self.n_jobs):
+            if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
+                probit = self._is_classifier()
+                fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
+                                       self.samples_V_, probit, out)
+                if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
+                    out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
+            else:
+                fm_predict_csr(indptr, indices, data, self.w0_, self.w_, self.V_, out)
+        lo, hi = self._clip_range()
+        return np.clip(out, lo, hi)
+
+    def _check_loaded_state(self):
+        d = int(self.n_features_in_)
+        k = self.n_factors
+        if self.w_.shape != (d,) or self.V_.shape != (d, k):
+            raise ValueError(f"w_ {self.w_.shape} / V_ {self.V_.shape} do not match "
+                             f"n_features_in_={d}, n_factors={k}")
+        for name in ("w_", "V_"):
+            if getattr(self, name).dtype != np.dtype(self.dtype_):
+                raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, expected {self.dtype_}")
+        if self.solver_ == "mcmc":
+            S = self.samples_w0_.shape[0]
+            if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
+                raise ValueError("MCMC samples do not match n_features_in_ / n_factors")
+        if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
+                and np.all(np.isfinite(self.V_))):
+            raise ValueError("model parameters contain NaN or infinity")
+
+
+class FMRegressor(FMRegressorMixin, _BaseClassicFM):
+    """Factorization machine regressor (Rendle 2010) with libFM's SGD, ALS and MCMC solvers.
+
+    Model::
+
+        f(x) = w0 + sum_j w_j x_j + sum_{j<l} <v_j, v_l> x_j x_l
+
+    Parameters
+    ----------
+    n_factors : int, default=8
+        Rank k of the pairwise interactions (libFM ``-dim 1,1,k``).
+    solver : {"mcmc", "als", "sgd"}, default="mcmc"
+        ``"mcmc"``: Bayesian FM by Gibbs sampling with hyper-priors (no regularization to tune);
+        predictions average the thinned posterior samples. ``"als"``: coordinate descent with
+        cached residuals. ``"sgd"``: stochastic gradient descent (supports ``partial_fit``).
+    n_iter : int, default=100
+        Sweeps (MCMC, ALS) or epochs (SGD) per call to ``fit``.
+    init_stdev : float, default=0.1
+        Standard deviation of the initial factors.
+    reg_bias, reg_linear, reg_pairwise : float, default=0.0
+        L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
+        ``reg_bias`` is the prior precision of w0 and the others are learned.
+    learning_rate : float, default=0.01
+        SGD step size (libFM ``-learn_rate``).
+    lr_schedule : {"constant", "invscaling"}, default="constant"
+        SGD step size ``learning_rate`` or ``learning_rate / (1 + t) ** power_t``.
+    power_t : float, default=0.5
+    shuffle : bool, default=True
+        SGD: visit rows in a fresh random order each epoch. With ``False`` rows are visited in
+        the given order, and ``fit`` equals the same rows passed in batches to ``partial_fit``.
+    implicit_sgd : bool, default=True
+        Divide each SGD step by ``1 + learning_rate * ||grad f(x)||^2``: the implicit update of
+        the linearised loss, which cannot overshoot a row's target, so large targets or steps do
+        not diverge. When ``learning_rate * ||grad f||^2`` is small it equals libFM's plain step
+        (``False``).
+    n_burn_in : int or None, default=None
+        MCMC sweeps discarded before samples are kept for prediction (None: ``n_iter // 10``).
+    n_kept_samples : int, default=100
+        MCMC: at most this many evenly spaced samples are kept for ``predict``.
+    clip_predictions : bool, default=True
+        Clip predictions to the range of the training targets (as libFM does).
+    warm_start : bool, default=False
+        Continue from the previous solution (and, for MCMC, the chain) on the next ``fit``.
+    random_state : int, RandomState or None, default=None
+    n_jobs : int or None, default=None
+        Threads for the compiled loops (None: numba's default). Results do not depend on it.
+    verbose : int, default=0
+        Show a progress bar with the running train (and eval_set) RMSE.
+
+    Attributes
+    ----------
+    w0_ : float
+    w_ : ndarray of shape (n_features,)
+    V_ : ndarray of shape (n_features, n_factors)
+        The model (SGD, ALS) or the last Gibbs sample (MCMC).
+    samples_w0_, samples_w_, samples_V_ : ndarrays of shape (S,), (S, d), (S, d, k)
+        MCMC only: the kept posterior samples whose average is the prediction.
+    n_iter_ : int
+    history_ : dict
+        Per-iteration ``"train"`` and ``"val"`` metric (RMSE); for MCMC also ``"train_avg"``
+        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report).
+    n_features_in_ : int
+
+    References
+    ----------
+    S. Rendle. Factorization machines. ICDM 2010.
+    S. Rendle. Factorization machines with libFM. ACM TIST 3(3), 2012.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import FMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 5)); y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> m = FMRegressor(n_factors=2, n_iter=50, random_state=0).fit(X, y)
+    >>> bool(np.sqrt(np.mean((m.predict(X) - y) ** 2)) < 0.5)
+    True
+    """
+
+    _parameter_constraints = {**_BaseClassicFM._parameter_constraints,
+                              "clip_predictions": ["boolean"]}
+
+    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
+                 reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
+                 verbose=0):
+        super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
+                         reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
+                         learning_rate=learning_rate, lr_schedule=lr_schedule, power_t=power_t,
+                         shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in, n_kept_samples=n_kept_samples,
+                         warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
+                         verbose=verbose)
+        self.clip_predictions = clip_predictions
+
+    def _clip_range(self):
+        if self.clip_predictions and hasattr(self, "y_range_"):
+            return self.y_range_[0], self.y_range_[1]
+        return -np.inf, np.inf
+
+    def _update_clip_range(self, y):
+        lo, hi = float(np.min(y)), float(np.max(y))
+        if hasattr(self, "y_range_") and (self.warm_start or self.solver == "sgd"):
+            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
+        self.y_range_ = [lo, hi]
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, eval_set=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a weight of m counts like m repeated rows.
+        eval_set : (X_val, y_val), optional
+            Held-out data whose RMSE is recorded in ``history_`` after each iteration.
+        """
+        return self._fit(X, y, sample_weight, eval_set)
+
+    @available_if(_solver_is_sgd)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One SGD epoch over the given rows, in the given order (solver="sgd" only)."""
+        return self._partial_fit(X, y, sample_weight)
+
+
+class FMClassifier(FMClassifierMixin, _BaseClassicFM):
+    """Factorization machine binary classifier (Rendle 2010) with SGD, ALS or MCMC.
+
+    Any two labels are accepted; ``decision_function`` is the FM score of ``classes_[1]``.
+    SGD and ALS minimise the logistic loss (ALS by majorization steps that never increase it);
+    MCMC samples the probit model of libFM, and ``predict_proba`` is the posterior mean of
+    Phi(f(x)) over the kept samples.
+
+    Parameters
+    ----------
+    Same as :class:`FMRegressor` without ``clip_predictions``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    w0_, w_, V_, samples_w0_, samples_w_, samples_V_, n_iter_, history_ :
+        As in :class:`FMRegressor`; the metric in ``history_`` is the error rate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import FMClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4)); y = np.where(X[:, 0] * X[:, 1] > 0, "yes", "no")
+    >>> clf = FMClassifier(n_factors=2, n_iter=100, random_state=0).fit(X, y)
+    >>> bool((clf.predict(X) == y).mean() > 0.9)
+    True
+    """
+
+    _loss = "logistic"
+
+    @property
+    def _link(self):
+        return "probit" if self.solver == "mcmc" else "logistic"
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, eval_set=None):
+        """Fit the model (see :meth:`FMRegressor.fit`); ``y`` holds any two labels."""
+        return self._fit(X, y, sample_weight, eval_set)
+
+    @available_if(_solver_is_sgd)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One SGD epoch over the given rows (solver="sgd" only).
+
+        ``classes`` (both labels) is needed on the first call unless ``y`` holds both.
+        """
+        return self._partial_fit(X, y, sample_weight, classes=classes)

@@ -1,0 +1,83 @@
+"""Prediction kernels of the second-order factorization machine.
+
+    f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l
+         = w0 + <w, x> + 1/2 sum_f [ (sum_j v_jf x_j)^2 - sum_j v_jf^2 x_j^2 ]     (Rendle 2010, Eq. 5)
+
+computed in O(nnz * k) per row. Rows are independent, so the parallel loop gives results that do
+not depend on the number of threads.
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True)
+def fm_row(indptr, indices, data, i, w0, w, V):
+    """FM prediction for row ``i`` of a CSR matrix (accumulated in float64)."""
+    k = V.shape[1]
+    start = indptr[i]
+    end = indptr[i + 1]
+    acc = np.float64(w0)
+    for p in range(start, end):
+        acc += w[indices[p]] * data[p]
+    for f in range(k):
+        s = 0.0
+        ss = 0.0
+        for p in range(start, end):
+            t = V[indices[p], f] * data[p]
+            s += t
+            ss += t * t
+        acc += 0.5 * (s * s - ss)
+    return acc
+
+
+@njit(cache=True, parallel=True)
+def fm_predict_csr(indptr, indices, data, w0, w, V, out):
+    """Write f(x_i) for every row of a CSR matrix into ``out`` (float64)."""
+    n = indptr.shape[0] - 1
+    for i in prange(n):
+        out[i] = fm_row(indptr, indices, data, i, w0, w, V)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def fm_predict_dense(X, w0, w, V, out):
+    """Write f(x_i) for every row of a C-contiguous dense matrix into ``out`` (float64)."""
+    n, d = X.shape
+    k = V.shape[1]
+    for i in prange(n):
+        acc = np.float64(w0)
+        for j in range(d):
+            acc += w[j] * X[i, j]
+        for f in range(k):
+            s = 0.0
+            ss = 0.0
+            for j in range(d):
+                t = V[j, f] * X[i, j]
+                s += t
+                ss += t * t
+            acc += 0.5 * (s * s - ss)
+        out[i] = acc
+    return out
+
+
+@njit(cache=True, parallel=True)
+def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, out):
+    """Average over stored samples s of f_s(x_i) (or of Phi(f_s(x_i)) when ``probit``).
+
+    This is the posterior-mean predictor of the MCMC solver: ``W0s`` (S,), ``Ws`` (S, d),
+    ``Vs`` (S, d, k).
+    """
+    n = indptr.shape[0] - 1
+    S = W0s.shape[0]
+    for i in prange(n):
+        acc = 0.0
+        for s in range(S):
+            f = fm_row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s])
+            if probit:
+                f = 0.5 * math.erfc(-f / math.sqrt(2.0))
+            acc += f
+        out[i] = acc / S
+    return out

@@ -1,0 +1,85 @@
+"""State and data containers shared by the classic-FM solvers (SGD, ALS, MCMC)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._data import raw
+from ..kernels.cd import cooccurrence_work, factor_sums, greedy_coloring
+from ..kernels.predict import fm_predict_csr
+
+
+@dataclass
+class FMState:
+    """Parameters of a second-order FM: ``w0`` (scalar), ``w`` (d,), ``V`` (d, k)."""
+
+    w0: float
+    w: np.ndarray
+    V: np.ndarray
+
+    def copy(self):
+        return FMState(float(self.w0), self.w.copy(), self.V.copy())
+
+    def is_finite(self):
+        return bool(np.isfinite(self.w0) and np.all(np.isfinite(self.w)) and np.all(np.isfinite(self.V)))
+
+
+@dataclass
+class ColumnData:
+    """Training data for the coordinate solvers: both layouts, weights and the visit order.
+
+    ``order`` lists the features in visit order; ``color_ptr`` (or None) cuts it into colour
+    classes of features that never share a row (updated in parallel, see ``kernels.cd``).
+    """
+
+    csr: tuple
+    csc: tuple
+    y: np.ndarray
+    sw: np.ndarray
+    order: np.ndarray
+    color_ptr: object
+
+    @property
+    def n_samples(self):
+        return self.csr[0].shape[0] - 1
+
+
+# Above this many (row, feature, feature) triples the colouring is not worth building.
+COLORING_BUDGET = 200_000_000
+
+
+def column_data(X_csr, y, sw):
+    """Build :class:`ColumnData` from a canonical CSR matrix (see ``_data.to_csr``).
+
+    The colouring depends on the data only, never on the thread count, so serial and parallel
+    sweeps visit the features in the same order.
+    """
+    csr = raw(X_csr)
+    csc = raw(X_csr.tocsc())
+    d = X_csr.shape[1]
+    order = np.arange(d, dtype=np.int64)
+    color_ptr = None
+    if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
+        color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
+        if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
+            order = np.argsort(color, kind="stable").astype(np.int64)
+            color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+    return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64),
+                      np.ascontiguousarray(sw, dtype=np.float64), order, color_ptr)
+
+
+def predict_with_sums(csr, state):
+    """Cached predictions (float64, n) and factor sums ``Q`` (k, n) of ``state`` on ``csr``."""
+    indptr, indices, data = csr
+    n = indptr.shape[0] - 1
+    pred = np.empty(n, dtype=np.float64)
+    fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, pred)
+    Q = np.empty((state.V.shape[1], n), dtype=np.float64)
+    factor_sums(indptr, indices, data, state.V, Q)
+    return pred, Q
+
+
+def init_state(n_features, n_factors, init_stdev, rng, dtype):
+    """Zero bias and linear terms; factors drawn from N(0, init_stdev^2) (libFM's init)."""
+    V = (rng.standard_normal((n_features, n_factors)) * init_stdev).astype(dtype)
+    return FMState(0.0, np.zeros(n_features, dtype=dtype), V)

@@ -1,0 +1,74 @@
+"""SGD for the classic FM (Rendle 2010 §III-C; libFM's ``-method sgd``).
+
+Shuffled (or in-order) epochs of per-row gradient steps, constant or inverse-scaling step size,
+separate L2 penalties for w0, w and V. A step whose prediction turns non-finite or explodes
+stops the run and is reported (the caller keeps its previous state); no NaN model is returned.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.sgd import SCHEDULE_CODES, sgd_epoch
+
+
+@dataclass
+class SGDSettings:
+    n_iter: int
+    loss_code: int
+    learning_rate: float
+    schedule: str  # "constant" | "invscaling"
+    power_t: float
+    reg_bias: float
+    reg_linear: float
+    reg_pairwise: float
+    shuffle: bool
+    implicit: bool
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+
+
+def sgd_solver(csr, y, sw, state, t, settings, rs, callback=None):
+    """Run ``settings.n_iter`` epochs over the CSR rows ``csr`` from ``state`` (in place).
+
+    Parameters
+    ----------
+    csr : (indptr, indices, data)
+    y, sw : float64 arrays (targets or labels in {-1, +1}; sample weights)
+    state : FMState
+    t : int
+        Steps taken so far (drives the schedule across calls).
+    settings : SGDSettings
+    rs : numpy.random.RandomState, used only to shuffle.
+    callback : callable(epoch) -> bool, optional; returning True stops.
+
+    Returns
+    -------
+    state, t, n_iter, info : info has ``"diverged"`` (None or a message).
+    """
+    indptr, indices, data = csr
+    n = indptr.shape[0] - 1
+    params0 = np.array([state.w0], dtype=np.float64)
+    limit = 1e10 * max(1.0, float(np.max(np.abs(y))) if n else 1.0)
+    schedule = SCHEDULE_CODES[settings.schedule]
+    n_done = 0
+    for epoch in range(settings.n_iter):
+        order = rs.permutation(n).astype(np.int64) if settings.shuffle else np.arange(n, dtype=np.int64)
+        t, bad = sgd_epoch(indptr, indices, data, y, sw, order, params0, state.w, state.V,
+                           settings.loss_code, settings.learning_rate, schedule, settings.power_t,
+                           t, settings.reg_bias, settings.reg_linear, settings.reg_pairwise,
+                           settings.clip_lo, settings.clip_hi, limit,
+                           settings.implicit)
+        n_done = epoch + 1
+        state.w0 = float(params0[0])
+        if bad >= 0 or not state.is_finite():
+            return state, t, n_done, {
+                "diverged": (
+                    f"SGD diverged in epoch {n_done} (row {bad}: the prediction became non-finite "
+                    f"or exceeded {limit:.3g}); lower learning_rate (now {settings.learning_rate})"
+                    " or raise the regularization"
+                )
+            }
+        if callback is not None and callback(epoch):
+            break
+    return state, t, n_done, {"diverged": None}
