@@ -6,7 +6,15 @@ Nothing is excluded: the checks include sample-weight equivalence, which holds e
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fmlearn import FMClassifier, FMRegressor
+from fmlearn import (
+    AsymmetricRankOneSensing,
+    FMClassifier,
+    FMRegressor,
+    GFMRegressor,
+    IFMRegressor,
+    PhaseRetrieval,
+    SymmetricRankOneSensing,
+)
 
 ESTIMATORS = [
     FMRegressor(),
@@ -15,6 +23,12 @@ ESTIMATORS = [
     FMClassifier(),
     FMClassifier(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMClassifier(solver="sgd", n_iter=30),
+    GFMRegressor(),
+    GFMRegressor(solver="moment"),
+    IFMRegressor(),
+    SymmetricRankOneSensing(),
+    PhaseRetrieval(),
+    AsymmetricRankOneSensing(),
 ]
 
 

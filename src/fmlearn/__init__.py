@@ -1,8 +1,21 @@
 """fmlearn: factorization machines with classic, generalized, convex and online solvers."""
 
 from .fm import FMClassifier, FMRegressor
+from .gfm import GFMRegressor
+from .ifm import IFMRegressor
 from .io import load
+from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
 
 __version__ = "0.1.0"
 
-__all__ = ["FMClassifier", "FMRegressor", "load", "__version__"]
+__all__ = [
+    "AsymmetricRankOneSensing",
+    "FMClassifier",
+    "FMRegressor",
+    "GFMRegressor",
+    "IFMRegressor",
+    "PhaseRetrieval",
+    "SymmetricRankOneSensing",
+    "load",
+    "__version__",
+]
