@@ -428,7 +428,9 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         Learn a constant b (not in the seeds): E[h2] = (b* - b) + tr(M* - M), so
         b <- b + h2 - (tr M_new - tr M_old).
     standardize : bool, default=True
-        Fit on features standardised with the first batch's mean and standard deviation.
+        Fit on features standardised with the first batch's mean and standard deviation (only
+        scaled, by their root mean square, when ``fit_intercept=False``: removing the mean
+        creates a constant term that only an intercept can absorb).
     init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
         Eigen-solver of the spectral initialisation on the first batch (top-k eigenvectors of
         ``H1 - h2/2 I`` by magnitude); "auto" is exact (dense) up to

@@ -164,7 +164,8 @@ class OnePassSettings:
     correction : "shift" (000 Alg. 1), "moment" (001 Alg. 1, fixed), "zero_diagonal" (iFM) or
         "none" (the unshifted iteration, kept only to demonstrate that it diverges).
     fit_linear, fit_intercept : learn w and b (False for rank-one sensing).
-    standardize : compute mean/scale from the first batch (else z = x).
+    standardize : compute mean/scale from the first batch (else z = x); the mean is removed only
+        when ``fit_intercept`` (otherwise the scale is the root mean square).
     init : eigen-solver method of the spectral initialisation (see ``linalg.top_eigenpairs``).
     step : scale of the data term, E(B) = M B + step * (estimate of (M* - M) B), and of the w
         and b updates. 1 is the algorithm of the seeds (fresh batches).
@@ -235,8 +236,11 @@ def weighted_moments(X, sw, mean=None, scale=None, orders=(3, 4)):
     return out
 
 
-def standardization(X, sw):
-    """Weighted mean and standard deviation per feature (scale 1 where the variance is 0)."""
+def standardization(X, sw, center=True):
+    """Weighted mean and standard deviation per feature (scale 1 where the variance is 0).
+
+    With ``center=False`` the mean is 0 and the scale is the root mean square.
+    """
     W = float(np.sum(sw))
     sw = np.asarray(sw, dtype=np.float64)
     if sp.issparse(X):
@@ -244,11 +248,13 @@ def standardization(X, sw):
         Xsq = X.astype(np.float64).copy()
         Xsq.data **= 2
         ex2 = np.asarray(Xsq.T @ sw).ravel() / W
-        var = ex2 - mean * mean
+        var = ex2 - mean * mean if center else ex2
     else:
         Xd = np.asarray(X, dtype=np.float64)
         mean = (sw @ Xd) / W
-        var = (sw @ (Xd - mean) ** 2) / W
+        var = (sw @ (Xd - mean) ** 2) / W if center else (sw @ (Xd * Xd)) / W
+    if not center:
+        mean = np.zeros_like(mean)
     scale = np.sqrt(np.clip(var, 0.0, None))
     # Constant columns (or variances lost to round-off) keep scale 1: they carry no signal here.
     tiny = scale <= 1e-12 * np.maximum(1.0, np.abs(mean))
@@ -259,7 +265,9 @@ def standardization(X, sw):
 def _first_batch(X, y, sw, state, settings):
     d = X.shape[1]
     if settings.standardize:
-        state.mean, state.scale = standardization(X, sw)
+        # Centring turns x^T M x into a form with a constant term, so it needs an intercept;
+        # without one, only the scale is normalised (still an exact reparametrisation).
+        state.mean, state.scale = standardization(X, sw, center=settings.fit_intercept)
     else:
         state.mean, state.scale = np.zeros(d), np.ones(d)
     if settings.correction == "moment":
