@@ -189,7 +189,7 @@ class OnePassMixin:
     def _recovery_error(self, state, truth):
         from .diagnostics import recovery_error
 
-        w, U, V, _ = _original_parameters(state)
+        w, U, V, _ = _original_parameters(state, self._zero_diagonal())
         M = symmetric_low_rank(U, V, zero_diagonal=self._zero_diagonal())
         return recovery_error(w if self._fit_linear else None, M,
                               truth[0] if self._fit_linear else None, truth[1])
@@ -258,7 +258,10 @@ class OnePassMixin:
                 # Prequential RMSE of the pass (each batch's error before its update).
                 loss = float(np.sqrt(np.dot(wsum, np.square(info["rmse"])) / np.sum(wsum)))
                 # Pass 1 starts from the zero model, so compare from the third pass on.
-                if auto and p >= 2 and abs(previous - loss) <= self.tol * previous:
+                # Stop on a small relative change, or once the fit is exact to tol (noise-free
+                # data decrease geometrically to 0 and never meet the relative test).
+                if auto and p >= 2 and (abs(previous - loss) <= self.tol * previous
+                                        or loss <= self.tol * state.y_scale):
                     converged = True
                     break
                 previous = loss
@@ -415,8 +418,9 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         longer independent of the iterate): they run the same step as a projected gradient-type
         method on the empirical risk, with a step that starts at 1/2 and is halved whenever it
         would increase the batch's loss. "auto": one pass when X holds at least 10 batches,
-        otherwise passes until the training RMSE improves by less than ``tol`` (relative) from
-        one pass to the next, at most 100 (small data sets).
+        otherwise passes until the training RMSE changes by less than ``tol`` (relative) from
+        one pass to the next or falls below ``tol`` times the RMS of the targets, at most 100
+        (small data sets).
     tol : float, default=1e-4
         Stopping tolerance of ``n_passes="auto"``.
     safeguard : bool, default=False
