@@ -17,7 +17,6 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -25,6 +24,8 @@ import zipfile
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
+
+from ._files import atomic_write
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 # The checksum GroupLens publishes next to the zip (ml-100k.zip.md5).
@@ -95,7 +96,8 @@ def _locate(path, download):
     if download and not target.endswith((".data", ".inter")):
         _download(target)
         return os.path.join(target, "u.data"), "grouplens"
-    raise FileNotFoundError(f"MovieLens-100K not found at {target!r}. " + _how_to_get(target))
+    folder = os.path.dirname(target) if target.endswith((".data", ".inter")) else target
+    raise FileNotFoundError(f"MovieLens-100K not found at {target!r}. " + _how_to_get(folder))
 
 
 def _download(folder):
@@ -130,15 +132,8 @@ def _download(folder):
     os.makedirs(folder, exist_ok=True)
     # u.data last: its presence is what marks the folder as complete.
     for name in sorted(members, key=lambda n: n == "u.data"):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(archive.read(members[name]))
-            os.replace(tmp, os.path.join(folder, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(os.path.join(folder, name)) as out:
+            out.write(archive.read(members[name]))
 
 
 def _first_bad_line(path, sep, n_header, n_fields, encoding="utf-8"):
