@@ -71,8 +71,9 @@ def _check_n_features(n_features):
 def _line_blocks(path, block_size):
     """Yield ``(first_line_number, bytes)`` blocks of whole lines of the (decompressed) file.
 
-    Each block holds at least ``block_size`` bytes unless it is the last one, and ends at a
-    line end, so that the parser never sees a truncated line. Line numbers start at 1.
+    A block is ``block_size`` bytes give or take one line, and ends at a line end, so that the
+    parser never sees a truncated line. Line numbers start at 1 and count ``\\n`` as the
+    parser does (binary line iteration).
     """
     line_no = 1
     carry = b""
@@ -112,7 +113,12 @@ def _find_bad_line(path, zero_based, n_features, dtype):
             continue
         except _PARSE_ERRORS:
             pass
-        lines = block.splitlines(keepends=True)
+        # Split on b'\n' only, like the parser (bytes.splitlines would also cut at b'\r').
+        lines = [line + b"\n" for line in block.split(b"\n")]
+        if block.endswith(b"\n"):
+            lines.pop()
+        else:
+            lines[-1] = lines[-1][:-1]
         lo, hi = 0, len(lines)
         while hi - lo > 1:
             mid = (lo + hi) // 2
