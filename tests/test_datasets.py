@@ -427,6 +427,13 @@ def test_movielens_malformed_files(tmp_path):
     (folder / "u.data").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="line 7: 3 fields"):
         load_movielens_100k(folder)
+    lines[6] = "5\t7\tnan\t881250949"
+    (folder / "u.data").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"NaN or infinity on data row 7 \(header"):
+        load_movielens_100k(folder)
+    (folder / "u.data").write_text("")
+    with pytest.raises(ValueError, match="no rating"):
+        load_movielens_100k(folder)
     shutil.copy(os.path.join(GROUPLENS, "u.data"), folder / "u.data")
     os.remove(folder / "u.item")
     load_movielens_100k(folder)  # side files are only needed for side features

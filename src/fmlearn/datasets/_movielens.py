@@ -19,6 +19,7 @@ import os
 import re
 import urllib.error
 import urllib.request
+import warnings
 import zipfile
 
 import numpy as np
@@ -155,9 +156,11 @@ def _first_bad_line(path, sep, n_header, n_fields, encoding="utf-8"):
 
 def _read_numeric(path, sep, n_header, usecols, n_fields):
     try:
-        table = np.loadtxt(
-            path, delimiter=sep, skiprows=n_header, usecols=usecols, ndmin=2, dtype=np.float64
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "no data": reported below
+            table = np.loadtxt(
+                path, delimiter=sep, skiprows=n_header, usecols=usecols, ndmin=2, dtype=np.float64
+            )
     except ValueError as exc:
         found = _first_bad_line(path, sep, n_header, n_fields)
         if found is None:
@@ -209,6 +212,12 @@ def _read_ratings(path, layout):
         times = table[:, 3] if table.shape[1] > 3 else np.zeros(table.shape[0])
     if table.shape[0] == 0:
         raise ValueError(f"MovieLens ratings file {path!r} has no rating")
+    if not np.all(np.isfinite(table)):
+        row = int(np.flatnonzero(~np.all(np.isfinite(table), axis=1))[0])
+        raise ValueError(
+            f"MovieLens ratings file {path!r}: NaN or infinity on data row {row + 1} "
+            f"(header excluded)"
+        )
     users = _integral(users, "user ids", path)
     items = _integral(items, "item ids", path)
     return users, items, np.ascontiguousarray(ratings), _integral(times, "timestamps", path)
