@@ -1,5 +1,12 @@
-"""Data sets: readers and synthetic generators that return the planted truth."""
+"""Data sets: svmlight/libFM files, MovieLens-100K, and synthetic generators with planted truth.
 
+Loaders read files; generators return the data together with the model that made it, so that
+tests and reproductions can check what a solver recovers.
+"""
+
+from ._movielens import load_movielens_100k, movielens_split
+from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
+from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -14,10 +21,18 @@ from ._synthetic_gfm import (
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
     "PlantedModel",
+    "fm_scores",
+    "iter_svmlight",
+    "load_movielens_100k",
+    "load_svmlight",
     "make_asymmetric_sensing",
+    "make_fm",
     "make_fm_labels",
     "make_gfm",
     "make_phase_retrieval",
+    "make_recommendation",
     "make_symmetric_sensing",
+    "movielens_split",
     "sample_features",
+    "save_svmlight",
 ]
