@@ -164,7 +164,7 @@ def cmd_fit(args):
         if args.proba:
             write_values(args.out, est.predict_proba(X_test)[:, 1])
         else:
-            write_values(args.out, est.predict(X_test))
+            write_values(args.out, est.predict(X_test), labels=_is_classifier(est))
     return 0
 
 
@@ -188,10 +188,9 @@ def cmd_predict(args):
         if not _is_classifier(model):
             raise CLIError(f"--proba needs a classifier; {args.model} holds a "
                            f"{type(model).__name__}")
-        values = model.predict_proba(X)[:, 1]
+        write_values(args.out, model.predict_proba(X)[:, 1])
     else:
-        values = model.predict(X)
-    write_values(args.out, values)
+        write_values(args.out, model.predict(X), labels=_is_classifier(model))
     return 0
 
 

@@ -66,16 +66,17 @@ def format_label(value):
     return str(value)
 
 
-def write_values(path, values):
+def write_values(path, values, labels=False):
     """Write one value per line to ``path`` (``-`` or None: stdout).
 
-    Floats are written in the shortest form that reads back to the same double.
+    Floats are written in the shortest form that reads back to the same double; class labels
+    (``labels=True``) as :func:`format_label` prints them.
     """
-    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+    if not labels:
         text = "\n".join(map(repr, values.astype(np.float64).tolist()))
     else:
         text = "\n".join(format_label(v) for v in values)
-    if values is not None and len(values):
+    if len(values):
         text += "\n"
     if path in (None, "-"):
         sys.stdout.write(text)
