@@ -7,10 +7,12 @@ see docs/cli.md.
 
 Exit status: 0 on success, 2 for an error the user can fix (a missing or malformed file, a model
 file that fails to load, a feature count mismatch, invalid options; one line on stderr, no
-traceback unless ``--debug``), 1 for an unexpected internal error, 130 when interrupted.
+traceback unless ``--debug``), 1 for an unexpected internal error, 130 when interrupted,
+141 when the reader of stdout went away (a broken pipe).
 """
 
 import argparse
+import os
 import sys
 import warnings
 
@@ -63,11 +65,16 @@ def _add_fit(sub):
 
     p = sub.add_parser(
         "fit", help="train an FM on an svmlight/libFM file",
-        description="Train an FMRegressor (--task r) or FMClassifier (--task c) on an "
-                    "svmlight/libFM file. libFM's flags (-task -method -dim -iter -train -test "
-                    "-out -init_stdev -regular -learn_rate -seed -verbosity) are accepted too.",
-        epilog="example: fmlearn fit train.libfm --test test.libfm --solver mcmc --rank 8 "
-               "--n-iter 100 --model model.fmz")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
+                    "svmlight/libFM file (feature indices are used as written).",
+        epilog="examples:\n"
+               "  fmlearn fit train.libfm --test test.libfm --solver mcmc --rank 8 \\\n"
+               "      --n-iter 100 --model model.fmz\n"
+               "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
+               "      -train train.libfm -test test.libfm -out pred.txt\n\n"
+               "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
+               "-regular -learn_rate -seed -verbosity -save_model -rlog (see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
@@ -216,6 +223,15 @@ def main(argv=None):
             except SystemExit as exc:  # --help, --version or a usage error already printed
                 return exc.code if isinstance(exc.code, int) else 2
             return _run(args)
+        except BrokenPipeError:
+            # the reader went away (``fmlearn predict ... | head``): stop quietly, and keep
+            # Python from complaining again when it flushes stdout at exit
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError, AttributeError):
+                pass
+            return 141
         except KeyboardInterrupt:
             if debug:
                 raise

@@ -159,12 +159,14 @@ def cmd_fit(args):
         _write_log(args.log, est)
     if args.model:
         est.save(args.model)
-        print_pairs([("model saved", args.model)])
+        print(f"model saved to {args.model}")
     if args.out:
         if args.proba:
             write_values(args.out, est.predict_proba(X_test)[:, 1])
         else:
             write_values(args.out, est.predict(X_test), labels=_is_classifier(est))
+        if args.out != "-":
+            print(f"test predictions written to {args.out}")
     return 0
 
 
