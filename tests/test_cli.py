@@ -239,7 +239,7 @@ def test_malformed_svmlight_file(tmp_path, capsys, content):
     bad = tmp_path / "bad.libfm"
     bad.write_text("1 0:1 1:2\n" + content)
     code, _, err = run(capsys, "fit", bad)
-    _assert_clean_error(code, err, "bad.libfm", "malformed")
+    _assert_clean_error(code, err, "bad.libfm", "malformed", "line 2")
 
 
 def test_model_file_errors(files, tmp_path, capsys):

@@ -150,6 +150,8 @@ def build_parser():
                                    "generated recommendation set; print test metrics and times.")
     p.add_argument("--quick", action="store_true", help="tiny data and few iterations (smoke test)")
     p.add_argument("--seed", type=_nonneg_int, default=0, metavar="S", help="default 0")
+    p.add_argument("--n-jobs", type=int, default=None, metavar="N",
+                   help="threads for the compiled loops (default: numba's)")
 
     p = sub.add_parser("reproduce", help="run a paper experiment (table + PNG)",
                        description="Run a registered paper experiment: it prints a table and "

@@ -25,22 +25,23 @@ def _check_readable(path, what):
 
 
 def read_svmlight(path, what="data", n_features=None):
-    """Read an svmlight/libFM file as (CSR float64 X, float64 y).
+    """Read an svmlight/libFM file as (CSR float64 X, float64 y) with
+    :func:`fmlearn.datasets.load_svmlight`.
 
     Feature indices are used as written (libFM's convention): index ``j`` is column ``j``, so a
-    1-based file simply leaves column 0 empty. scikit-learn's "auto" detection is not used
+    1-based file simply leaves column 0 empty. The loader's "auto" detection is not used
     because it can shift a prediction file by one column relative to its training file.
     ``n_features`` widens ``X`` to a model's width and refuses files that use a larger index.
     """
-    from sklearn.datasets import load_svmlight_file
+    from fmlearn.datasets import load_svmlight
 
     _check_readable(path, what)
     try:
-        X, y = load_svmlight_file(path, zero_based=True, dtype=np.float64)
-    except (ValueError, UnicodeDecodeError, EOFError) as exc:
-        raise CLIError(f"{path}: malformed svmlight/libFM file ({exc})") from None
-    except OSError as exc:  # unreadable, or a corrupt .gz/.bz2
-        raise CLIError(f"{path}: cannot read ({exc})") from None
+        X, y = load_svmlight(path, zero_based=True, dtype=np.float64)
+    except ValueError as exc:  # the message names the file and the offending line
+        raise CLIError(str(exc)) from None
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if X.shape[0] == 0:
         raise CLIError(f"{path}: no data rows")
     if n_features is not None:

@@ -27,45 +27,21 @@ _SOLVERS = {
 }
 
 
-def _planted_fm(rng, n, d, k, nnz_per_row):
-    # Temporary generator; replaced by fmlearn.datasets.make_fm once it lands.
-    X = sp.random(n, d, density=nnz_per_row / d, format="csr", random_state=rng,
-                  data_rvs=lambda m: rng.normal(size=m))
-    w0, w, V = 0.5, rng.normal(scale=0.5, size=d), rng.normal(scale=0.5, size=(d, k))
-    XV = X @ V
-    f = w0 + X @ w + 0.5 * ((XV ** 2).sum(1) - (X.multiply(X)) @ (V ** 2).sum(1))
-    return X, np.asarray(f).ravel()
-
-
-def _ratings(rng, n_users, n_items, n_ratings, k):
-    # Temporary generator; replaced by fmlearn.datasets.make_recommendation once it lands.
-    u = rng.integers(0, n_users, size=n_ratings)
-    i = rng.integers(0, n_items, size=n_ratings)
-    U, I = rng.normal(scale=0.6, size=(n_users, k)), rng.normal(scale=0.6, size=(n_items, k))
-    bu, bi = rng.normal(scale=0.3, size=n_users), rng.normal(scale=0.3, size=n_items)
-    score = 3.5 + bu[u] + bi[i] + (U[u] * I[i]).sum(1)
-    y = np.clip(np.rint(score + rng.normal(scale=0.5, size=n_ratings)), 1, 5)
-    rows = np.repeat(np.arange(n_ratings), 2)
-    cols = np.column_stack([u, n_users + i]).ravel()
-    X = sp.csr_matrix((np.ones(2 * n_ratings), (rows, cols)), shape=(n_ratings, n_users + n_items))
-    return X, y, np.clip(score, 1, 5)
-
-
 def _tasks(quick, seed):
-    """(name, task, X, y, oracle_prediction, description) of each generated task."""
-    rng = np.random.default_rng(seed)
-    n, d = (600, 40) if quick else (8000, 200)
-    X, f = _planted_fm(rng, n, d, 4, 6)
-    y = f + rng.normal(scale=0.1, size=n)
-    tasks = [("fm", "r", X, y, f, f"planted rank-4 FM, {n} rows x {d} sparse features, noise 0.1")]
-    X, f = _planted_fm(rng, n, d, 4, 6)
-    f = f - np.median(f)
-    y = np.where(f + rng.normal(scale=0.1, size=n) > 0, 1, -1)
-    tasks.append(("fm-sign", "c", X, y, np.where(f > 0, 1, -1),
+    """(name, task, X, y, planted prediction, description) of each generated task."""
+    from fmlearn.datasets import make_fm, make_recommendation
+
+    n, d, density = (600, 40, 0.15) if quick else (6000, 100, 0.06)
+    fm = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, random_state=seed)
+    tasks = [("fm", "r", fm.X, fm.y, fm.scores,
+              f"planted rank-4 FM, {n} rows x {d} sparse features, noise 0.1")]
+    sign = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, task="classification",
+                   random_state=seed + 1)
+    tasks.append(("fm-sign", "c", sign.X, sign.y, np.where(sign.scores >= 0, 1, -1),
                   f"sign of a planted rank-4 FM, {n} rows x {d} sparse features"))
     n_users, n_items, n_r = (60, 40, 1200) if quick else (600, 400, 30000)
-    X, y, oracle = _ratings(rng, n_users, n_items, n_r, 4)
-    tasks.append(("ratings", "r", X, y, oracle,
+    rec = make_recommendation(n_users, n_items, n_r, rank=4, random_state=seed + 2)
+    tasks.append(("ratings", "r", rec.X, rec.y, np.clip(rec.scores, 1, 5),
                   f"{n_r} ratings 1..5, {n_users} users x {n_items} items, one-hot"))
     return tasks
 
@@ -76,11 +52,12 @@ def _split(n, rng):
     return idx[:cut], idx[cut:]
 
 
-def _estimator(task, solver, n_iter, seed):
+def _estimator(task, solver, n_iter, seed, n_jobs=None):
     from fmlearn import FMClassifier, FMRegressor
 
     cls = FMRegressor if task == "r" else FMClassifier
-    return cls(n_factors=4, solver=solver, n_iter=n_iter, random_state=seed, **_SOLVERS[solver])
+    return cls(n_factors=4, solver=solver, n_iter=n_iter, random_state=seed, n_jobs=n_jobs,
+               **_SOLVERS[solver])
 
 
 def _score(task, y, pred):
@@ -89,14 +66,14 @@ def _score(task, y, pred):
     return float(np.mean(pred != y))
 
 
-def _warm_up(seed):
+def _warm_up(seed, n_jobs):
     """Fit and predict tiny models once per solver, so the kernels are loaded (or compiled)."""
     X = sp.random(30, 5, density=0.5, format="csr", random_state=seed)
     y = np.arange(30) % 2
     t0 = time.perf_counter()
     for task in ("r", "c"):
         for solver in _SOLVERS:
-            m = _estimator(task, solver, 2, seed).fit(X, y)
+            m = _estimator(task, solver, 2, seed, n_jobs).fit(X, y)
             m.predict(X)
             m.predict(X.toarray())
     return time.perf_counter() - t0
@@ -113,7 +90,7 @@ def cmd_demo(args):
     tasks = _tasks(quick, seed)
     for name, _, _, _, _, desc in tasks:
         print(f"  {name:8s} {desc}")
-    warm = _warm_up(seed)
+    warm = _warm_up(seed, args.n_jobs)
     print(f"kernel loading / JIT warm-up: {warm:.2f} s\n")
     rng = np.random.default_rng(seed + 1)
     rows = []
@@ -126,7 +103,7 @@ def cmd_demo(args):
             baseline = _score(task, y[te], np.full(te.shape[0], values[np.argmax(counts)]))
         best = _score(task, y[te], oracle[te])
         for solver in _SOLVERS:
-            est = _estimator(task, solver, n_iter, seed)
+            est = _estimator(task, solver, n_iter, seed, args.n_jobs)
             t0 = time.perf_counter()
             est.fit(X[tr], y[tr])
             fit_s = time.perf_counter() - t0
