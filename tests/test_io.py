@@ -240,23 +240,17 @@ def test_consistently_edited_manifest_is_refused(saved, tmp_path, edit, match):
         fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
 
 
-def test_classifier_renamed_to_regressor_is_refused(saved, tmp_path):
-    _, blob = saved["clf"]
+@pytest.mark.parametrize("which, new_class, match", [
+    ("clf", "FMRegressor", "has classes_"),
+    ("reg", "Ridge", "unknown estimator class"),
+])
+def test_renamed_class_is_refused(saved, tmp_path, which, new_class, match):
+    _, blob = saved[which]
 
     def edit(meta, members):
-        meta["class"] = "FMRegressor"
+        meta["class"] = new_class
 
-    with pytest.raises(ModelFileError, match="has classes_"):
-        fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
-
-
-def test_unknown_class_is_refused(saved, tmp_path):
-    _, blob = saved["reg"]
-
-    def edit(meta, members):
-        meta["class"] = "Ridge"
-
-    with pytest.raises(ModelFileError, match="unknown estimator class"):
+    with pytest.raises(ModelFileError, match=match):
         fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
 
 

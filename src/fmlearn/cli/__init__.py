@@ -23,41 +23,27 @@ __all__ = ["main", "build_parser"]
 _DEBUG = "--debug"
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
+def _number(kind, low, strict=False):
+    """argparse type: a finite ``kind`` (int or float) >= ``low`` (> ``low`` if ``strict``)."""
+    what = "an integer" if kind is int else "a finite number"
+    bound = f"{'>' if strict else '>='} {low}"
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (value > low if strict else value >= low) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _nonneg_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _nonneg_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text):
-    value = _nonneg_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a number > 0")
-    return value
+_positive_int = _number(int, 1)
+_nonneg_int = _number(int, 0)
+_nonneg_float = _number(float, 0.0)
+_positive_float = _number(float, 0.0, strict=True)
 
 
 def _add_fit(sub):
