@@ -295,6 +295,39 @@ def test_labels_unknown_to_the_model(files, tmp_path, capsys):
     _assert_clean_error(code, err, "not among the model's classes")
 
 
+@pytest.mark.parametrize("exc, status, words", [
+    (fmlearn.exceptions.DivergenceError("SGD diverged at epoch 3; lower the learning rate"), 2,
+     ["fmlearn: error:", "diverged at epoch 3"]),
+    (RuntimeError("boom"), 1, ["fmlearn: internal error: RuntimeError: boom", "--debug"]),
+])
+def test_solver_failures_exit_cleanly(files, capsys, monkeypatch, exc, status, words):
+    def failing_fit(self, *args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(fmlearn.FMRegressor, "fit", failing_fit)
+    code, _, err = run(capsys, "fit", files["r_train"])
+    assert code == status
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    for w in words:
+        assert w in err
+
+
+def test_warnings_are_one_line(files, capsys, monkeypatch):
+    import warnings
+
+    real_fit = fmlearn.FMRegressor.fit
+
+    def warning_fit(self, *args, **kwargs):
+        warnings.warn("did not converge\n  try more iterations",
+                      fmlearn.exceptions.ConvergenceWarning)
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(fmlearn.FMRegressor, "fit", warning_fit)
+    code, _, err = run(capsys, "fit", files["r_train"], "--solver", "als", "--n-iter", 2)
+    assert code == 0
+    assert err.strip() == "fmlearn: warning: did not converge try more iterations"
+
+
 def test_debug_shows_the_exception(tmp_path):
     with pytest.raises(Exception, match="not found"):
         main(["fit", str(tmp_path / "nope.libfm"), "--debug"])

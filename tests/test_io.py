@@ -88,6 +88,17 @@ def test_float32_model_keeps_its_dtype(tmp_path):
     assert np.array_equal(loaded.predict(X), model.predict(X))
 
 
+def test_feature_names_round_trip_without_warnings(tmp_path, recwarn):
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    model = _fit(FMClassifier, "sgd", frame, y)
+    loaded = fmlearn.load(model.save(tmp_path / "m.fmz"))
+    assert list(loaded.feature_names_in_) == list(frame.columns)
+    assert np.array_equal(loaded.predict_proba(frame), model.predict_proba(frame))
+    assert not [w for w in recwarn if "feature names" in str(w.message)]
+
+
 def test_saved_model_can_warm_start(tmp_path):
     X, y = _data()
     model = _fit(FMRegressor, "mcmc", X, y, warm_start=True)

@@ -39,6 +39,7 @@ import json
 import numbers
 import os
 import tempfile
+import warnings
 import zipfile
 
 import numpy as np
@@ -380,7 +381,9 @@ def _check_usable(est, path):
         raise ModelFileError(f"{path!r}: inconsistent model state: n_features_in_={d!r}")
     row = sp.csr_matrix((1, d), dtype=np.float64)
     try:
-        out = est.predict_proba(row) if is_classifier(est) else est.predict(row)
+        with warnings.catch_warnings():  # e.g. "fitted with feature names": irrelevant here
+            warnings.simplefilter("ignore")
+            out = est.predict_proba(row) if is_classifier(est) else est.predict(row)
         ok = np.all(np.isfinite(np.asarray(out, dtype=np.float64)))
     except Exception as exc:  # any failure here means the state cannot be used
         raise ModelFileError(f"{path!r}: the loaded model cannot predict: "
