@@ -319,7 +319,7 @@ def test_warnings_are_one_line(files, capsys, monkeypatch):
 
     def warning_fit(self, *args, **kwargs):
         warnings.warn("did not converge\n  try more iterations",
-                      fmlearn.exceptions.ConvergenceWarning)
+                      fmlearn.exceptions.ConvergenceWarning, stacklevel=2)
         return real_fit(self, *args, **kwargs)
 
     monkeypatch.setattr(fmlearn.FMRegressor, "fit", warning_fit)

@@ -1,6 +1,7 @@
 """``fmlearn fit``, ``predict`` and ``evaluate``: svmlight/libFM files in, models and
 predictions out. Each command takes the parsed arguments and returns an exit status."""
 
+import argparse
 import json
 import sys
 import time
@@ -9,14 +10,10 @@ import numpy as np
 
 from ._common import CLIError, format_label, note, print_pairs, read_svmlight, widen, write_values
 
-TASK_NAMES = {"r": "regression", "c": "classification"}
-
 
 # -- fit ------------------------------------------------------------------------------------
 def parse_reg(text):
     """``R`` (all three) or ``R0,R1,R2`` -> (reg_bias, reg_linear, reg_pairwise), as libFM."""
-    import argparse
-
     try:
         values = [float(v) for v in text.split(",")]
     except ValueError:
