@@ -192,6 +192,14 @@ def test_malformed_line_gives_value_error_naming_file_and_line(tmp_path, bad, ex
         assert name in str(info.value) and bad in str(info.value)
 
 
+def test_line_numbers_count_newlines_like_the_parser(tmp_path):
+    # A lone carriage return does not end a line for the parser, nor for the line count.
+    path = tmp_path / "cr.txt"
+    path.write_bytes(b"1 1:1 \r 2:1\r\n1 1:1\r\n1 3:1 2:1\r\n1 1:1\r\n")
+    with pytest.raises(ValueError, match="line 3: Feature indices"):
+        load_svmlight(path)
+
+
 def test_index_zero_in_a_one_based_file_is_located(tmp_path):
     path = tmp_path / "one.txt"
     write(path, "1 1:1\n1 2:1\n1 0:1\n")
@@ -418,6 +426,13 @@ def test_movielens_malformed_files(tmp_path):
     lines[6] = "5\t7\t3"
     (folder / "u.data").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="line 7: 3 fields"):
+        load_movielens_100k(folder)
+    lines[6] = "5\t7\tnan\t881250949"
+    (folder / "u.data").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"NaN or infinity on data row 7 \(header"):
+        load_movielens_100k(folder)
+    (folder / "u.data").write_text("")
+    with pytest.raises(ValueError, match="no rating"):
         load_movielens_100k(folder)
     shutil.copy(os.path.join(GROUPLENS, "u.data"), folder / "u.data")
     os.remove(folder / "u.item")

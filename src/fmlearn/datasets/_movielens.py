@@ -17,14 +17,16 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.request
+import warnings
 import zipfile
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
+
+from ._files import atomic_write
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 # The checksum GroupLens publishes next to the zip (ml-100k.zip.md5).
@@ -95,7 +97,8 @@ def _locate(path, download):
     if download and not target.endswith((".data", ".inter")):
         _download(target)
         return os.path.join(target, "u.data"), "grouplens"
-    raise FileNotFoundError(f"MovieLens-100K not found at {target!r}. " + _how_to_get(target))
+    folder = os.path.dirname(target) if target.endswith((".data", ".inter")) else target
+    raise FileNotFoundError(f"MovieLens-100K not found at {target!r}. " + _how_to_get(folder))
 
 
 def _download(folder):
@@ -130,15 +133,8 @@ def _download(folder):
     os.makedirs(folder, exist_ok=True)
     # u.data last: its presence is what marks the folder as complete.
     for name in sorted(members, key=lambda n: n == "u.data"):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(archive.read(members[name]))
-            os.replace(tmp, os.path.join(folder, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(os.path.join(folder, name)) as out:
+            out.write(archive.read(members[name]))
 
 
 def _first_bad_line(path, sep, n_header, n_fields, encoding="utf-8"):
@@ -160,9 +156,11 @@ def _first_bad_line(path, sep, n_header, n_fields, encoding="utf-8"):
 
 def _read_numeric(path, sep, n_header, usecols, n_fields):
     try:
-        table = np.loadtxt(
-            path, delimiter=sep, skiprows=n_header, usecols=usecols, ndmin=2, dtype=np.float64
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "no data": reported below
+            table = np.loadtxt(
+                path, delimiter=sep, skiprows=n_header, usecols=usecols, ndmin=2, dtype=np.float64
+            )
     except ValueError as exc:
         found = _first_bad_line(path, sep, n_header, n_fields)
         if found is None:
@@ -214,6 +212,12 @@ def _read_ratings(path, layout):
         times = table[:, 3] if table.shape[1] > 3 else np.zeros(table.shape[0])
     if table.shape[0] == 0:
         raise ValueError(f"MovieLens ratings file {path!r} has no rating")
+    if not np.all(np.isfinite(table)):
+        row = int(np.flatnonzero(~np.all(np.isfinite(table), axis=1))[0])
+        raise ValueError(
+            f"MovieLens ratings file {path!r}: NaN or infinity on data row {row + 1} "
+            f"(header excluded)"
+        )
     users = _integral(users, "user ids", path)
     items = _integral(items, "item ids", path)
     return users, items, np.ascontiguousarray(ratings), _integral(times, "timestamps", path)

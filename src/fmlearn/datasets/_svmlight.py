@@ -11,10 +11,11 @@ import bz2
 import gzip
 import io
 import os
-import tempfile
 
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from ._files import atomic_write
 
 # Largest feature count the kernels accept (int32 indices); used as a provisional width when
 # the true width is unknown and scikit-learn insists on one (offset/length reads).
@@ -70,8 +71,9 @@ def _check_n_features(n_features):
 def _line_blocks(path, block_size):
     """Yield ``(first_line_number, bytes)`` blocks of whole lines of the (decompressed) file.
 
-    Each block holds at least ``block_size`` bytes unless it is the last one, and ends at a
-    line end, so that the parser never sees a truncated line. Line numbers start at 1.
+    A block is ``block_size`` bytes give or take one line, and ends at a line end, so that the
+    parser never sees a truncated line. Line numbers start at 1 and count ``\\n`` as the
+    parser does (binary line iteration).
     """
     line_no = 1
     carry = b""
@@ -111,7 +113,12 @@ def _find_bad_line(path, zero_based, n_features, dtype):
             continue
         except _PARSE_ERRORS:
             pass
-        lines = block.splitlines(keepends=True)
+        # Split on b'\n' only, like the parser (bytes.splitlines would also cut at b'\r').
+        lines = [line + b"\n" for line in block.split(b"\n")]
+        if block.endswith(b"\n"):
+            lines.pop()
+        else:
+            lines[-1] = lines[-1][:-1]
         lo, hi = 0, len(lines)
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -217,10 +224,10 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
     return X, y
 
 
-def _index_range(path, dtype):
+def _index_range(path, dtype, block_size):
     """(smallest, largest) raw feature index in the file, or None when it has no feature."""
     lo, hi = None, None
-    for _, block in _line_blocks(path, 1 << 24):
+    for _, block in _line_blocks(path, block_size):
         X, _ = _parse(block, True, None, dtype)
         if X.nnz:
             bmin, bmax = int(X.indices.min()), int(X.indices.max())
@@ -355,7 +362,8 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
     # A generator apart from the checks above, so that bad arguments fail at the call.
     if n_features is None or zero_based == "auto":
         try:
-            rng = _index_range(path, dtype)
+            # Blocks of 1 to 16 MiB: no more memory than asked for, few parser calls.
+            rng = _index_range(path, dtype, min(max(chunk, 1 << 20), 1 << 24))
         except _PARSE_ERRORS + _STREAM_ERRORS as exc:
             zb = True if zero_based == "auto" else zero_based
             raise _malformed(path, exc, zb, None, dtype) from None
@@ -435,25 +443,13 @@ def save_svmlight(X, y, path, zero_based=True, comment=None):
     >>> X.toarray().tolist(), y.tolist()
     ([[0.0, 2.5], [1.0, 0.0]], [1.0, -1.0])
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".svmlight", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            kind = _compression(path)
-            if kind == "gzip":
-                out = gzip.GzipFile(fileobj=raw, mode="wb", filename="")
-            elif kind == "bz2":
-                out = bz2.BZ2File(raw, "wb")
-            else:
-                out = raw
-            dump_svmlight_file(X, y, out, zero_based=zero_based, comment=comment)
-            if out is not raw:
-                out.close()
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    kind = _compression(path)
+    with atomic_write(path) as raw:
+        if kind == "gzip":
+            with gzip.GzipFile(fileobj=raw, mode="wb", filename="") as out:
+                dump_svmlight_file(X, y, out, zero_based=zero_based, comment=comment)
+        elif kind == "bz2":
+            with bz2.BZ2File(raw, "wb") as out:
+                dump_svmlight_file(X, y, out, zero_based=zero_based, comment=comment)
+        else:
+            dump_svmlight_file(X, y, raw, zero_based=zero_based, comment=comment)
