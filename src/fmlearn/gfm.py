@@ -416,8 +416,8 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         Passes over the batches in ``fit``. One pass is the streaming algorithm of the seeds.
         Further passes re-use the data, which the one-pass theory does not cover (a batch is no
         longer independent of the iterate): they run the same step as a projected gradient-type
-        method on the empirical risk, with a step that starts at 1/2 and is halved whenever it
-        would increase the batch's loss. "auto": one pass when X holds at least 10 batches,
+        method on the empirical risk, with a monotone safeguard (a step that would increase the
+        batch's loss is halved until it does not). "auto": one pass when X holds at least 10 batches,
         otherwise passes until the training RMSE changes by less than ``tol`` (relative) from
         one pass to the next or falls below ``tol`` times the RMS of the targets, at most 100
         (small data sets).
@@ -467,7 +467,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     n_passes_ : int
         Passes over the data made by the last ``fit``.
     step_ : float
-        Current step of the re-used passes (1/2 halved on every rejected step).
+        Step of the next re-used batch (1, halved after rejected steps and doubled back).
     batch_size_ : int
         Largest batch of the last call.
     history_ : dict of lists, one entry per batch

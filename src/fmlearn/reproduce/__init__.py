@@ -34,7 +34,14 @@ class Experiment:
 
 
 #: name -> Experiment, one line per paper experiment (kept sorted by name).
-REGISTRY = {}
+REGISTRY = {
+    "gfm-convergence": Experiment(
+        "fmlearn.reproduce.gfm_convergence",
+        "seed 000: one-pass gFM error vs mini-batch for n = c k d, noise, d = 1000"),
+    "ifm-vs-fm": Experiment(
+        "fmlearn.reproduce.ifm_vs_fm",
+        "seed 001 Fig. 1: test RMSE of iFM vs classic FM on FM, sign-flipped, mixed labels"),
+}
 
 
 def names():

@@ -171,9 +171,10 @@ class OnePassSettings:
         and b updates. 1 is the algorithm of the seeds (fresh batches).
     reuse : the batches have been seen before (passes after the first). The one-pass theory
         then no longer applies (the batch is not independent of the iterate) and the iteration
-        is a projected gradient-type method on the empirical risk, whose step 1 can overshoot:
-        steps start at ``reuse_step``, are halved whenever they would increase the batch's loss,
-        and a batch is skipped when the step falls below ``min_step``.
+        is a projected gradient-type method on the empirical risk, whose step 1 can overshoot
+        (e.g. batches of a few k d rows): a step is halved whenever it would increase the
+        batch's loss (then doubled again, up to ``reuse_step``, for the next batch), and a batch
+        is skipped when the step falls below ``min_step``.
     safeguard : apply the same monotone check to fresh batches (an in-sample test: on the
         designs the theory covers, the step decreases the batch loss and is accepted as is).
     """
@@ -188,7 +189,7 @@ class OnePassSettings:
     random_state: object = None
     step: float = 1.0
     reuse: bool = False
-    reuse_step: float = 0.5
+    reuse_step: float = 1.0
     safeguard: bool = False
     min_step: float = 1e-4
     divergence_factor: float = DIVERGENCE_FACTOR
@@ -394,7 +395,9 @@ def one_pass_step(X, y, sw, state, settings):
             info["stalled"] = True
             break
     if settings.reuse and not first:
-        state.eta = eta
+        # Try a larger step on the next batch (halvings are per step, not forever).
+        state.eta = min(float(settings.reuse_step), 2.0 * eta) if not info.get("stalled") \
+            else float(settings.reuse_step)
     info["step"] = eta
 
     norm = float(np.linalg.norm(w) + np.linalg.norm(Vnew))
