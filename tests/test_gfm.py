@@ -284,6 +284,19 @@ def test_fit_equals_partial_fit_and_warm_start():
     np.testing.assert_array_equal(c.predict(X[:100]), a.predict(X[:100]))
 
 
+def test_results_do_not_depend_on_threads(monkeypatch):
+    from fmlearn.solvers import one_pass
+
+    monkeypatch.setattr(one_pass, "CHUNK_VALUES", 2000)  # many chunks even on small data
+    X, y, truth = make_gfm(4 * 3000, 20, 2, random_state=15)
+    fits = [GFMRegressor(2, solver="moment", batch_size=3000, n_passes=1, n_jobs=j,
+                         random_state=0).fit(sp.csr_matrix(X) if sparse else X, y)
+            for sparse in (False, True) for j in (1, 2)]
+    np.testing.assert_array_equal(fits[0].working_V_, fits[1].working_V_)
+    np.testing.assert_array_equal(fits[2].working_V_, fits[3].working_V_)
+    np.testing.assert_array_equal(fits[0].predict(X), fits[1].predict(X))
+
+
 def test_sparse_equals_dense_and_float32_close():
     X, y, truth = make_gfm(6 * 800, 20, 2, random_state=7)
     X[np.abs(X) < 0.5] = 0.0  # real zeros, so CSR differs from dense

@@ -96,7 +96,8 @@ class OnePassMixin:
             n_factors=self.n_factors, correction=self._correction(),
             fit_linear=self._fit_linear, fit_intercept=self._uses_intercept(),
             standardize=self._uses_standardize(), init=self.init, random_state=rs,
-            safeguard=bool(getattr(self, "safeguard", False)))
+            safeguard=bool(getattr(self, "safeguard", False)),
+            n_jobs=getattr(self, "n_jobs", None))
 
     def _uses_intercept(self):
         return bool(getattr(self, "fit_intercept", False))
@@ -179,7 +180,7 @@ class OnePassMixin:
             post["rec_err"] = f"{history['recovery_error'][-1]:.3g}"
         if evald is not None:
             Xv, yv = evald
-            pred = predict_batch(Batch(Xv, state.mean, state.scale), state,
+            pred = predict_batch(Batch(Xv, state.mean, state.scale, self.n_jobs), state,
                                  self._zero_diagonal())
             history["val"].append(float(np.sqrt(np.mean((pred - yv) ** 2))))
             post["val"] = f"{history['val'][-1]:.4g}"
@@ -311,7 +312,8 @@ class OnePassMixin:
     # -- prediction -----------------------------------------------------------------------------
     def _raw_predict(self, X):
         state = self._state_from_attributes()
-        return predict_batch(Batch(X, state.mean, state.scale), state, self._zero_diagonal())
+        return predict_batch(Batch(X, state.mean, state.scale, getattr(self, "n_jobs", None)),
+                             state, self._zero_diagonal())
 
     # -- the model in the caller's coordinates --------------------------------------------------
     def _original(self):
@@ -443,6 +445,9 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         ``fit`` continues from the fitted state (same standardisation and moments).
     random_state : int, RandomState or None, default=None
         Used only by the randomized initialisation.
+    n_jobs : int or None, default=None
+        Threads for the batch products (None: all CPUs). Rows are processed in fixed chunks
+        with single-threaded BLAS and summed in a fixed order, so results do not depend on it.
     verbose : int, default=0
         Progress bar with the prequential batch RMSE (and recovery error / validation RMSE).
 
@@ -508,12 +513,13 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
+        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
     }
 
     def __init__(self, n_factors=5, *, solver="one_pass", batch_size="auto", n_passes="auto",
                  tol=1e-4, safeguard=False, fit_intercept=True, standardize=True, init="auto", warm_start=False,
-                 random_state=None, verbose=0):
+                 random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
         self.batch_size = batch_size
@@ -525,6 +531,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     def _correction(self):

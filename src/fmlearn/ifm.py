@@ -66,6 +66,8 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
     warm_start : bool, default=False
     random_state : int, RandomState or None, default=None
+    n_jobs : int or None, default=None
+        Threads for the batch products (results do not depend on it).
     verbose : int, default=0
 
     Attributes
@@ -103,11 +105,13 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
+        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
     }
 
     def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
-                 safeguard=False, fit_intercept=True, standardize=True, init="auto", warm_start=False, random_state=None, verbose=0):
+                 safeguard=False, fit_intercept=True, standardize=True, init="auto", warm_start=False, random_state=None,
+                 n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size
         self.n_passes = n_passes
@@ -118,6 +122,7 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     def _correction(self):

@@ -35,6 +35,7 @@ _COMMON_CONSTRAINTS = {
     "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
     "warm_start": ["boolean"],
     "random_state": ["random_state"],
+    "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
     "verbose": ["verbose"],
 }
 
@@ -77,6 +78,8 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
     warm_start : bool, default=False
     random_state : int, RandomState or None, default=None
+    n_jobs : int or None, default=None
+        Threads for the batch products (results do not depend on it).
     verbose : int, default=0
 
     Attributes
@@ -106,7 +109,8 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     }
 
     def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
-                 safeguard=True, init="auto", warm_start=False, random_state=None, verbose=0):
+                 safeguard=True, init="auto", warm_start=False, random_state=None,
+                 n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size
         self.n_passes = n_passes
@@ -115,6 +119,7 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
         self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     def _correction(self):
@@ -139,7 +144,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
 
     Parameters
     ----------
-    batch_size, n_passes, tol, init, warm_start, random_state, verbose :
+    batch_size, n_passes, tol, init, warm_start, random_state, n_jobs, verbose :
         As in :class:`SymmetricRankOneSensing`.
 
     Attributes
@@ -168,7 +173,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
     n_factors = 1  # fixed: M* = s s^T has rank one (a class constant, not a parameter)
 
     def __init__(self, *, batch_size="auto", n_passes="auto", tol=1e-4, safeguard=True,
-                 init="auto", warm_start=False, random_state=None, verbose=0):
+                 init="auto", warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.batch_size = batch_size
         self.n_passes = n_passes
         self.tol = tol
@@ -176,6 +181,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
         self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     @property
@@ -212,6 +218,8 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
     init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
     warm_start : bool, default=False
     random_state : int, RandomState or None, default=None
+    n_jobs : int or None, default=None
+        Threads for the batch products (results do not depend on it).
     verbose : int, default=0
 
     Attributes
@@ -239,7 +247,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
     }
 
     def __init__(self, n_factors=5, *, n_left=None, batch_size="auto", safeguard=True,
-                 init="auto", warm_start=False, random_state=None, verbose=0):
+                 init="auto", warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.n_left = n_left
         self.batch_size = batch_size
@@ -247,6 +255,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         self.init = init
         self.warm_start = warm_start
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     # -- helpers ------------------------------------------------------------------------------
@@ -262,7 +271,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
 
     def _settings(self, rs):
         return OnePassSettings(n_factors=self.n_factors, init=self.init, random_state=rs,
-                               safeguard=self.safeguard)
+                               safeguard=self.safeguard, n_jobs=self.n_jobs)
 
     def _prepare(self, X):
         if sp.issparse(X):
@@ -385,7 +394,8 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
 
     def _raw_predict(self, X):
         Xu, Xv = self._prepare(X)
-        return asym_predict(Batch(Xu), Batch(Xv), self._state())
+        return asym_predict(Batch(Xu, n_jobs=self.n_jobs), Batch(Xv, n_jobs=self.n_jobs),
+                            self._state())
 
     @property
     def M_(self):

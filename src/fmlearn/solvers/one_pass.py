@@ -49,16 +49,56 @@ DIVERGENCE_FACTOR = 1e4
 CORRECTIONS = ("shift", "moment", "zero_diagonal", "none")
 
 
+#: Rows of a batch are processed in chunks of about this many stored values (dense entries or
+#: CSR nonzeros): a chunk is read from memory once per fused pass and stays in cache between
+#: its two BLAS products. The chunking depends on the data shape only, so partial sums are
+#: reduced in the same order whatever the number of threads (identical results).
+CHUNK_VALUES = 1 << 19
+
+_POOLS = {}
+_CONTROLLER = []
+
+
+def _pool(n_threads):
+    from concurrent.futures import ThreadPoolExecutor
+
+    if n_threads not in _POOLS:
+        _POOLS[n_threads] = ThreadPoolExecutor(n_threads, thread_name_prefix="fmlearn-gfm")
+    return _POOLS[n_threads]
+
+
+def _blas_single_thread():
+    # BLAS runs single-threaded inside chunks: the chunks are the parallel unit, and a fixed
+    # per-chunk summation order makes results independent of the thread count.
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+
+
+def resolve_n_jobs(n_jobs):
+    """Threads for the chunked batch products (None or -1: all CPUs)."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    if n_jobs is None or n_jobs < 0:
+        return cpus
+    return max(1, min(int(n_jobs), cpus))
+
+
 class Batch:
     """The rows ``z_i = (x_i - mean) / scale`` of one mini-batch, used only through products.
 
     ``X`` is a dense C-contiguous array or a canonical CSR matrix; the standardisation is applied
     implicitly (``Z B = X (B / scale) - 1 (mean^T (B / scale))``), so a sparse batch stays
-    sparse and no copy of a dense batch is made. Squares ``Z o Z`` are needed by the moment and
-    iFM corrections and are computed once per batch on first use.
+    sparse and no copy of a dense batch is made (squares ``Z o Z`` are formed chunk by chunk).
+    Products run over fixed row chunks on ``n_jobs`` threads with single-threaded BLAS; the
+    fused passes (:meth:`residual_pass`, :meth:`gram_pass`) read each chunk once for both of
+    their products, so one step of the solver reads the batch twice.
     """
 
-    def __init__(self, X, mean=None, scale=None):
+    def __init__(self, X, mean=None, scale=None, n_jobs=1):
         self.X = X
         self.sparse = sp.issparse(X)
         self.n, self.d = X.shape
@@ -66,63 +106,202 @@ class Batch:
         self.mean = None if mean is None or not np.any(mean) else np.asarray(mean, np.float64)
         self.inv = None if scale is None or np.all(scale == 1) else 1.0 / np.asarray(scale,
                                                                                    np.float64)
-        self._Xsq = None
+        per_row = (X.nnz / max(self.n, 1)) if self.sparse else self.d
+        rows = max(64, int(CHUNK_VALUES // max(per_row, 1.0)))
+        self.bounds = np.unique(np.append(np.arange(0, self.n, rows), self.n))
+        if self.bounds.shape[0] < 2:
+            self.bounds = np.array([0, self.n])
+        self.n_jobs = resolve_n_jobs(n_jobs)
 
+    # -- plumbing -------------------------------------------------------------------------------
     def _cast(self, B):
         return np.ascontiguousarray(B, dtype=self.dtype)
 
-    def matmat(self, B):
-        """``Z @ B`` for B of shape (d, c); float in the batch dtype."""
+    def _map(self, fn):
+        """``[fn(a, b) for each chunk]`` in chunk order, chunks spread over the threads."""
+        chunks = list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
+        with _blas_single_thread():
+            if self.n_jobs == 1 or len(chunks) == 1:
+                return [fn(a, b) for a, b in chunks]
+            return list(_pool(self.n_jobs).map(lambda ab: fn(*ab), chunks))
+
+    def _scaled(self, B):
         B = np.asarray(B, dtype=np.float64)
         if self.inv is not None:
             B = B * self.inv[:, None]
-        out = np.asarray(self.X @ self._cast(B))
+        shift = None if self.mean is None else self.mean @ B
+        return self._cast(B), shift
+
+    def _finish_rmat(self, raw, colsum):
+        """Z^T R from X^T R (raw, d x c) and the column sums of R."""
         if self.mean is not None:
-            out = out - (self.mean @ B).astype(out.dtype)[None, :]
+            raw -= self.mean[:, None] * colsum[None, :]
+        if self.inv is not None:
+            raw *= self.inv[:, None]
+        return raw
+
+    @staticmethod
+    def _reduce(parts):
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return out
+
+    # -- products -------------------------------------------------------------------------------
+    def matmat(self, B):
+        """``Z @ B`` for B of shape (d, c), in the batch dtype."""
+        Bs, shift = self._scaled(B)
+        out = np.empty((self.n, Bs.shape[1]), dtype=self.dtype)
+
+        def work(a, b):
+            out[a:b] = self.X[a:b] @ Bs
+            if shift is not None:
+                out[a:b] -= shift.astype(self.dtype)
+
+        self._map(work)
         return out
 
     def rmatmat(self, R):
-        """``Z^T @ R`` for R of shape (n, c); returned in float64."""
+        """``Z^T @ R`` for R of shape (n, c); float64."""
         R = self._cast(R)
-        out = np.asarray(self.X.T @ R, dtype=np.float64)
-        if self.mean is not None:
-            out -= self.mean[:, None] * R.sum(axis=0, dtype=np.float64)[None, :]
-        if self.inv is not None:
-            out *= self.inv[:, None]
-        return out
 
-    def _squares(self):
-        if self._Xsq is None:
-            if self.sparse:
-                Xsq = self.X.copy()
-                Xsq.data = Xsq.data * Xsq.data
-                self._Xsq = Xsq
-            else:
-                self._Xsq = self.X * self.X
-        return self._Xsq
+        def work(a, b):
+            Rc = R[a:b]
+            return (np.asarray(self.X[a:b].T @ Rc, dtype=np.float64),
+                    Rc.sum(axis=0, dtype=np.float64))
+
+        parts = self._map(work)
+        return self._finish_rmat(self._reduce([p[0] for p in parts]),
+                                 self._reduce([p[1] for p in parts]))
+
+    def _sq_chunk(self, a, b):
+        Xc = self.X[a:b]
+        if self.sparse:
+            Xc = Xc.copy()
+            Xc.data = Xc.data * Xc.data
+            return Xc
+        return Xc * Xc
+
+    def _sq_vector(self, v):
+        """Coefficients so that (Z o Z) v = (X o X) c2 - 2 X c1 + c0."""
+        v = np.asarray(v, dtype=np.float64)
+        c2 = v if self.inv is None else v * self.inv * self.inv
+        if self.mean is None:
+            return c2, None, 0.0
+        return c2, self.mean * c2, float(np.dot(self.mean * self.mean, c2))
 
     def sq_matvec(self, v):
         """``(Z o Z) @ v`` (n,), float64."""
-        v = np.asarray(v, dtype=np.float64)
-        if self.inv is not None:
-            v = v * self.inv * self.inv
-        out = np.asarray(self._squares() @ self._cast(v), dtype=np.float64)
-        if self.mean is not None:
-            out -= 2.0 * np.asarray(self.X @ self._cast(self.mean * v), dtype=np.float64)
-            out += float(np.dot(self.mean * self.mean, v))
+        c2, c1, c0 = self._sq_vector(v)
+        c2c = self._cast(c2)
+        c1c = None if c1 is None else self._cast(c1)
+        out = np.empty(self.n)
+
+        def work(a, b):
+            o = np.asarray(self._sq_chunk(a, b) @ c2c, dtype=np.float64)
+            if c1c is not None:
+                o -= 2.0 * np.asarray(self.X[a:b] @ c1c, dtype=np.float64)
+                o += c0
+            out[a:b] = o
+
+        self._map(work)
         return out
 
     def sq_rmatvec(self, r):
         """``(Z o Z)^T @ r`` (d,), float64."""
         r = self._cast(r)
-        out = np.asarray(self._squares().T @ r, dtype=np.float64)
+
+        def work(a, b):
+            rc = r[a:b]
+            q = np.asarray(self._sq_chunk(a, b).T @ rc, dtype=np.float64)
+            lin = None if self.mean is None else np.asarray(self.X[a:b].T @ rc, np.float64)
+            return q, lin, float(np.sum(rc, dtype=np.float64))
+
+        parts = self._map(work)
+        return self._finish_sq(self._reduce([p[0] for p in parts]),
+                               None if self.mean is None else self._reduce([p[1] for p in parts]),
+                               sum(p[2] for p in parts))
+
+    def _finish_sq(self, q, lin, total):
         if self.mean is not None:
-            s = float(np.sum(r, dtype=np.float64))
-            out += -2.0 * self.mean * np.asarray(self.X.T @ r, dtype=np.float64)
-            out += self.mean * self.mean * s
+            q = q - 2.0 * self.mean * lin + self.mean * self.mean * total
         if self.inv is not None:
-            out *= self.inv * self.inv
-        return out
+            q = q * self.inv * self.inv
+        return q
+
+    # -- fused passes of the solver -------------------------------------------------------------
+    def residual_pass(self, U, V, w, b0, y, sw, Wsum, zero_diagonal=False, need_q=False):
+        """One read of the batch for everything the step needs from the current model.
+
+        Returns ``rss`` (sum of sw r^2), ``rho = sw r / Wsum`` (n,), ``h2 = sum(rho)``,
+        ``G = Z^T [rho o Z U, rho]`` (d, k+1) and, when ``need_q``, ``q = (Z o Z)^T rho``.
+        """
+        k = U.shape[1]
+        Ws, shift = self._scaled(np.column_stack([U, V, w]))
+        sq = None
+        if zero_diagonal and k:
+            sq = self._sq_vector(np.einsum("ij,ij->i", U, V))
+            sq = (self._cast(sq[0]), None if sq[1] is None else self._cast(sq[1]), sq[2])
+        rho = np.empty(self.n)
+        y = np.asarray(y, dtype=np.float64)
+        sw = np.asarray(sw, dtype=np.float64)
+
+        def work(a, b):
+            Xc = self.X[a:b]
+            P = np.asarray(Xc @ Ws, dtype=np.float64)
+            if shift is not None:
+                P -= shift
+            pred = b0 + P[:, 2 * k] + np.einsum("ij,ij->i", P[:, :k], P[:, k:2 * k])
+            Xsq = None
+            if sq is not None:
+                Xsq = self._sq_chunk(a, b)
+                pred -= np.asarray(Xsq @ sq[0], dtype=np.float64)
+                if sq[1] is not None:
+                    pred += 2.0 * np.asarray(Xc @ sq[1], dtype=np.float64) - sq[2]
+            r = y[a:b] - pred
+            swc = sw[a:b]
+            rss = float(np.dot(swc, r * r))
+            rc = swc * r / Wsum
+            rho[a:b] = rc
+            R = np.empty((b - a, k + 1), dtype=self.dtype)
+            R[:, :k] = rc[:, None] * P[:, :k]
+            R[:, k] = rc
+            G = np.asarray(Xc.T @ R, dtype=np.float64)
+            colsum = R.sum(axis=0, dtype=np.float64)
+            q = lin = None
+            if need_q:
+                if Xsq is None:
+                    Xsq = self._sq_chunk(a, b)
+                q = np.asarray(Xsq.T @ R[:, k], dtype=np.float64)
+                lin = G[:, k]
+            return rss, G, colsum, q, lin
+
+        parts = self._map(work)
+        rss = float(sum(p[0] for p in parts))
+        colsum = self._reduce([p[2] for p in parts])
+        Graw = self._reduce([p[1] for p in parts])
+        q = None
+        if need_q:
+            q = self._finish_sq(self._reduce([p[3] for p in parts]),
+                                Graw[:, k].copy(), float(colsum[k]))
+        G = self._finish_rmat(Graw, colsum)
+        return {"rss": rss, "rho": rho, "h2": float(colsum[k]), "G": G, "q": q}
+
+    def gram_pass(self, B, rho):
+        """``Z^T (rho o Z B)`` for B (d, c), one read of the batch; float64."""
+        Bs, shift = self._scaled(B)
+
+        def work(a, b):
+            Xc = self.X[a:b]
+            P = np.asarray(Xc @ Bs, dtype=np.float64)
+            if shift is not None:
+                P -= shift
+            R = self._cast(rho[a:b, None] * P)
+            return np.asarray(Xc.T @ R, dtype=np.float64), R.sum(axis=0, dtype=np.float64)
+
+        parts = self._map(work)
+        return self._finish_rmat(self._reduce([p[0] for p in parts]),
+                                 self._reduce([p[1] for p in parts]))
 
 
 @dataclass
@@ -188,6 +367,7 @@ class OnePassSettings:
     init_n_iter: int = 4
     random_state: object = None
     step: float = 1.0
+    n_jobs: object = None
     reuse: bool = False
     reuse_step: float = 1.0
     safeguard: bool = False
@@ -281,11 +461,10 @@ def _first_batch(X, y, sw, state, settings):
 
 
 # -- prediction -------------------------------------------------------------------------------
-def predict_batch(batch, state, zero_diagonal, P=None):
-    """f(z) for every row of ``batch`` (float64); ``P = Z [U V w]`` may be passed if known."""
+def predict_batch(batch, state, zero_diagonal):
+    """f(z) for every row of ``batch`` (float64)."""
     k = state.U.shape[1]
-    if P is None:
-        P = batch.matmat(np.column_stack([state.U, state.V, state.w]))
+    P = batch.matmat(np.column_stack([state.U, state.V, state.w]))
     P = P.astype(np.float64, copy=False)
     pred = state.b + P[:, 2 * k] + np.einsum("ij,ij->i", P[:, :k], P[:, k:2 * k])
     if zero_diagonal and k:
@@ -308,7 +487,7 @@ def one_pass_step(X, y, sw, state, settings):
     first = state.t == 0
     if first:
         _first_batch(X, y, sw, state, settings)
-    batch = Batch(X, state.mean, state.scale)
+    batch = Batch(X, state.mean, state.scale, settings.n_jobs)
     d = batch.d
     k = state.U.shape[1]
     zero_diag = settings.correction == "zero_diagonal"
@@ -316,9 +495,10 @@ def one_pass_step(X, y, sw, state, settings):
     sw = np.asarray(sw, dtype=np.float64)
     Wsum = float(sw.sum())
 
-    P = batch.matmat(np.column_stack([state.U, state.V, state.w]))
-    r = y - predict_batch(batch, state, zero_diag, P)
-    rmse = float(np.sqrt(np.dot(sw, r * r) / Wsum))
+    # First read of the batch: residuals of the current model and every statistic built on them.
+    stats = batch.residual_pass(state.U, state.V, state.w, state.b, y, sw, Wsum, zero_diag,
+                                need_q=settings.correction not in ("shift", "none"))
+    rmse = float(np.sqrt(stats["rss"] / Wsum))
     info = {"rmse": rmse, "diverged": None}
     # Safeguarded steps are monotone on their batch; only unguarded fresh batches can diverge.
     unguarded = not (settings.reuse or settings.safeguard)
@@ -328,13 +508,8 @@ def one_pass_step(X, y, sw, state, settings):
                             f"{rmse / max(state.y_scale, 1e-300):.3g} times the RMS of the "
                             "first batch's targets")
         return state, info
-    rho = sw * r / Wsum
-    h2 = float(rho.sum())
-
-    # Z^T [rho o Z U, rho] in one product: the first k columns feed E(U), the last is h3.
-    G = batch.rmatmat(np.column_stack([rho[:, None] * P[:, :k], rho]))
-    h3 = G[:, k]
-    q = None if settings.correction in ("shift", "none") else batch.sq_rmatvec(rho)
+    rho, h2, G, q = stats["rho"], stats["h2"], stats["G"], stats["q"]
+    h3 = G[:, k]  # Z^T rho; G[:, :k] = Z^T (rho o Z U) feeds E(U)
     diag0 = _diagonal_term(d, h2, h3, q, state, settings)
     lin0 = _linear_update(h2, h3, q, state, settings) if settings.fit_linear else None
     Uold, Vold = state.U.astype(np.float64), state.V.astype(np.float64)
@@ -346,8 +521,8 @@ def one_pass_step(X, y, sw, state, settings):
 
         def apply_E(B, ZtB=None):
             # E(B) = M B + eta (1/2 Z^T (rho o Z B) + diag0 o B),  M = sym(U V^T) (full diagonal)
-            if ZtB is None:
-                ZtB = batch.rmatmat(rho[:, None] * batch.matmat(B))
+            if ZtB is None:  # second read of the batch
+                ZtB = batch.gram_pass(B, rho)
             out = (0.5 * eta) * ZtB + diag[:, None] * B
             if k:
                 out += 0.5 * (Uold @ (Vold.T @ B) + Vold @ (Uold.T @ B))
@@ -385,7 +560,7 @@ def one_pass_step(X, y, sw, state, settings):
         # Accept only a step that does not increase this batch's loss, else halve it (a monotone
         # safeguard: always on re-used batches, on fresh ones only when settings.safeguard).
         trial = OnePassState(w, Unew, Vnew, b)
-        r2 = y - predict_batch(batch, trial, zero_diag)
+        r2 = y - predict_batch(batch, trial, zero_diag)  # an extra read, safeguard only
         new_rmse = float(np.sqrt(np.dot(sw, r2 * r2) / Wsum))
         if np.isfinite(new_rmse) and new_rmse <= rmse * (1.0 + 1e-10):
             break
@@ -507,7 +682,7 @@ def asym_step(Xu, Xv, y, sw, state, settings):
     """
     state = state.copy()
     first = state.t == 0
-    Bu, Bv = Batch(Xu), Batch(Xv)
+    Bu, Bv = Batch(Xu, n_jobs=settings.n_jobs), Batch(Xv, n_jobs=settings.n_jobs)
     y = np.asarray(y, np.float64)
     sw = np.asarray(sw, np.float64)
     Wsum = float(sw.sum())
