@@ -364,7 +364,7 @@ class OnePassSettings:
     fit_intercept: bool = True
     standardize: bool = True
     init: str = "auto"
-    init_n_iter: int = 4
+    init_n_iter: int = 2
     random_state: object = None
     step: float = 1.0
     n_jobs: object = None
