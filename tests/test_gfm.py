@@ -52,9 +52,10 @@ def oracle_coefficients(X):
     k3 = (X ** 3).mean(0)
     k4 = (X ** 4).mean(0)
     out = []
-    for a, b in zip(k3, k4):
+    for a, b in zip(k3, k4, strict=False):
         A = np.array([[1.0, a], [a, b - 1.0]])
-        out.append(np.concatenate([np.linalg.solve(A, [a, b - 3.0]), np.linalg.solve(A, [1.0, 0.0])]))
+        out.append(np.concatenate([np.linalg.solve(A, [a, b - 3.0]),
+                                   np.linalg.solve(A, [1.0, 0.0])]))
     return np.array(out)
 
 
@@ -69,7 +70,10 @@ def planted(d=12, k=2, seed=0):
 def test_step_matches_dense_oracle(correction):
     rng = np.random.default_rng(1)
     d, k, n = 12, 2, 400
-    X = rng.exponential(size=(n, d)) - 1.0 if correction == "moment" else rng.standard_normal((n, d))
+    if correction == "moment":
+        X = rng.exponential(size=(n, d)) - 1.0
+    else:
+        X = rng.standard_normal((n, d))
     y = rng.standard_normal(n)
     U = np.linalg.qr(rng.standard_normal((d, k)))[0]
     V = rng.standard_normal((d, k))

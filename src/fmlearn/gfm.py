@@ -25,12 +25,12 @@ from ._data import to_csr
 from .exceptions import ConvergenceWarning, DivergenceError
 from .linalg import symmetric_low_rank
 from .solvers.one_pass import (
+    Batch,
     OnePassSettings,
     OnePassState,
     new_state,
     one_pass_solver,
     predict_batch,
-    Batch,
 )
 
 __all__ = ["GFMRegressor", "SmallBatchWarning", "OnePassMixin"]
@@ -52,6 +52,16 @@ class SmallBatchWarning(UserWarning):
     The step still runs; on small data sets ``fit`` then uses the whole set as one batch and
     ``n_passes`` re-uses it, which is a batch heuristic outside the one-pass guarantees.
     """
+
+
+def train_rows(est, X, y, sample_weight, reset):
+    """Validated (X, y, sample_weight) with the rows of weight 0 dropped (they add nothing to
+    the batch averages, and dropping them keeps "weight 0 == row absent" exact)."""
+    X, y, sw = est._validate_train(X, y, sample_weight, reset=reset)
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
+    return X, y, sw
 
 
 def _as_truth(truth, d):
@@ -206,10 +216,7 @@ class OnePassMixin:
 
     # -- fit / partial_fit ----------------------------------------------------------------------
     def _fit_one_pass(self, X, y, sample_weight, truth, eval_set):
-        X, y, sw = self._validate_train(X, y, sample_weight, reset=True)
-        keep = np.flatnonzero(sw > 0)
-        if keep.shape[0] < X.shape[0]:
-            X, y, sw = X[keep], y[keep], sw[keep]
+        X, y, sw = train_rows(self, X, y, sample_weight, reset=True)
         d = X.shape[1]
         self.dtype_ = np.dtype(X.dtype).name
         X = self._prepare_X(X, X.dtype)
@@ -233,10 +240,10 @@ class OnePassMixin:
             max_passes = int(self.n_passes)
         rs = check_random_state(self.random_state)
         settings = self._settings(rs)
-        wsum = [float(sw[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])]
+        wsum = [float(sw[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
         def one_pass():
-            for a, b in zip(bounds[:-1], bounds[1:]):
+            for a, b in zip(bounds[:-1], bounds[1:], strict=False):
                 yield X[a:b], y[a:b], sw[a:b]
 
         bar = progress(self.verbose, max_passes * n_b, type(self).__name__)
@@ -278,10 +285,7 @@ class OnePassMixin:
 
     def _partial_fit_one_pass(self, X, y, sample_weight, truth):
         first = not hasattr(self, "working_U_")
-        X, y, sw = self._validate_train(X, y, sample_weight, reset=first)
-        keep = np.flatnonzero(sw > 0)
-        if keep.shape[0] < X.shape[0]:
-            X, y, sw = X[keep], y[keep], sw[keep]
+        X, y, sw = train_rows(self, X, y, sample_weight, reset=first)
         d = X.shape[1]
         if first:
             self.dtype_ = np.dtype(X.dtype).name
@@ -419,10 +423,10 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         Further passes re-use the data, which the one-pass theory does not cover (a batch is no
         longer independent of the iterate): they run the same step as a projected gradient-type
         method on the empirical risk, with a monotone safeguard (a step that would increase the
-        batch's loss is halved until it does not). "auto": one pass when X holds at least 10 batches,
-        otherwise passes until the training RMSE changes by less than ``tol`` (relative) from
-        one pass to the next or falls below ``tol`` times the RMS of the targets, at most 100
-        (small data sets).
+        batch's loss is halved until it does not). "auto": one pass when X holds at least 10
+        batches, otherwise passes until the training RMSE changes by less than ``tol``
+        (relative) from one pass to the next or falls below ``tol`` times the RMS of the
+        targets, at most 100 (small data sets).
     tol : float, default=1e-4
         Stopping tolerance of ``n_passes="auto"``.
     safeguard : bool, default=False
@@ -518,8 +522,8 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     }
 
     def __init__(self, n_factors=5, *, solver="one_pass", batch_size="auto", n_passes="auto",
-                 tol=1e-4, safeguard=False, fit_intercept=True, standardize=True, init="auto", warm_start=False,
-                 random_state=None, n_jobs=None, verbose=0):
+                 tol=1e-4, safeguard=False, fit_intercept=True, standardize=True, init="auto",
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
         self.batch_size = batch_size

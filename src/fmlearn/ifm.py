@@ -110,8 +110,8 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     }
 
     def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
-                 safeguard=False, fit_intercept=True, standardize=True, init="auto", warm_start=False, random_state=None,
-                 n_jobs=None, verbose=0):
+                 safeguard=False, fit_intercept=True, standardize=True, init="auto",
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size
         self.n_passes = n_passes

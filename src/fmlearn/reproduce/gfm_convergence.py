@@ -103,7 +103,7 @@ def run(out_dir, quick=False):
     ax = axes[1]
     for sigma, errs in results["noise"].items():
         ax.semilogy(np.arange(errs.shape[0]), errs, marker=".", label=f"noise sd {sigma}")
-    ax.set(title=f"label noise (n = 10 k d)", xlabel="mini-batch t", ylim=(1e-14, 10))
+    ax.set(title="label noise (n = 10 k d)", xlabel="mini-batch t", ylim=(1e-14, 10))
     ax.legend()
     ax = axes[2]
     ax.semilogy(np.arange(results["large"].shape[0]), results["large"], marker=".")

@@ -82,7 +82,7 @@ def run(out_dir, quick=False):
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, kind, tag in zip(axes, KINDS, "abc"):
+    for ax, kind, tag in zip(axes, KINDS, "abc", strict=False):
         for name, C in curves[kind].items():
             it = np.arange(1, C.shape[1] + 1)
             ax.semilogy(it, C.mean(axis=0), marker=".", label=name)

@@ -34,7 +34,7 @@ Intercept (not in the seeds, needed for real data): E[h2] = (b* - b) + tr(M* - M
 cancels any intercept error, so ``b <- b + h2 - (tr M_new - tr M_old)`` converges with M.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,8 +45,6 @@ from ..linalg import orthonormal_basis, top_eigenpairs, top_singular_triplets
 # A step whose residual RMS exceeds this multiple of the first batch's target RMS, or whose
 # parameters grow this much beyond the first estimate, is declared divergent.
 DIVERGENCE_FACTOR = 1e4
-
-CORRECTIONS = ("shift", "moment", "zero_diagonal", "none")
 
 
 #: Rows of a batch are processed in chunks of about this many stored values (dense entries or
@@ -119,7 +117,7 @@ class Batch:
 
     def _map(self, fn):
         """``[fn(a, b) for each chunk]`` in chunk order, chunks spread over the threads."""
-        chunks = list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
+        chunks = list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist(), strict=False))
         with _blas_single_thread():
             if self.n_jobs == 1 or len(chunks) == 1:
                 return [fn(a, b) for a, b in chunks]
@@ -374,7 +372,6 @@ class OnePassSettings:
     min_step: float = 1e-4
     divergence_factor: float = DIVERGENCE_FACTOR
     tau_floor: float = 1e-8
-    extra: dict = field(default_factory=dict)
 
 
 def new_state(n_features, n_factors, dtype=np.float64):
