@@ -101,12 +101,17 @@ class OnePassMixin:
     def _zero_diagonal(self):
         return self._correction() == "zero_diagonal"
 
-    def _settings(self, rs):
+    def _settings(self, rs, multi_pass=False):
+        guard = getattr(self, "safeguard", False)
+        if guard == "auto":
+            # Guard fresh steps only when fit will re-use the rows: then the run is outside the
+            # one-pass theory anyway; a single streaming pass keeps the seeds' algorithm.
+            guard = multi_pass
         return OnePassSettings(
             n_factors=self.n_factors, correction=self._correction(),
             fit_linear=self._fit_linear, fit_intercept=self._uses_intercept(),
             standardize=self._uses_standardize(), init=self.init, random_state=rs,
-            safeguard=bool(getattr(self, "safeguard", False)),
+            safeguard=bool(guard),
             n_jobs=getattr(self, "n_jobs", None))
 
     def _uses_intercept(self):
@@ -239,7 +244,7 @@ class OnePassMixin:
         else:
             max_passes = int(self.n_passes)
         rs = check_random_state(self.random_state)
-        settings = self._settings(rs)
+        settings = self._settings(rs, multi_pass=max_passes > 1)
         wsum = [float(sw[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
         def one_pass():
@@ -429,11 +434,14 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         targets, at most 100 (small data sets).
     tol : float, default=1e-4
         Stopping tolerance of ``n_passes="auto"``.
-    safeguard : bool, default=False
-        Also on fresh batches, halve a step that would increase the batch's own loss. Off by
-        default so that the algorithm is the seeds' (and a run outside the theory, e.g. plain
-        one-pass gFM on skewed features, diverges visibly and raises DivergenceError); with it,
-        such runs stall instead of exploding.
+    safeguard : bool or "auto", default="auto"
+        Also on fresh batches, halve a step that would increase the batch's own loss (an extra
+        read of the batch per step). "auto": only when ``fit`` makes more than one pass (small
+        data sets, where the run is outside the one-pass theory anyway; on data that the theory
+        covers the step decreases the loss and is accepted unchanged). A single streaming pass
+        and ``partial_fit`` run the seeds' algorithm unguarded, so a run outside the theory
+        (e.g. plain one-pass gFM on skewed features) diverges visibly and raises
+        DivergenceError; with ``True`` such runs converge slowly or stall instead.
     fit_intercept : bool, default=True
         Learn a constant b (not in the seeds): E[h2] = (b* - b) + tr(M* - M), so
         b <- b + h2 - (tr M_new - tr M_old).
@@ -511,7 +519,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "safeguard": ["boolean"],
+        "safeguard": ["boolean", StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
         "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
@@ -522,7 +530,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     }
 
     def __init__(self, n_factors=5, *, solver="one_pass", batch_size="auto", n_passes="auto",
-                 tol=1e-4, safeguard=False, fit_intercept=True, standardize=True, init="auto",
+                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver

@@ -56,7 +56,7 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         Passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
     tol : float, default=1e-4
         Stopping tolerance of ``n_passes="auto"``.
-    safeguard : bool, default=False
+    safeguard : bool or "auto", default="auto"
         Halve a step that would increase its batch's loss also on fresh batches (see
         :class:`fmlearn.GFMRegressor`).
     fit_intercept : bool, default=True
@@ -99,7 +99,7 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "safeguard": ["boolean"],
+        "safeguard": ["boolean", StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
         "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
@@ -110,7 +110,7 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     }
 
     def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
-                 safeguard=False, fit_intercept=True, standardize=True, init="auto",
+                 safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size

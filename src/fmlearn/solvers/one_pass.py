@@ -51,10 +51,18 @@ DIVERGENCE_FACTOR = 1e4
 #: CSR nonzeros): a chunk is read from memory once per fused pass and stays in cache between
 #: its two BLAS products. The chunking depends on the data shape only, so partial sums are
 #: reduced in the same order whatever the number of threads (identical results).
-CHUNK_VALUES = 1 << 19
+CHUNK_VALUES = 1 << 20
 
 _POOLS = {}
 _CONTROLLER = []
+
+
+def _tmatmul(Xc, R):
+    """``Xc^T @ R`` for a row chunk (float64). For dense chunks ``(R^T @ Xc)^T`` is used: BLAS
+    runs the thin transposed product 2-3x faster in that orientation (measured, OpenBLAS)."""
+    if sp.issparse(Xc):
+        return np.asarray(Xc.T @ R, dtype=np.float64)
+    return np.asarray(R.T @ Xc, dtype=np.float64).T
 
 
 def _pool(n_threads):
@@ -165,7 +173,7 @@ class Batch:
 
         def work(a, b):
             Rc = R[a:b]
-            return (np.asarray(self.X[a:b].T @ Rc, dtype=np.float64),
+            return (_tmatmul(self.X[a:b], Rc),
                     Rc.sum(axis=0, dtype=np.float64))
 
         parts = self._map(work)
@@ -211,8 +219,8 @@ class Batch:
 
         def work(a, b):
             rc = r[a:b]
-            q = np.asarray(self._sq_chunk(a, b).T @ rc, dtype=np.float64)
-            lin = None if self.mean is None else np.asarray(self.X[a:b].T @ rc, np.float64)
+            q = _tmatmul(self._sq_chunk(a, b), rc)
+            lin = None if self.mean is None else _tmatmul(self.X[a:b], rc)
             return q, lin, float(np.sum(rc, dtype=np.float64))
 
         parts = self._map(work)
@@ -264,13 +272,13 @@ class Batch:
             R = np.empty((b - a, k + 1), dtype=self.dtype)
             R[:, :k] = rc[:, None] * P[:, :k]
             R[:, k] = rc
-            G = np.asarray(Xc.T @ R, dtype=np.float64)
+            G = _tmatmul(Xc, R)
             colsum = R.sum(axis=0, dtype=np.float64)
             q = lin = None
             if need_q:
                 if Xsq is None:
                     Xsq = self._sq_chunk(a, b)
-                q = np.asarray(Xsq.T @ R[:, k], dtype=np.float64)
+                q = _tmatmul(Xsq, R[:, k])
                 lin = G[:, k]
             return rss, G, colsum, q, lin
 
@@ -295,7 +303,7 @@ class Batch:
             if shift is not None:
                 P -= shift
             R = self._cast(rho[a:b, None] * P)
-            return np.asarray(Xc.T @ R, dtype=np.float64), R.sum(axis=0, dtype=np.float64)
+            return _tmatmul(Xc, R), R.sum(axis=0, dtype=np.float64)
 
         parts = self._map(work)
         return self._finish_rmat(self._reduce([p[0] for p in parts]),
@@ -455,6 +463,10 @@ def _first_batch(X, y, sw, state, settings):
         state.coef = moment_coefficients(kappa, phi, settings.tau_floor)
         state.tau = np.abs(phi - 1.0 - kappa * kappa)
     state.y_scale = float(np.sqrt(np.average(np.asarray(y, np.float64) ** 2, weights=sw)))
+    if settings.fit_intercept:
+        # Start the intercept at the mean target: the shift would absorb any start value, but a
+        # large mean residual adds mean(y)/2 E[z z^T] noise to the spectral initialisation.
+        state.b = float(np.average(np.asarray(y, np.float64), weights=sw))
 
 
 # -- prediction -------------------------------------------------------------------------------
