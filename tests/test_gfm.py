@@ -414,3 +414,16 @@ def test_save_load_roundtrip(tmp_path):
         np.testing.assert_array_equal(m2.M_.toarray(), m.M_.toarray())
         m2.partial_fit(X[:600], y[:600])  # a loaded model continues the stream
         assert m2.n_batches_ == m.n_batches_ + 1
+
+
+def test_reproduction_quick(tmp_path, capsys):
+    from fmlearn import reproduce
+
+    res = reproduce.run("gfm-convergence", tmp_path, quick=True)
+    assert (tmp_path / "gfm_convergence.png").stat().st_size > 0
+    th = res["threshold"]
+    assert th[10][-1] < 1e-3 < np.nanmax(th[1])  # the threshold in c is visible
+    assert th[10][-1] < th[5][-1] < th[3][-1]
+    floors = {s: np.median(e[-5:]) for s, e in res["noise"].items()}
+    assert floors[0.0] < floors[0.01] < floors[0.1]
+    assert "rate/batch" in capsys.readouterr().out

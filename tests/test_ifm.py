@@ -117,3 +117,15 @@ def test_small_data_multi_pass_fit():
         m = IFMRegressor(2, random_state=0).fit(X, y)
     assert m.n_passes_ > 2
     assert m.score(X, y) > 0.95
+
+
+def test_reproduction_quick(tmp_path):
+    from fmlearn import reproduce
+
+    curves = reproduce.run("ifm-vs-fm", tmp_path, quick=True)
+    assert (tmp_path / "ifm_vs_fm.png").stat().st_size > 0
+    for kind in ("sign_flipped", "mixed_sign"):
+        final = {name: C[:, -1].mean() for name, C in curves[kind].items()}
+        fm = [v for n, v in final.items() if n.startswith("FM")][0]
+        ifm = [v for n, v in final.items() if n.startswith("iFM")][0]
+        assert ifm < 0.2 * fm
