@@ -174,20 +174,20 @@ class _BaseClassicFM(BaseFM):
         return self
 
     def _eval_pred(self, evald, state):
+        if evald is None:
+            return None
         (indptr, indices, data), _ = evald
         out = np.empty(indptr.shape[0] - 1)
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
         return out
 
-    def _record(self, history, bar, train_pred, y, sw, evald, state, extra=None):
+    def _record(self, history, bar, train_pred, y, sw, val_pred, evald, extra=None):
+        lo, hi = self._clip_range()
         if train_pred is not None:
-            lo, hi = self._clip_range()
             history["train"].append(self._metric(np.clip(train_pred, lo, hi), y, sw))
-        if evald is not None:
-            lo, hi = self._clip_range()
-            history["val"].append(
-                self._metric(np.clip(self._eval_pred(evald, state), lo, hi), evald[1],
-                             np.ones_like(evald[1])))
+        if val_pred is not None:
+            history["val"].append(self._metric(np.clip(val_pred, lo, hi), evald[1],
+                                               np.ones_like(evald[1])))
         post = {}
         if history["train"]:
             post["train"] = f"{history['train'][-1]:.4f}"
@@ -220,7 +220,7 @@ class _BaseClassicFM(BaseFM):
             if track:
                 train = np.empty(csr[0].shape[0] - 1)
                 fm_predict_csr(*csr, state.w0, state.w, state.V, train)
-            self._record(history, bar, train, y, sw, evald, state)
+            self._record(history, bar, train, y, sw, self._eval_pred(evald, state), evald)
             return False
 
         state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback)
@@ -235,9 +235,12 @@ class _BaseClassicFM(BaseFM):
         settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
                                self.reg_linear, self.reg_pairwise)
         data = column_data(X, y, sw)
+        averages = _RunningAverages(self, y, sw, evald, history, probit=False)
 
         def callback(it, pred):
-            self._record(history, bar, pred, y, sw, evald, state)
+            val = self._eval_pred(evald, state)
+            extra = averages.add(pred, val)
+            self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
         state, n_done, info = als_solver(data, state, settings, callback)
@@ -253,33 +256,12 @@ class _BaseClassicFM(BaseFM):
         settings = MCMCSettings(self.n_iter, probit, burn, self.n_kept_samples,
                                 reg_bias=self.reg_bias)
         data = column_data(X, y, sw)
-        history["val_avg"] = []
-        history["train_avg"] = []
-        sums = {"train": np.zeros(X.shape[0]), "val": None, "n": 0}
-        if evald is not None:
-            sums["val"] = np.zeros(evald[1].shape[0])
-
-        def avg_metric(total, n, target, weights):
-            p = total / n
-            if probit:  # libFM averages the predicted probabilities
-                return float(np.average((p > 0.5) != (target > 0), weights=weights))
-            lo, hi = self._clip_range()
-            return self._metric(np.clip(p, lo, hi), target, weights)
-
-        def link(p):
-            return ndtr(p) if probit else p
+        averages = _RunningAverages(self, y, sw, evald, history, probit)
 
         def callback(it, pred, st):
-            sums["n"] += 1
-            sums["train"] += link(pred)
-            history["train_avg"].append(avg_metric(sums["train"], sums["n"], y, sw))
-            extra = {"avg": f"{history['train_avg'][-1]:.4f}"}
-            if evald is not None:
-                sums["val"] += link(self._eval_pred(evald, st))
-                history["val_avg"].append(avg_metric(sums["val"], sums["n"], evald[1],
-                                                     np.ones_like(evald[1])))
-                extra["val_avg"] = f"{history['val_avg'][-1]:.4f}"
-            self._record(history, bar, pred, y, sw, evald, st, extra)
+            val = self._eval_pred(evald, st)
+            extra = averages.add(pred, val)
+            self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
         state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
@@ -375,6 +357,41 @@ class _BaseClassicFM(BaseFM):
             raise ValueError("model parameters contain NaN or infinity")
 
 
+class _RunningAverages:
+    """libFM's report for ALS and MCMC: the metric of the running average of the predictions
+    of all iterations so far (of Phi(f) for probit), kept in ``history_["train_avg"]`` and
+    ``history_["val_avg"]``."""
+
+    def __init__(self, est, y, sw, evald, history, probit):
+        self.est, self.y, self.sw, self.evald, self.probit = est, y, sw, evald, probit
+        self.history = history
+        history["train_avg"] = []
+        history["val_avg"] = []
+        self.n = 0
+        self.train = np.zeros(y.shape[0])
+        self.val = None if evald is None else np.zeros(evald[1].shape[0])
+
+    def _metric(self, total, target, weights):
+        p = total / self.n
+        if self.probit:
+            return float(np.average((p > 0.5) != (target > 0), weights=weights))
+        lo, hi = self.est._clip_range()
+        return self.est._metric(np.clip(p, lo, hi), target, weights)
+
+    def add(self, train_pred, val_pred):
+        link = ndtr if self.probit else (lambda p: p)
+        self.n += 1
+        self.train += link(train_pred)
+        self.history["train_avg"].append(self._metric(self.train, self.y, self.sw))
+        extra = {"avg": f"{self.history['train_avg'][-1]:.4f}"}
+        if val_pred is not None:
+            self.val += link(val_pred)
+            y_val = self.evald[1]
+            self.history["val_avg"].append(self._metric(self.val, y_val, np.ones_like(y_val)))
+            extra["val_avg"] = f"{self.history['val_avg'][-1]:.4f}"
+        return extra
+
+
 class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     """Factorization machine regressor (Rendle 2010) with libFM's SGD, ALS and MCMC solvers.
 
@@ -435,7 +452,8 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     n_iter_ : int
     history_ : dict
         Per-iteration ``"train"`` and ``"val"`` metric (RMSE); for MCMC also ``"train_avg"``
-        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report).
+        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report;
+        ALS records them too, as libFM does).
     n_features_in_ : int
 
     References

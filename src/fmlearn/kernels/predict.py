@@ -47,6 +47,12 @@ def fm_predict_csr(indptr, indices, data, w0, w, V, out):
     """Write f(x_i) for every row of a CSR matrix into ``out`` (float64)."""
     n = indptr.shape[0] - 1
     k = V.shape[1]
+    if n <= CHUNK:  # one chunk: not worth a parallel region
+        q = np.empty(k)
+        qq = np.empty(k)
+        for i in range(n):
+            out[i] = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
+        return out
     for c in prange((n + CHUNK - 1) // CHUNK):
         q = np.empty(k)
         qq = np.empty(k)

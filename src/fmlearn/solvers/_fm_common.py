@@ -41,6 +41,7 @@ class ColumnData:
     sw: np.ndarray
     order: np.ndarray
     color_ptr: object
+    class_nnz: np.ndarray
     unit: bool
 
     @property
@@ -63,14 +64,17 @@ def column_data(X_csr, y, sw):
     d = X_csr.shape[1]
     order = np.arange(d, dtype=np.int64)
     color_ptr = None
+    class_nnz = np.zeros(1, dtype=np.int64)
     if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
         color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
         if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
             order = np.argsort(color, kind="stable").astype(np.int64)
             color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+            col_nnz = np.diff(csc[0])[order]
+            class_nnz = np.add.reduceat(col_nnz, color_ptr[:-1]).astype(np.int64)
     sw = np.ascontiguousarray(sw, dtype=np.float64)
     return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64), sw, order, color_ptr,
-                      bool(np.all(sw == 1.0)))
+                      class_nnz, bool(np.all(sw == 1.0)))
 
 
 def predict_rows(csr, state):

@@ -71,13 +71,13 @@ def sweep(data, state, E, y, loss_code, lams, mus, alpha, noises, sample):
     cptr = data.color_ptr if parallel else _NO_COLORS
     curv = SMOOTHNESS[loss_code]
     common = (data.sw, data.unit, loss_code, curv)
-    coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, parallel, 0,
+    coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 0,
                      state.w.reshape(-1, 1), 0, E, y, *common, lams[0], mus[0], alpha, noises[0],
                      sample)
     for f in range(state.V.shape[1]):
         factor_column_sums(*data.csr, state.V, f, E)
-        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, parallel, 1, state.V, f, E,
-                         y, *common, lams[1][f], mus[1][f], alpha, noises[1][f], sample)
+        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 1,
+                         state.V, f, E, y, *common, lams[1][f], mus[1][f], alpha, noises[1][f], sample)
 
 
 def als_solver(data, state, settings, callback=None):
