@@ -445,3 +445,37 @@ def test_partial_fit_only_for_sgd():
     assert hasattr(FMRegressor(solver="sgd"), "partial_fit")
     with pytest.raises(AttributeError, match="partial_fit"):
         FMRegressor(solver="mcmc").partial_fit(np.eye(2), [1.0, 2.0])
+
+
+def test_posterior_mean_kernel_averages_sample_predictions():
+    from fmlearn.kernels.predict import fm_predict_samples_csr
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(9)
+    X = to_csr(_sparse_X(25, 7, 0.4, rng))
+    S = 4
+    W0s = rng.normal(size=S)
+    Ws = rng.normal(size=(S, 7))
+    Vs = 0.5 * rng.normal(size=(S, 7, 3))
+    per_sample = np.array([ref.fm_predict(X, W0s[s], Ws[s], Vs[s]) for s in range(S)])
+    for probit, expected in ((False, per_sample.mean(0)), (True, norm.cdf(per_sample).mean(0))):
+        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, np.empty(25))
+        np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_coloring_classes_never_share_a_row_and_column_sums_match():
+    from fmlearn.kernels.cd import factor_column_sums
+
+    b = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
+    X = to_csr(b.X)
+    data = column_data(X, b.y, np.ones(500))
+    assert data.color_ptr is not None
+    Xd = X.toarray() != 0
+    for c in range(len(data.color_ptr) - 1):
+        feats = data.order[data.color_ptr[c]:data.color_ptr[c + 1]]
+        assert Xd[:, feats].sum(axis=1).max() <= 1  # no row holds two features of a class
+    assert sorted(data.order.tolist()) == list(range(40))
+    V = np.random.default_rng(0).normal(size=(40, 3))
+    E = np.zeros((500, 2))
+    factor_column_sums(*data.csr, V, 2, E)
+    np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)
