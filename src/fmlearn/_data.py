@@ -108,8 +108,9 @@ def _group_sorted(order, h, indptr, indices, data, y):
 def merge_duplicate_rows(X, y, sample_weight):
     """Merge rows identical in ``X`` and ``y`` into one row carrying the summed weight.
 
-    Rows of zero weight are dropped first. The result comes in a canonical order (by a hash
-    of the row content), so that it is the same whatever the order of the input rows. For a
+    Rows of zero weight are dropped first. The result comes in a canonical order (by first
+    feature index, then by a hash of the row content), so that it is the same whatever the
+    order of the input rows. For a
     sum of per-row losses this is an exact rewriting of the problem; it makes a fit on
     repeated rows equal to a fit on weighted rows and a fit independent of row order.
 
@@ -132,7 +133,13 @@ def merge_duplicate_rows(X, y, sample_weight):
     yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
     h = _row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
-    order = np.argsort(h, kind="stable")
+    # Sort by the row's first feature, then by hash: both depend on content only. Grouping rows
+    # by their first feature (the user, in one-hot user/item data) makes the column-wise
+    # solvers visit that feature's rows contiguously.
+    first = np.full(X.shape[0], -1, dtype=np.int64)
+    nonempty = np.diff(indptr) > 0
+    first[nonempty] = indices[indptr[:-1][nonempty]]
+    order = np.lexsort((h, first))
     group, reps = _group_sorted(order, h, indptr, indices, data, yy)
     w = np.bincount(group, weights=np.asarray(sample_weight, dtype=np.float64)[order])
     Xm = _small_index_dtype(X[reps])

@@ -117,6 +117,22 @@ def coordinate_sweep(indptr, indices, data, order, color_ptr, class_nnz, paralle
 
 
 @njit(cache=True)
+def bias_update(E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample, w0):
+    """The coordinate step for w0 (h_i = 1 for every row); updates E and returns the new w0."""
+    g = 0.0
+    hh = 0.0
+    for i in range(E.shape[0]):
+        s = 1.0 if unit else sw[i]
+        g += s * _dloss(loss, E[i, 0], y, i)
+        hh += s
+    new = _step(w0, g, hh, lam, mu, alpha, curv, noise, sample)
+    delta = new - w0
+    for i in range(E.shape[0]):
+        E[i, 0] += delta
+    return new
+
+
+@njit(cache=True)
 def cooccurrence_work(row_indptr):
     """sum_i nnz_i^2: the cost of building the feature co-occurrence graph."""
     total = 0

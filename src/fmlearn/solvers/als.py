@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import coordinate_sweep, factor_column_sums
-from ..losses import SMOOTHNESS, SQUARED, loss_derivative_np, loss_value_np
+from ..kernels.cd import bias_update, coordinate_sweep, factor_column_sums
+from ..losses import SMOOTHNESS, SQUARED, loss_value_np
 from ._fm_common import predict_rows, row_state
 
 
@@ -38,24 +38,10 @@ def objective(data, state, settings):
     )
 
 
-def loss_derivatives(E, y, loss_code):
-    """l'_i for every row from the row cache."""
-    if loss_code == SQUARED:
-        return E[:, 0]
-    return loss_derivative_np("logistic", E[:, 0], y)
-
-
 def bias_step(data, E, y, w0, loss_code, lam, alpha=1.0, mu=0.0, noise=0.0, sample=False):
-    """The coordinate step for w0 (h_i = 1); returns the new value and updates ``E``."""
-    g = float(np.dot(data.sw, loss_derivatives(E, y, loss_code)))
-    hh = float(data.sw.sum())
-    if sample:
-        prec = alpha * hh + lam
-        new = w0 - (alpha * g + lam * (w0 - mu)) / prec + noise / np.sqrt(prec)
-    else:
-        new = w0 - (g + lam * (w0 - mu)) / (SMOOTHNESS[loss_code] * hh + lam)
-    E[:, 0] += new - w0
-    return new
+    """The coordinate step for w0; returns the new value and updates ``E``."""
+    return bias_update(E, y, data.sw, data.unit, loss_code, SMOOTHNESS[loss_code], lam, mu,
+                       alpha, noise, sample, w0)
 
 
 _NO_COLORS = np.zeros(1, dtype=np.int64)
