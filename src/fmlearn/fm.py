@@ -355,6 +355,13 @@ class _BaseClassicFM(BaseFM):
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
+        if self._is_classifier():
+            if np.shape(self.classes_) != (2,):
+                raise ValueError(f"classes_ must hold two labels, not {np.shape(self.classes_)}")
+        else:
+            lo, hi = getattr(self, "y_range_", (np.nan, np.nan))
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+                raise ValueError("invalid or missing training target range y_range_")
 
 
 class _RunningAverages:
