@@ -12,11 +12,10 @@ from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import sgd_epoch
 from fmlearn.losses import LOGISTIC, SQUARED
-from fmlearn.solvers._fm_common import FMState, column_data
+from fmlearn.solvers._fm_common import FMState, column_data, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
-from fmlearn.solvers.mcmc import MCMCSettings, draw_latent
 from fmlearn.solvers.als import sweep as coordinate_sweep_all
-from fmlearn.solvers._fm_common import row_state
+from fmlearn.solvers.mcmc import draw_latent
 
 
 def _random_model(d, k, rng, dtype=np.float64):
@@ -448,8 +447,9 @@ def test_partial_fit_only_for_sgd():
 
 
 def test_posterior_mean_kernel_averages_sample_predictions():
-    from fmlearn.kernels.predict import fm_predict_samples_csr
     from scipy.stats import norm
+
+    from fmlearn.kernels.predict import fm_predict_samples_csr
 
     rng = np.random.default_rng(9)
     X = to_csr(_sparse_X(25, 7, 0.4, rng))
@@ -459,7 +459,7 @@ def test_posterior_mean_kernel_averages_sample_predictions():
     Vs = 0.5 * rng.normal(size=(S, 7, 3))
     per_sample = np.array([ref.fm_predict(X, W0s[s], Ws[s], Vs[s]) for s in range(S)])
     for probit, expected in ((False, per_sample.mean(0)), (True, norm.cdf(per_sample).mean(0))):
-        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, np.empty(25))
+        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, 3, np.empty(25))
         np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 

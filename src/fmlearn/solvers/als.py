@@ -63,7 +63,8 @@ def sweep(data, state, E, y, loss_code, lams, mus, alpha, noises, sample):
     for f in range(state.V.shape[1]):
         factor_column_sums(*data.csr, state.V, f, E)
         coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 1,
-                         state.V, f, E, y, *common, lams[1][f], mus[1][f], alpha, noises[1][f], sample)
+                         state.V, f, E, y, *common, lams[1][f], mus[1][f], alpha, noises[1][f],
+                         sample)
 
 
 def als_solver(data, state, settings, callback=None):
