@@ -92,15 +92,28 @@ def test_sgd_epoch_matches_oracle(loss, implicit):
     np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
 
 
-def test_als_sweep_matches_exact_coordinate_minimizer():
+def _onehot_X(n, sizes, rng):
+    # one active feature per field, like users x items (the colouring gives one class per field)
+    cols = np.column_stack([rng.integers(0, m, size=n) + off
+                            for m, off in zip(sizes, np.cumsum([0, *sizes[:-1]]), strict=True)])
+    X = sp.csr_matrix((np.ones(cols.size), cols.ravel(), np.arange(0, cols.size + 1, len(sizes))),
+                      shape=(n, sum(sizes)))
+    return to_csr(X)
+
+
+@pytest.mark.parametrize("layout", ["sparse", "onehot"])
+def test_als_sweep_matches_exact_coordinate_minimizer(layout):
+    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows), "sparse" the
+    # column-wise one.
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
-    X = to_csr(_sparse_X(n, d, 0.35, rng))
+    X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 2.0, size=n)
     w0, w, V = _random_model(d, k, rng)
     reg = (0.1, 0.2, 0.3)
     data = column_data(X, y, sw)
+    assert (data.row_pass is not None) == (layout == "onehot")
     state = FMState(w0, w.copy(), V.copy())
     als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
     ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, reg)
@@ -150,13 +163,14 @@ def test_als_objective_never_increases(loss):
     assert values[-1] < 0.8 * values[0]
 
 
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals():
+@pytest.mark.parametrize("layout", ["sparse", "onehot"])
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
     # quadratic log-posterior along that coordinate (evaluated on the full model).
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
-    X = to_csr(_sparse_X(n, d, 0.5, rng))
+    X = to_csr(_sparse_X(n, d, 0.5, rng)) if layout == "sparse" else _onehot_X(n, [2, 3], rng)
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 1.5, size=n)
     data = column_data(X, y, sw)

@@ -158,7 +158,7 @@ class _BaseClassicFM(BaseFM):
         X = to_csr(X, X.dtype)
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
-            X, y, sw = merge_duplicate_rows(X, y, sw)
+            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
         self._update_clip_range(y)
         evald = self._encoded_eval_set(eval_set)
         rs = check_random_state(self.random_state)
