@@ -105,19 +105,24 @@ def _group_sorted(order, h, indptr, indices, data, y):
     return group, reps[: g + 1]
 
 
-def merge_duplicate_rows(X, y, sample_weight):
+def merge_duplicate_rows(X, y, sample_weight, group_by_first=True):
     """Merge rows identical in ``X`` and ``y`` into one row carrying the summed weight.
 
-    Rows of zero weight are dropped first. The result comes in a canonical order (by a hash
-    of the row content), so that it is the same whatever the order of the input rows. For a
-    sum of per-row losses this is an exact rewriting of the problem; it makes a fit on
+    Rows of zero weight are dropped first. The result comes in a canonical order that depends
+    on the rows' content only (a hash of each row; with ``group_by_first``, rows sorted by
+    their first feature index first), so it is the same whatever the order of the input rows.
+    For a sum of per-row losses this is an exact rewriting of the problem; it makes a fit on
     repeated rows equal to a fit on weighted rows and a fit independent of row order.
+    Grouping rows by their first feature (the user, in one-hot user/item data) lets the
+    column-wise solvers visit that feature's rows contiguously; a row-wise solver (SGD) wants
+    the hash order, whose blocks are random subsets of the rows.
 
     Parameters
     ----------
     X : csr_matrix, canonical (see :func:`to_csr`)
     y : ndarray of shape (n_samples,)
     sample_weight : ndarray of shape (n_samples,)
+    group_by_first : bool, default=True
 
     Returns
     -------
@@ -132,7 +137,15 @@ def merge_duplicate_rows(X, y, sample_weight):
     yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
     h = _row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
-    order = np.argsort(h, kind="stable")
+    key = h
+    if group_by_first:
+        # One uint64 key: (first feature + 1) in the high bits, the hash's top bits below.
+        first = np.zeros(X.shape[0], dtype=np.uint64)
+        nonempty = np.diff(indptr) > 0
+        first[nonempty] = indices[indptr[:-1][nonempty]].astype(np.uint64) + np.uint64(1)
+        b = np.uint64(max(1, int(X.shape[1] + 1).bit_length()))
+        key = (first << (np.uint64(64) - b)) | (h >> b)
+    order = np.argsort(key, kind="stable")
     group, reps = _group_sorted(order, h, indptr, indices, data, yy)
     w = np.bincount(group, weights=np.asarray(sample_weight, dtype=np.float64)[order])
     Xm = _small_index_dtype(X[reps])
