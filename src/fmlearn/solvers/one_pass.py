@@ -439,6 +439,12 @@ def standardization(X, sw, center=True):
         Xd = np.asarray(X, dtype=np.float64)
         mean = (sw @ Xd) / W
         var = (sw @ (Xd - mean) ** 2) / W if center else (sw @ (Xd * Xd)) / W
+    return scale_from_variance(mean, var, center)
+
+
+def scale_from_variance(mean, var, center=True):
+    """``(mean, scale)`` of :func:`standardization` from the weighted mean and variance (the
+    raw second moment when not ``center``); shared with backends that sum them by parts."""
     if not center:
         mean = np.zeros_like(mean)
     scale = np.sqrt(np.clip(var, 0.0, None))
@@ -448,25 +454,74 @@ def standardization(X, sw, center=True):
     return mean, scale
 
 
-def _first_batch(X, y, sw, state, settings):
-    d = X.shape[1]
+def _first_batch(rows, state, settings):
+    d = rows.d
     if settings.standardize:
         # Centring turns x^T M x into a form with a constant term, so it needs an intercept;
         # without one, only the scale is normalised (still an exact reparametrisation).
-        state.mean, state.scale = standardization(X, sw, center=settings.fit_intercept)
+        state.mean, state.scale = rows.standardization(center=settings.fit_intercept)
     else:
         state.mean, state.scale = np.zeros(d), np.ones(d)
     if settings.correction == "moment":
         from .moment import moment_coefficients
 
-        kappa, phi = weighted_moments(X, sw, state.mean, state.scale)
+        kappa, phi = rows.moments(state.mean, state.scale)
         state.coef = moment_coefficients(kappa, phi, settings.tau_floor)
         state.tau = np.abs(phi - 1.0 - kappa * kappa)
-    state.y_scale = float(np.sqrt(np.average(np.asarray(y, np.float64) ** 2, weights=sw)))
+    y_rms, y_mean = rows.target_moments()
+    state.y_scale = y_rms
     if settings.fit_intercept:
         # Start the intercept at the mean target: the shift would absorb any start value, but a
         # large mean residual adds mean(y)/2 E[z z^T] noise to the spectral initialisation.
-        state.b = float(np.average(np.asarray(y, np.float64), weights=sw))
+        state.b = y_mean
+
+
+class BatchRows:
+    """One mini-batch ``(X, y, sw)`` held in memory, as :func:`one_pass_step_rows` reads it.
+
+    The step touches a batch only through the methods below, each a sum over rows given the
+    current state (the sufficient statistics of the batch); everything else in the step works
+    on d x O(k) arrays. :mod:`fmlearn.distributed` implements the same methods over the
+    partitions of a batch on a Dask cluster (map on the workers, reduce on the client).
+
+    ``d``, ``wsum`` (sum of the weights); first batch only: ``standardization(center)``,
+    ``moments(mean, scale)`` -> (kappa, phi), ``target_moments()`` -> (RMS, mean) of y; then
+    ``bind(mean, scale, n_jobs)`` fixes the working coordinates for ``residual_pass`` (returns
+    rss, h2, G, q and an opaque ``rho`` that only ``gram_pass`` consumes), ``gram_pass(B, rho)``
+    and ``rss(state, zero_diagonal)`` (the safeguard's extra read).
+    """
+
+    def __init__(self, X, y, sw):
+        self.X = X
+        self.y = np.asarray(y, dtype=np.float64)
+        self.sw = np.asarray(sw, dtype=np.float64)
+        self.d = X.shape[1]
+        self.wsum = float(self.sw.sum())
+        self.batch = None
+
+    def standardization(self, center):
+        return standardization(self.X, self.sw, center=center)
+
+    def moments(self, mean, scale):
+        return weighted_moments(self.X, self.sw, mean, scale)
+
+    def target_moments(self):
+        return (float(np.sqrt(np.average(self.y ** 2, weights=self.sw))),
+                float(np.average(self.y, weights=self.sw)))
+
+    def bind(self, mean, scale, n_jobs):
+        self.batch = Batch(self.X, mean, scale, n_jobs)
+
+    def residual_pass(self, U, V, w, b0, zero_diagonal, need_q):
+        return self.batch.residual_pass(U, V, w, b0, self.y, self.sw, self.wsum, zero_diagonal,
+                                        need_q)
+
+    def gram_pass(self, B, rho):
+        return self.batch.gram_pass(B, rho)
+
+    def rss(self, state, zero_diagonal):
+        r = self.y - predict_batch(self.batch, state, zero_diagonal)
+        return float(np.dot(self.sw, r * r))
 
 
 # -- prediction -------------------------------------------------------------------------------
@@ -492,21 +547,25 @@ def one_pass_step(X, y, sw, state, settings):
     ``info`` has ``"rmse"`` (weighted residual RMS of the batch before the update, a prequential
     error), and ``"diverged"`` (None or a message; then ``new_state`` is ``state``).
     """
+    return one_pass_step_rows(BatchRows(X, y, sw), state, settings)
+
+
+def one_pass_step_rows(rows, state, settings):
+    """:func:`one_pass_step` on a batch given as a :class:`BatchRows`-like object (the batch
+    statistics may then be computed elsewhere, e.g. by :mod:`fmlearn.distributed`)."""
     state = state.copy()
     first = state.t == 0
     if first:
-        _first_batch(X, y, sw, state, settings)
-    batch = Batch(X, state.mean, state.scale, settings.n_jobs)
-    d = batch.d
+        _first_batch(rows, state, settings)
+    rows.bind(state.mean, state.scale, settings.n_jobs)
+    d = rows.d
     k = state.U.shape[1]
     zero_diag = settings.correction == "zero_diagonal"
-    y = np.asarray(y, dtype=np.float64)
-    sw = np.asarray(sw, dtype=np.float64)
-    Wsum = float(sw.sum())
+    Wsum = rows.wsum
 
     # First read of the batch: residuals of the current model and every statistic built on them.
-    stats = batch.residual_pass(state.U, state.V, state.w, state.b, y, sw, Wsum, zero_diag,
-                                need_q=settings.correction not in ("shift", "none"))
+    stats = rows.residual_pass(state.U, state.V, state.w, state.b, zero_diag,
+                               need_q=settings.correction not in ("shift", "none"))
     rmse = float(np.sqrt(stats["rss"] / Wsum))
     info = {"rmse": rmse, "diverged": None}
     # Safeguarded steps are monotone on their batch; only unguarded fresh batches can diverge.
@@ -531,7 +590,7 @@ def one_pass_step(X, y, sw, state, settings):
         def apply_E(B, ZtB=None):
             # E(B) = M B + eta (1/2 Z^T (rho o Z B) + diag0 o B),  M = sym(U V^T) (full diagonal)
             if ZtB is None:  # second read of the batch
-                ZtB = batch.gram_pass(B, rho)
+                ZtB = rows.gram_pass(B, rho)
             out = (0.5 * eta) * ZtB + diag[:, None] * B
             if k:
                 out += 0.5 * (Uold @ (Vold.T @ B) + Vold @ (Uold.T @ B))
@@ -569,8 +628,7 @@ def one_pass_step(X, y, sw, state, settings):
         # Accept only a step that does not increase this batch's loss, else halve it (a monotone
         # safeguard: always on re-used batches, on fresh ones only when settings.safeguard).
         trial = OnePassState(w, Unew, Vnew, b)
-        r2 = y - predict_batch(batch, trial, zero_diag)  # an extra read, safeguard only
-        new_rmse = float(np.sqrt(np.dot(sw, r2 * r2) / Wsum))
+        new_rmse = float(np.sqrt(rows.rss(trial, zero_diag) / Wsum))  # an extra read
         if np.isfinite(new_rmse) and new_rmse <= rmse * (1.0 + 1e-10):
             break
         eta *= 0.5
