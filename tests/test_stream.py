@@ -29,7 +29,7 @@ def _dense(X):
     return X.toarray() if sp.issparse(X) else X
 
 
-# -- rebatch ------------------------------------------------------------------------------------
+# -- rebatch ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("last_batch", ["merge", "keep", "drop"])
 @pytest.mark.parametrize("size", [1, 7, 50, 400])
@@ -94,7 +94,7 @@ def test_rebatch_bad_arguments(kw, err):
         rebatch([], **kw)
 
 
-# -- streaming equals in-memory partial_fit -------------------------------------------------------
+# -- streaming equals in-memory partial_fit --------------------------------------------------------
 @pytest.fixture(scope="module")
 def gfm_file(tmp_path_factory):
     X, y, truth = make_gfm(7300, 20, 2, random_state=1)
@@ -141,14 +141,16 @@ def test_stream_uses_the_estimators_auto_batch_size(gfm_file):
 
 def test_sgd_fm_stream_epochs_equal_in_memory_fit(tmp_path):
     """Classic FM, solver="sgd", shuffle=False: partial_fit is one SGD epoch in row order, so
-    n_epochs of the stream equal fit(n_iter=n_epochs) on the loaded file, whatever the chunks."""
+    n_epochs of the stream equal fit(n_iter=n_epochs) on the loaded file, whatever the chunks
+    (without clipping: partial_fit clips to the target range seen so far, fit to the whole)."""
     rng = np.random.default_rng(0)
     X = sp.random(3000, 60, density=0.1, format="csr", random_state=rng)
     X.data = np.round(X.data, 4)
     y = np.round(rng.normal(size=3000), 4)
     path = str(tmp_path / "fm.libfm.bz2")
     save_svmlight(X, y, path)
-    est = FMRegressor(4, solver="sgd", n_iter=3, shuffle=False, random_state=0)
+    est = FMRegressor(4, solver="sgd", n_iter=3, shuffle=False, clip_predictions=False,
+                      random_state=0)
     Xl, yl = load_svmlight(path, n_features=60, zero_based=True)
     ref = clone(est).fit(Xl, yl)
     eval_set = (Xl[:500], yl[:500])

@@ -1,0 +1,112 @@
+"""Shared plumbing of the Dask backend: which scheduler runs the work, and input collections
+turned into row-aligned Dask arrays."""
+
+import numbers
+
+import dask
+import dask.array as da
+import numpy as np
+
+
+def active_client(client=None):
+    """``client``, else the default distributed client if one is running, else None (then
+    Dask's configured local scheduler runs the work)."""
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is part of the extra
+        return None
+    try:
+        return default_client()
+    except ValueError:  # no client running
+        return None
+
+
+class Runner:
+    """``persist`` / ``compute`` of lists of delayed tasks on an explicit client, or through
+    ``dask.persist`` / ``dask.compute`` (the default client or the local scheduler)."""
+
+    def __init__(self, client=None):
+        self.client = client
+
+    def persist(self, tasks):
+        if not tasks:
+            return []
+        if self.client is not None:
+            return list(self.client.persist(list(tasks)))
+        return list(dask.persist(*tasks))
+
+    def compute(self, tasks):
+        if not tasks:
+            return []
+        if self.client is not None:
+            return list(self.client.gather(self.client.compute(list(tasks))))
+        return list(dask.compute(*tasks))
+
+
+def is_frame(obj):
+    """A Dask DataFrame or Series (duck-typed: dask.dataframe needs pyarrow)."""
+    return dask.is_dask_collection(obj) and hasattr(obj, "to_dask_array")
+
+
+def _known_rows(x):
+    return not any(np.isnan(c) for c in x.chunks[0])
+
+
+def row_arrays(X, y, sample_weight=None, *, need_lengths=True):
+    """``(X, y, sw)`` as Dask arrays with the same row chunks; X 2-D with one column chunk.
+
+    X may be a Dask array (dense or with scipy.sparse blocks) or a Dask DataFrame; y a Dask
+    array / Series, or an in-memory array when X's row chunks are known; sample_weight likewise,
+    or None.
+    """
+    if is_frame(X):
+        X = X.to_dask_array(lengths=need_lengths)
+    if not isinstance(X, da.Array):
+        raise TypeError(f"X must be a Dask array or DataFrame, got {type(X).__name__} (wrap "
+                        "in-memory data with dask.array.from_array, or use fmlearn.stream)")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got a Dask array of shape {X.shape}")
+    if need_lengths and not _known_rows(X):
+        X = X.compute_chunk_sizes()
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    y = _aligned(y, X, "y", need_lengths)
+    sw = None if sample_weight is None else _aligned(sample_weight, X, "sample_weight",
+                                                     need_lengths)
+    return X, y, sw
+
+
+def _aligned(v, X, name, need_lengths):
+    if v is None:
+        raise ValueError(f"{name} is required")
+    if is_frame(v):
+        v = v.to_dask_array(lengths=need_lengths)
+    if isinstance(v, numbers.Number):
+        raise TypeError(f"{name} must be an array, got a scalar")
+    if not isinstance(v, da.Array):
+        v = np.asarray(v)
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {v.shape}")
+        if not _known_rows(X):
+            raise ValueError(f"{name} is in memory but X has unknown row chunks; pass a Dask "
+                             "array partitioned like X")
+        if v.shape[0] != X.shape[0]:
+            raise ValueError(f"{name} has {v.shape[0]} entries but X has {X.shape[0]} rows")
+        return da.from_array(v, chunks=(X.chunks[0],))
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got a Dask array of shape {v.shape}")
+    if _known_rows(X):
+        if need_lengths and not _known_rows(v):
+            v = v.compute_chunk_sizes()
+        if _known_rows(v):
+            if v.shape[0] != X.shape[0]:
+                raise ValueError(f"{name} has {v.shape[0]} entries but X has {X.shape[0]} rows")
+            if v.chunks[0] != X.chunks[0]:
+                v = v.rechunk((X.chunks[0],))
+            return v
+    if v.numblocks[0] != X.numblocks[0]:
+        raise ValueError(f"{name} has {v.numblocks[0]} row blocks but X has {X.numblocks[0]}; "
+                         "partition them alike")
+    return v

@@ -1,0 +1,387 @@
+"""Data-parallel one-pass generalized FM on Dask (seed 000/003 Algorithm 1).
+
+One step of the algorithm on a batch of n rows needs the batch only through sums over its
+rows given the current state (:class:`fmlearn.solvers.one_pass.BatchRows`): the residual pass
+(rss, h2 = sum rho_i, G = Z^T [rho o Z U, rho], q = (Z o Z)^T rho), the gram pass
+Z^T (rho o Z B) for V = E(U_new) and the spectral initialisation, the safeguard's rss and, on
+the first batch, the weighted moments of the features and targets. :class:`DaskBatchRows`
+computes each of them as a map over the partitions of the batch (on the workers that hold
+them; ``rho`` stays there between the two passes) and a reduce on the client in partition
+order; :func:`fmlearn.solvers.one_pass.one_pass_step_rows` does the rest (d x O(k) work).
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from dask import delayed
+from sklearn.utils import check_random_state
+
+from .._base import progress
+from .._data import to_csr
+from ..solvers.one_pass import (
+    Batch,
+    new_state,
+    one_pass_step_rows,
+    predict_batch,
+    scale_from_variance,
+    weighted_moments,
+)
+from ._common import Runner, active_client, is_frame, row_arrays
+
+__all__ = ["DaskBatchRows", "fit_one_pass"]
+
+
+# -- work done on the workers, one partition at a time -----------------------------------------
+def _prepare_part(X, y, sw, dtype, first_row):
+    """The validated rows of one partition: (X dense C-contiguous or canonical CSR, y, sw),
+    rows of weight 0 dropped (as :func:`fmlearn.gfm.train_rows` does in memory)."""
+    where = f"rows {first_row}..{first_row + X.shape[0] - 1}"
+    if sp.issparse(X):
+        X = to_csr(X, dtype)
+        finite = np.all(np.isfinite(X.data))
+    else:
+        X = np.ascontiguousarray(X, dtype=dtype)
+        finite = np.all(np.isfinite(X))
+    if not finite:
+        raise ValueError(f"Input X contains NaN or infinity ({where})")
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"y contains NaN or infinity ({where})")
+    if sw is None:
+        sw = np.ones(X.shape[0])
+    else:
+        sw = np.asarray(sw, dtype=np.float64).ravel()
+        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+            raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
+    return X, y, sw
+
+
+def _part_size(part):
+    return part[0].shape[0], float(part[2].sum())
+
+
+def _part_sums(part):
+    """sum sw x, sum sw x^2 (float64, per feature), sum sw y, sum sw y^2."""
+    X, y, sw = part
+    if sp.issparse(X):
+        s1 = np.asarray(X.T @ sw, dtype=np.float64).ravel()
+        Xsq = X.astype(np.float64).copy()
+        Xsq.data **= 2
+        s2 = np.asarray(Xsq.T @ sw).ravel()
+    else:
+        Xd = np.asarray(X, dtype=np.float64)
+        s1 = sw @ Xd
+        s2 = sw @ (Xd * Xd)
+    return s1, s2, float(sw @ y), float(sw @ (y * y))
+
+
+def _part_centered(part, mean):
+    X, _, sw = part
+    return sw @ (np.asarray(X, dtype=np.float64) - mean) ** 2
+
+
+def _part_moments(part, mean, scale):
+    X, _, sw = part
+    kappa, phi = weighted_moments(X, sw, mean, scale)
+    W = float(sw.sum())
+    return kappa * W, phi * W
+
+
+def _part_residual(part, coords, args):
+    X, y, sw = part
+    mean, scale = coords
+    U, V, w, b0, wsum, zero_diagonal, need_q = args
+    st = Batch(X, mean, scale, 1).residual_pass(U, V, w, b0, y, sw, wsum, zero_diagonal, need_q)
+    return (st["rss"], st["h2"], st["G"], st["q"]), st["rho"]
+
+
+def _weight_counts(sw):
+    sw = np.asarray(sw, dtype=np.float64)
+    bad = not (np.all(np.isfinite(sw)) and np.all(sw >= 0))
+    return int(np.count_nonzero(sw > 0)), bad
+
+
+def _kept_position(sw, j):
+    """Index in ``sw`` of its ``j``-th (0-based) positive entry."""
+    return int(np.flatnonzero(np.asarray(sw) > 0)[j])
+
+
+def _batch_bounds(n, sw, rows, runner):
+    """Row bounds of the batches, cut as ``fit`` cuts them: on the rows of positive weight
+    (``max(1, n_kept // rows)`` batches of about equal size), so that rows of weight 0 are
+    absent, not merely weightless. Returns (bounds in X's rows, rows per batch)."""
+    if sw is None:
+        n_b = max(1, n // rows)
+        bounds = np.linspace(0, n, n_b + 1).round().astype(np.int64)
+        return bounds, np.diff(bounds)
+    parts = sw.to_delayed().ravel()
+    info = runner.compute([delayed(_weight_counts)(p) for p in parts])
+    if any(bad for _, bad in info):
+        raise ValueError("sample_weight must be finite and non-negative")
+    counts = np.array([c for c, _ in info], dtype=np.int64)
+    kept = int(counts.sum())
+    if kept == 0:
+        raise ValueError("sample_weight sums to zero: there is nothing to fit")
+    n_b = max(1, kept // rows)
+    kbounds = np.linspace(0, kept, n_b + 1).round().astype(np.int64)
+    before = np.concatenate([[0], np.cumsum(counts)])
+    starts = np.concatenate([[0], np.cumsum(sw.chunks[0])]).astype(np.int64)
+    # A batch starts at its first kept row: find the chunk holding it, then its place there.
+    inner = kbounds[1:-1]
+    chunk = np.searchsorted(before, inner, side="right") - 1
+    offsets = runner.compute([delayed(_kept_position)(parts[c], int(kb - before[c]))
+                              for c, kb in zip(chunk.tolist(), inner.tolist(), strict=True)])
+    bounds = np.concatenate([[0], starts[chunk] + np.asarray(offsets, dtype=np.int64), [n]])
+    return bounds.astype(np.int64), np.diff(kbounds)
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _part_gram(part, residual, coords, B):
+    mean, scale = coords
+    return Batch(part[0], mean, scale, 1).gram_pass(B, residual[1])
+
+
+def _part_rss(part, coords, state, zero_diagonal):
+    X, y, sw = part
+    mean, scale = coords
+    r = y - predict_batch(Batch(X, mean, scale, 1), state, zero_diagonal)
+    return float(np.dot(sw, r * r))
+
+
+def _sum(parts):
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def _const(obj):
+    # One graph key for an argument shared by every partition's task (sent once per worker).
+    return delayed(obj, pure=True, traverse=False)
+
+
+# -- the batch as the solver sees it -------------------------------------------------------------
+class DaskBatchRows:
+    """One mini-batch spread over Dask partitions, with the interface of
+    :class:`fmlearn.solvers.one_pass.BatchRows` (sums over rows = map over partitions on the
+    workers + a sum on the client, in partition order).
+
+    Parameters
+    ----------
+    parts : list of dask.delayed
+        Each computes one partition ``(X, y, sw)`` already validated (see ``fit_one_pass``);
+        they are persisted (computed and kept on the workers) for the life of the object.
+    n_features : int
+    client : distributed.Client or None
+        None: ``dask.persist`` / ``dask.compute`` (the running client or the local scheduler).
+    """
+
+    def __init__(self, parts, n_features, client=None):
+        self._run = Runner(client)
+        parts = self._run.persist(parts)
+        sizes = self._run.compute([delayed(_part_size)(p) for p in parts])
+        # Partitions left empty (all weights 0) add nothing and would divide by zero below.
+        self.parts = [p for p, (n, _) in zip(parts, sizes, strict=True) if n > 0]
+        self.n = int(sum(n for n, _ in sizes))
+        self.wsum = float(sum(w for _, w in sizes))
+        if self.n == 0 or self.wsum <= 0:
+            raise ValueError("sample_weight sums to zero on a batch: there is nothing to fit")
+        self.d = int(n_features)
+        self._sums = None
+        self._coords = None
+
+    def _map(self, fn, *args):
+        return self._run.compute([delayed(fn)(p, *args) for p in self.parts])
+
+    def _first_sums(self):
+        if self._sums is None:
+            parts = self._map(_part_sums)
+            self._sums = tuple(_sum([p[i] for p in parts]) for i in range(4))
+        return self._sums
+
+    # first batch
+    def standardization(self, center):
+        s1, s2, _, _ = self._first_sums()
+        W = self.wsum
+        mean = s1 / W
+        if self._sparse():
+            ex2 = s2 / W
+            var = ex2 - mean * mean if center else ex2
+        elif center:  # two passes, as in memory (no cancellation in E[x^2] - mean^2)
+            var = _sum(self._map(_part_centered, _const(mean))) / W
+        else:
+            var = s2 / W
+        return scale_from_variance(mean, var, center)
+
+    def _sparse(self):
+        return bool(self._run.compute([delayed(sp.issparse)(delayed(_first)(self.parts[0]))])[0])
+
+    def moments(self, mean, scale):
+        parts = self._map(_part_moments, _const(mean), _const(scale))
+        return (_sum([p[0] for p in parts]) / self.wsum, _sum([p[1] for p in parts]) / self.wsum)
+
+    def target_moments(self):
+        _, _, sy, syy = self._first_sums()
+        return float(np.sqrt(syy / self.wsum)), float(sy / self.wsum)
+
+    # every batch
+    def bind(self, mean, scale, n_jobs):
+        self._coords = _const((mean, scale))
+
+    def residual_pass(self, U, V, w, b0, zero_diagonal, need_q):
+        args = _const((U, V, w, b0, self.wsum, zero_diagonal, need_q))
+        res = self._run.persist([delayed(_part_residual)(p, self._coords, args)
+                                 for p in self.parts])
+        small = self._run.compute([delayed(_first)(r) for r in res])
+        q = None if small[0][3] is None else _sum([s[3] for s in small])
+        return {"rss": float(sum(s[0] for s in small)), "h2": float(sum(s[1] for s in small)),
+                "G": _sum([s[2] for s in small]), "q": q, "rho": res}
+
+    def gram_pass(self, B, rho):
+        Bc = _const(np.asarray(B, dtype=np.float64))
+        return _sum(self._run.compute([delayed(_part_gram)(p, r, self._coords, Bc)
+                                       for p, r in zip(self.parts, rho, strict=True)]))
+
+    def rss(self, state, zero_diagonal):
+        return float(sum(self._map(_part_rss, self._coords, _const(state), zero_diagonal)))
+
+
+# -- the estimator driver ------------------------------------------------------------------------
+def _head(X, y, n):
+    """A few rows of X and y in memory, to validate the estimator's input like ``fit``."""
+    m = min(n, 2)
+    Xh, yh = X[:m].compute(), np.asarray(y[:m].compute())
+    return Xh, yh
+
+
+def _one_pass_estimator(estimator):
+    from ..gfm import OnePassMixin
+
+    if not isinstance(estimator, OnePassMixin):
+        raise TypeError(f"fit_one_pass trains the one-pass models (GFMRegressor, IFMRegressor, "
+                        f"SymmetricRankOneSensing, PhaseRetrieval), not "
+                        f"{type(estimator).__name__}; stream other estimators with "
+                        "fmlearn.stream.fit_stream(estimator, fmlearn.distributed.blocks(X, y))")
+
+
+def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=None,
+                 client=None):
+    """One pass of the one-pass generalized FM over a Dask array, data-parallel.
+
+    Equivalent to ``estimator.set_params(n_passes=1).fit(X, y)`` with X in memory (same cut
+    into batches: ``max(1, n // batch_size)`` batches of about equal size, in row order, rows
+    of weight 0 left out; same warm start rule), computed on a Dask cluster: for every batch,
+    its partitions are persisted on the workers, each worker computes the partial sums of its
+    rows, and the client adds them and updates the state (seed 000 Algorithm 1, see
+    :class:`DaskBatchRows`). The iterates equal the in-memory ones up to the order of
+    floating-point summation (tested to rtol 1e-10). The client holds O(kd) numbers (plus a
+    d x d product on the first batch when d <= :data:`fmlearn.linalg.DENSE_MAX_DIM`, as in
+    memory); the cluster holds one batch.
+
+    Parameters
+    ----------
+    estimator : GFMRegressor, IFMRegressor, SymmetricRankOneSensing or PhaseRetrieval
+        Its parameters (n_factors, solver, standardize, fit_intercept, init, safeguard,
+        random_state, warm_start, verbose) apply; ``n_passes`` and ``n_jobs`` are ignored
+        (one pass; the parallelism is the cluster's). Fitted in place and returned.
+    X : dask.array.Array of shape (n_samples, n_features) or Dask DataFrame
+        Dense or scipy.sparse blocks; rows may be chunked in any way (a batch is a row range;
+        its partitions are the row chunks it overlaps).
+    y : Dask array / Series, or in-memory array, shape (n_samples,)
+    sample_weight : same, optional
+    batch_size : int, optional
+        Rows per batch; default: the estimator's ``batch_size`` ("auto": 10 k d).
+    truth : (w, M) or planted model, optional
+        Records the recovery error after every batch in ``history_`` (as ``fit``).
+    client : distributed.Client, optional
+        Default: the running client if any, else Dask's local scheduler (e.g. "synchronous"
+        or "threads" via ``dask.config.set``).
+
+    Returns
+    -------
+    estimator
+
+    Examples
+    --------
+    >>> import dask
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from fmlearn import GFMRegressor
+    >>> from fmlearn.datasets import make_gfm
+    >>> from fmlearn.distributed import fit_one_pass
+    >>> X, y, _ = make_gfm(8000, 20, 2, random_state=0)
+    >>> Xd, yd = da.from_array(X, chunks=(1500, 20)), da.from_array(y, chunks=1500)
+    >>> est = GFMRegressor(2, batch_size=1000, random_state=0)
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     m = fit_one_pass(est, Xd, yd)
+    >>> ref = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0).fit(X, y)
+    >>> m.n_batches_, bool(np.allclose(m.working_V_, ref.working_V_, rtol=1e-10, atol=0))
+    (8, True)
+    """
+    from ..gfm import _as_truth
+
+    _one_pass_estimator(estimator)
+    estimator._validate_params()
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+            batch_size, numbers.Integral) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    frame = is_frame(X)
+    Xh = yh = None
+    if frame:  # validate on a pandas head so that feature names are recorded as by fit
+        Xh = X.head(2)
+        yh = np.asarray(y.head(2)) if is_frame(y) else np.asarray(y)[:Xh.shape[0]]
+    X, y, sw = row_arrays(X, y, sample_weight)
+    n, d = int(X.shape[0]), int(X.shape[1])
+    if n == 0:
+        raise ValueError("X has no rows")
+    if Xh is None:
+        Xh, yh = _head(X, y, n)
+    Xh, _, _ = estimator._validate_train(Xh, yh, None, reset=True)
+    dtype = np.dtype(Xh.dtype)
+    estimator.dtype_ = dtype.name
+    truth = _as_truth(truth, d)
+
+    state = estimator._state_from_attributes() if estimator.warm_start else None
+    if state is None or state.w.shape[0] != d or state.w.dtype != dtype:
+        state = new_state(d, estimator.n_factors, dtype)
+    fresh = state.t == 0
+    rows = int(batch_size) if batch_size is not None else estimator._batch_rows(d)
+    client = active_client(client)
+    bounds, sizes = _batch_bounds(n, sw, rows, Runner(client))
+    n_b = len(sizes)
+    estimator._warn_small(int(np.min(sizes)), d)
+    settings = estimator._settings(check_random_state(estimator.random_state), multi_pass=False)
+    history = estimator._history_template(truth, None)
+
+    n_done = 0
+    with progress(estimator.verbose, n_b, f"{type(estimator).__name__}[dask]") as bar:
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            xs = X[a:b].to_delayed().ravel()
+            ys = y[a:b].to_delayed().ravel()
+            ws = [None] * len(xs) if sw is None else sw[a:b].to_delayed().ravel()
+            starts = a + np.concatenate([[0], np.cumsum(X[a:b].chunks[0])[:-1]]).astype(int)
+            parts = [delayed(_prepare_part)(xp, yp, wp, dtype, int(s))
+                     for xp, yp, wp, s in zip(xs, ys, ws, starts, strict=True)]
+            rows_b = DaskBatchRows(parts, d, client)
+            new, info = one_pass_step_rows(rows_b, state, settings)
+            del rows_b  # release the batch on the cluster
+            if info["diverged"]:
+                estimator._raise_diverged(info, int(np.max(sizes)))
+            state = new
+            n_done += 1
+            estimator._record(history, state, info, truth, None, bar)
+    if fresh and state.t > 0:
+        estimator._after_first_batch(state)
+    estimator.batch_size_ = int(np.max(sizes))
+    estimator.n_iter_ = n_done
+    estimator.n_passes_ = 1
+    estimator.history_ = history
+    estimator._store_state(state)
+    return estimator
