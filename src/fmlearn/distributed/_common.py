@@ -38,11 +38,20 @@ class Runner:
         return list(dask.persist(*tasks))
 
     def compute(self, tasks):
+        return self.result(self.start(tasks))
+
+    def start(self, tasks):
+        """Begin computing ``tasks``: futures on a client (non-blocking), else the results."""
         if not tasks:
             return []
         if self.client is not None:
-            return list(self.client.gather(self.client.compute(list(tasks))))
+            return self.client.compute(list(tasks))
         return list(dask.compute(*tasks))
+
+    def result(self, started):
+        if self.client is not None and started:
+            return list(self.client.gather(started))
+        return list(started)
 
 
 def is_frame(obj):

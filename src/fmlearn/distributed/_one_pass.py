@@ -119,7 +119,7 @@ def _batch_bounds(n, sw, rows, runner):
         bounds = np.linspace(0, n, n_b + 1).round().astype(np.int64)
         return bounds, np.diff(bounds)
     parts = sw.to_delayed().ravel()
-    info = runner.compute([delayed(_weight_counts)(p) for p in parts])
+    info = runner.compute([_task(_weight_counts)(p) for p in parts])
     if any(bad for _, bad in info):
         raise ValueError("sample_weight must be finite and non-negative")
     counts = np.array([c for c, _ in info], dtype=np.int64)
@@ -133,7 +133,7 @@ def _batch_bounds(n, sw, rows, runner):
     # A batch starts at its first kept row: find the chunk holding it, then its place there.
     inner = kbounds[1:-1]
     chunk = np.searchsorted(before, inner, side="right") - 1
-    offsets = runner.compute([delayed(_kept_position)(parts[c], int(kb - before[c]))
+    offsets = runner.compute([_task(_kept_position)(parts[c], int(kb - before[c]))
                               for c, kb in zip(chunk.tolist(), inner.tolist(), strict=True)])
     bounds = np.concatenate([[0], starts[chunk] + np.asarray(offsets, dtype=np.int64), [n]])
     return bounds.astype(np.int64), np.diff(kbounds)
@@ -162,6 +162,11 @@ def _sum(parts):
     return out
 
 
+def _task(fn):
+    # Keys from the arguments' tokens, not from uuid4 (slow where os.urandom is slow).
+    return delayed(fn, pure=True)
+
+
 def _const(obj):
     # One graph key for an argument shared by every partition's task (sent once per worker).
     return delayed(obj, pure=True, traverse=False)
@@ -185,20 +190,34 @@ class DaskBatchRows:
 
     def __init__(self, parts, n_features, client=None):
         self._run = Runner(client)
-        parts = self._run.persist(parts)
-        sizes = self._run.compute([delayed(_part_size)(p) for p in parts])
-        # Partitions left empty (all weights 0) add nothing and would divide by zero below.
-        self.parts = [p for p, (n, _) in zip(parts, sizes, strict=True) if n > 0]
-        self.n = int(sum(n for n, _ in sizes))
-        self.wsum = float(sum(w for _, w in sizes))
-        if self.n == 0 or self.wsum <= 0:
-            raise ValueError("sample_weight sums to zero on a batch: there is nothing to fit")
+        # On a distributed client both calls return at once: the batch is loaded and sized on
+        # the cluster while the client does other work (fit_one_pass prefetches the next batch).
+        self._parts = self._run.persist(parts)
+        self._sizes = self._run.start([_task(_part_size)(p) for p in self._parts])
         self.d = int(n_features)
         self._sums = None
         self._coords = None
+        self.parts = None
+
+    def _ready(self):
+        if self.parts is None:
+            sizes = self._run.result(self._sizes)
+            # Partitions left empty (all weights 0) add nothing and would divide by zero.
+            self.parts = [p for p, (n, _) in zip(self._parts, sizes, strict=True) if n > 0]
+            self.n = int(sum(n for n, _ in sizes))
+            self._wsum = float(sum(w for _, w in sizes))
+            self._parts = self._sizes = None
+            if self.n == 0 or self._wsum <= 0:
+                raise ValueError("sample_weight sums to zero on a batch: nothing to fit")
+
+    @property
+    def wsum(self):
+        self._ready()
+        return self._wsum
 
     def _map(self, fn, *args):
-        return self._run.compute([delayed(fn)(p, *args) for p in self.parts])
+        self._ready()
+        return self._run.compute([_task(fn)(p, *args) for p in self.parts])
 
     def _first_sums(self):
         if self._sums is None:
@@ -221,7 +240,8 @@ class DaskBatchRows:
         return scale_from_variance(mean, var, center)
 
     def _sparse(self):
-        return bool(self._run.compute([delayed(sp.issparse)(delayed(_first)(self.parts[0]))])[0])
+        self._ready()
+        return bool(self._run.compute([_task(sp.issparse)(_task(_first)(self.parts[0]))])[0])
 
     def moments(self, mean, scale):
         parts = self._map(_part_moments, _const(mean), _const(scale))
@@ -236,17 +256,18 @@ class DaskBatchRows:
         self._coords = _const((mean, scale))
 
     def residual_pass(self, U, V, w, b0, zero_diagonal, need_q):
+        self._ready()
         args = _const((U, V, w, b0, self.wsum, zero_diagonal, need_q))
-        res = self._run.persist([delayed(_part_residual)(p, self._coords, args)
+        res = self._run.persist([_task(_part_residual)(p, self._coords, args)
                                  for p in self.parts])
-        small = self._run.compute([delayed(_first)(r) for r in res])
+        small = self._run.compute([_task(_first)(r) for r in res])
         q = None if small[0][3] is None else _sum([s[3] for s in small])
         return {"rss": float(sum(s[0] for s in small)), "h2": float(sum(s[1] for s in small)),
                 "G": _sum([s[2] for s in small]), "q": q, "rho": res}
 
     def gram_pass(self, B, rho):
         Bc = _const(np.asarray(B, dtype=np.float64))
-        return _sum(self._run.compute([delayed(_part_gram)(p, r, self._coords, Bc)
+        return _sum(self._run.compute([_task(_part_gram)(p, r, self._coords, Bc)
                                        for p, r in zip(self.parts, rho, strict=True)]))
 
     def rss(self, state, zero_diagonal):
@@ -283,7 +304,9 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     :class:`DaskBatchRows`). The iterates equal the in-memory ones up to the order of
     floating-point summation (tested to rtol 1e-10). The client holds O(kd) numbers (plus a
     d x d product on the first batch when d <= :data:`fmlearn.linalg.DENSE_MAX_DIM`, as in
-    memory); the cluster holds one batch.
+    memory); on a distributed cluster the next batch is loaded while the current one is
+    processed, so the cluster holds two batches (one with a local scheduler). The step waits
+    for its slowest worker: spread every batch's partitions evenly over the workers.
 
     Parameters
     ----------
@@ -360,16 +383,24 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     settings = estimator._settings(check_random_state(estimator.random_state), multi_pass=False)
     history = estimator._history_template(truth, None)
 
+    def batch_rows(a, b):
+        xs = X[a:b].to_delayed().ravel()
+        ys = y[a:b].to_delayed().ravel()
+        ws = [None] * len(xs) if sw is None else sw[a:b].to_delayed().ravel()
+        starts = a + np.concatenate([[0], np.cumsum(X[a:b].chunks[0])[:-1]]).astype(int)
+        parts = [_task(_prepare_part)(xp, yp, wp, dtype, int(s))
+                 for xp, yp, wp, s in zip(xs, ys, ws, starts, strict=True)]
+        return DaskBatchRows(parts, d, client)
+
+    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
     n_done = 0
+    ahead = None
     with progress(estimator.verbose, n_b, f"{type(estimator).__name__}[dask]") as bar:
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            xs = X[a:b].to_delayed().ravel()
-            ys = y[a:b].to_delayed().ravel()
-            ws = [None] * len(xs) if sw is None else sw[a:b].to_delayed().ravel()
-            starts = a + np.concatenate([[0], np.cumsum(X[a:b].chunks[0])[:-1]]).astype(int)
-            parts = [delayed(_prepare_part)(xp, yp, wp, dtype, int(s))
-                     for xp, yp, wp, s in zip(xs, ys, ws, starts, strict=True)]
-            rows_b = DaskBatchRows(parts, d, client)
+        for i, (a, b) in enumerate(ranges):
+            rows_b = ahead if ahead is not None else batch_rows(a, b)
+            # On a cluster, load the next batch while this one is processed (two batches in
+            # cluster memory); a local scheduler would only load it early, so it does not.
+            ahead = batch_rows(*ranges[i + 1]) if client is not None and i + 1 < n_b else None
             new, info = one_pass_step_rows(rows_b, state, settings)
             del rows_b  # release the batch on the cluster
             if info["diverged"]:

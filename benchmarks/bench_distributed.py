@@ -1,0 +1,207 @@
+"""Throughput of the Dask backend and of out-of-core streaming from files.
+
+1. ``--part 1``: rows per second of the data-parallel one-pass gFM step
+   (:func:`fmlearn.distributed.fit_one_pass`) on a LocalCluster of 2 single-threaded worker
+   processes, against the in-memory solver (``GFMRegressor.partial_fit`` with ``n_jobs=2``
+   threads) on the same rows: dense Gaussian, d = 1000, k = 10, batches of n = 10 k d =
+   100,000 rows in 4 partitions of 25,000. The rows are generated on the workers before timing,
+   partition i on worker i % 2 (the cluster holds the data, as it would after loading it, and
+   every batch is split evenly), then fetched to the client for the in-memory run. The first batch (spectral initialisation) is timed apart from the steady steps, and the
+   largest relative difference between the two final states is printed.
+2. ``--part 2``: streaming from a svmlight file vs in memory. Each mode runs in a fresh
+   subprocess so that its peak resident memory (``ru_maxrss``) is its own: parsing alone
+   (``iter_svmlight``), :func:`fmlearn.stream.fit_stream` (parse + train, chunk by chunk),
+   loading the whole file then training on the same batches, and training alone on
+   preloaded data. Two workloads: the classic FM with SGD on a sparse file, and the one-pass
+   gFM on a dense file.
+
+Run under the benchmark lock, e.g.::
+
+    flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed.py
+
+``--quick`` shrinks everything for a smoke test.
+"""
+
+import argparse
+import json
+import operator
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+
+# -- part 1: Dask one-pass step ---------------------------------------------------------------
+def _sample(truth, n, seed):
+    return truth.sample(n, np.random.default_rng(seed))
+
+
+def dask_one_pass(d, k, T, part_rows, quick):
+    import dask.array as da
+    from distributed import Client, LocalCluster, wait
+
+    from fmlearn import GFMRegressor
+    from fmlearn.datasets import make_gfm
+    from fmlearn.distributed import fit_one_pass
+
+    n = 10 * k * d
+    _, _, truth = make_gfm(1, d, k, random_state=0)
+    n_parts = n * T // part_rows
+    out = {"d": d, "k": k, "n": n, "T": T, "partition_rows": part_rows}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        # Partition i is generated on worker i % 2: every batch is spread evenly (the step
+        # waits for its slowest worker).
+        workers = sorted(client.scheduler_info()["workers"])
+        futs = [client.submit(_sample, truth, part_rows, 1000 + i, pure=False,
+                              workers=[workers[i % 2]]) for i in range(n_parts)]
+        xs = [client.submit(operator.getitem, f, 0, workers=[workers[i % 2]])
+              for i, f in enumerate(futs)]
+        ys = [client.submit(operator.getitem, f, 1, workers=[workers[i % 2]])
+              for i, f in enumerate(futs)]
+        wait(xs + ys)
+        del futs
+        Xd = da.concatenate([da.from_delayed(f, (part_rows, d), np.float64) for f in xs])
+        yd = da.concatenate([da.from_delayed(f, (part_rows,), np.float64) for f in ys])
+        est = GFMRegressor(k, batch_size=n, warm_start=True, random_state=0)
+        t0 = time.perf_counter()
+        fit_one_pass(est, Xd[:n], yd[:n], client=client)
+        out["dask_first_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fit_one_pass(est, Xd[n:], yd[n:], client=client)
+        steady = time.perf_counter() - t0
+        out["dask_step_s"] = steady / (T - 1)
+        out["dask_rows_s"] = n * (T - 1) / steady
+        t0 = time.perf_counter()
+        X, y = client.compute([Xd, yd], sync=True)
+        out["fetch_s"] = time.perf_counter() - t0
+    ref = GFMRegressor(k, batch_size=n, random_state=0, n_jobs=2)
+    times = []
+    for t in range(T):
+        t0 = time.perf_counter()
+        ref.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
+        times.append(time.perf_counter() - t0)
+    out["mem_first_s"] = times[0]
+    out["mem_step_s"] = float(np.mean(times[1:]))
+    out["mem_rows_s"] = n / out["mem_step_s"]
+    out["max_rel_diff_V"] = float(np.max(np.abs(est.working_V_ - ref.working_V_))
+                                  / np.max(np.abs(ref.working_V_)))
+    out["batches"] = int(est.n_batches_)
+    from fmlearn.diagnostics import recovery_error
+
+    out["rel_error"] = float(recovery_error(est.w_, est.M_, truth.w, truth.M))
+    return out
+
+
+# -- part 2: streaming from a file ------------------------------------------------------------
+WORKER = r"""
+import json, resource, sys, time
+import numpy as np
+from fmlearn import FMRegressor, GFMRegressor
+from fmlearn.datasets import iter_svmlight, load_svmlight
+from fmlearn.stream import fit_stream, rebatch
+
+mode, path, d, kind, chunk, batch = sys.argv[1:7]
+d, chunk, batch = int(d), int(chunk), int(batch)
+
+def make():
+    if kind == "fm":
+        return FMRegressor(8, solver="sgd", learning_rate=0.01, random_state=0)
+    return GFMRegressor(5, batch_size=batch, random_state=0, n_jobs=2)
+
+# compile the kernels outside the timed region
+X0, y0 = next(iter_svmlight(path, chunk_size_bytes=1 << 16, n_features=d, zero_based=True))
+make().partial_fit(X0[:batch], y0[:batch])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rows = 0
+t0 = time.perf_counter()
+if mode == "parse":
+    for X, y in iter_svmlight(path, chunk_size_bytes=chunk, n_features=d, zero_based=True):
+        rows += X.shape[0]
+elif mode == "stream":
+    est = fit_stream(make(), path, chunk_size_bytes=chunk, n_features=d, zero_based=True,
+                     batch_rows=batch)
+    rows = est.stream_history_["rows"][0]
+elif mode in ("load+train", "train"):
+    X, y = load_svmlight(path, n_features=d, zero_based=True)
+    if mode == "train":
+        t0 = time.perf_counter()
+    est = make()
+    for Xb, yb, _ in rebatch([(X, y)], batch):
+        est.partial_fit(Xb, yb)
+    rows = X.shape[0]
+sec = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"mode": mode, "rows": rows, "s": sec, "rows_s": rows / sec,
+                  "peak_MB": peak / 1024, "base_MB": base / 1024}))
+"""
+
+
+def _write_files(tmp, quick):
+    import scipy.sparse as sp
+
+    from fmlearn.datasets import make_gfm, save_svmlight
+
+    rng = np.random.default_rng(0)
+    files = {}
+    # classic FM workload: sparse rows, 20 nonzeros among 10,000 features
+    n, d = (50_000, 10_000) if quick else (1_000_000, 10_000)
+    X = sp.random(n, d, density=20 / d, format="csr", random_state=rng)
+    X.data = np.round(X.data, 4)
+    y = np.round(rng.normal(size=n), 4)
+    path = os.path.join(tmp, "fm.libfm")
+    save_svmlight(X, y, path)
+    files["fm"] = (path, d, n, 10_000)
+    # one-pass gFM workload: dense Gaussian rows, d = 100, k = 5, batches of 10 k d = 5000
+    n, d = (20_000, 100) if quick else (200_000, 100)
+    X, y, _ = make_gfm(n, d, 5, random_state=1)
+    path = os.path.join(tmp, "gfm.libfm")
+    save_svmlight(np.round(X, 6), np.round(y, 6), path)
+    files["gfm"] = (path, d, n, 5000)
+    return files
+
+
+def file_streaming(quick, chunk):
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = _write_files(tmp, quick)
+        for kind, (path, d, n, batch) in files.items():
+            size = os.path.getsize(path)
+            for mode in ("parse", "stream", "load+train", "train"):
+                res = subprocess.run(
+                    [sys.executable, "-c", WORKER, mode, path, str(d), kind, str(chunk),
+                     str(batch)], capture_output=True, text=True, env=dict(os.environ),
+                    check=True)
+                row = json.loads(res.stdout.strip().splitlines()[-1])
+                row.update(kind=kind, file_MB=size / 2**20, d=d, batch=batch)
+                out.append(row)
+                print(json.dumps(row), flush=True)
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", type=int, choices=[1, 2])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--chunk-mb", type=float, default=16.0)
+    args = parser.parse_args(argv)
+    print("load average:", os.getloadavg())
+    if args.part in (None, 1):
+        d, k = (200, 4) if args.quick else (1000, 10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = dask_one_pass(d, k, args.batches, 25_000 if not args.quick else 2000,
+                                args.quick)
+        print(json.dumps(res), flush=True)
+    if args.part in (None, 2):
+        file_streaming(args.quick, int(args.chunk_mb * 2**20))
+    print("load average:", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
