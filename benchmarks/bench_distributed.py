@@ -6,8 +6,9 @@
    threads) on the same rows: dense Gaussian, d = 1000, k = 10, batches of n = 10 k d =
    100,000 rows in 4 partitions of 25,000. The rows are generated on the workers before timing,
    partition i on worker i % 2 (the cluster holds the data, as it would after loading it, and
-   every batch is split evenly), then fetched to the client for the in-memory run. The first batch (spectral initialisation) is timed apart from the steady steps, and the
-   largest relative difference between the two final states is printed.
+   every batch is split evenly), then fetched to the client for the in-memory run. The first
+   batch (spectral initialisation) is timed apart from the steady steps, and the largest
+   relative difference between the two final states is printed.
 2. ``--part 2``: streaming from a svmlight file vs in memory. Each mode runs in a fresh
    subprocess so that its peak resident memory (``ru_maxrss``) is its own: parsing alone
    (``iter_svmlight``), :func:`fmlearn.stream.fit_stream` (parse + train, chunk by chunk),
@@ -169,7 +170,7 @@ def file_streaming(quick, chunk):
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         files = _write_files(tmp, quick)
-        for kind, (path, d, n, batch) in files.items():
+        for kind, (path, d, _, batch) in files.items():
             size = os.path.getsize(path)
             for mode in ("parse", "stream", "load+train", "train"):
                 res = subprocess.run(
