@@ -10,7 +10,7 @@
    batch (spectral initialisation) is timed apart from the steady steps, and the largest
    relative difference between the two final states is printed.
 2. ``--part 2``: streaming from a svmlight file vs in memory. Each mode runs in a fresh
-   subprocess so that its peak resident memory (``ru_maxrss``) is its own: parsing alone
+   subprocess so that its peak resident memory (``VmHWM``) is its own: parsing alone
    (``iter_svmlight``), :func:`fmlearn.stream.fit_stream` (parse + train, chunk by chunk),
    loading the whole file then training on the same batches, and training alone on
    preloaded data. Two workloads: the classic FM with SGD on a sparse file, and the one-pass
@@ -41,18 +41,20 @@ def _sample(truth, n, seed):
     return truth.sample(n, np.random.default_rng(seed))
 
 
-def dask_one_pass(d, k, T, part_rows, quick):
+def dask_one_pass(d, k, T, part_rows, repeat):
     import dask.array as da
     from distributed import Client, LocalCluster, wait
 
     from fmlearn import GFMRegressor
     from fmlearn.datasets import make_gfm
+    from fmlearn.diagnostics import recovery_error
     from fmlearn.distributed import fit_one_pass
 
     n = 10 * k * d
     _, _, truth = make_gfm(1, d, k, random_state=0)
     n_parts = n * T // part_rows
-    out = {"d": d, "k": k, "n": n, "T": T, "partition_rows": part_rows}
+    out = {"d": d, "k": k, "n": n, "T": T, "partition_rows": part_rows, "repeat": repeat}
+    runs = {"dask_first": [], "dask_step": [], "mem_first": [], "mem_step": []}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         # Partition i is generated on worker i % 2: every batch is spread evenly (the step
@@ -68,39 +70,39 @@ def dask_one_pass(d, k, T, part_rows, quick):
         del futs
         Xd = da.concatenate([da.from_delayed(f, (part_rows, d), np.float64) for f in xs])
         yd = da.concatenate([da.from_delayed(f, (part_rows,), np.float64) for f in ys])
-        est = GFMRegressor(k, batch_size=n, warm_start=True, random_state=0)
-        t0 = time.perf_counter()
-        fit_one_pass(est, Xd[:n], yd[:n], client=client)
-        out["dask_first_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fit_one_pass(est, Xd[n:], yd[n:], client=client)
-        steady = time.perf_counter() - t0
-        out["dask_step_s"] = steady / (T - 1)
-        out["dask_rows_s"] = n * (T - 1) / steady
-        t0 = time.perf_counter()
         X, y = client.compute([Xd, yd], sync=True)
-        out["fetch_s"] = time.perf_counter() - t0
-    ref = GFMRegressor(k, batch_size=n, random_state=0, n_jobs=2)
-    times = []
-    for t in range(T):
-        t0 = time.perf_counter()
-        ref.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
-        times.append(time.perf_counter() - t0)
-    out["mem_first_s"] = times[0]
-    out["mem_step_s"] = float(np.mean(times[1:]))
+        # Alternate the two so that both see the same (shared, varying) machine load.
+        for _ in range(repeat):
+            est = GFMRegressor(k, batch_size=n, warm_start=True, random_state=0)
+            t0 = time.perf_counter()
+            fit_one_pass(est, Xd[:n], yd[:n], client=client)
+            runs["dask_first"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            fit_one_pass(est, Xd[n:], yd[n:], client=client)
+            runs["dask_step"].append((time.perf_counter() - t0) / (T - 1))
+            ref = GFMRegressor(k, batch_size=n, random_state=0, n_jobs=2)
+            times = []
+            for t in range(T):
+                t0 = time.perf_counter()
+                ref.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
+                times.append(time.perf_counter() - t0)
+            runs["mem_first"].append(times[0])
+            runs["mem_step"].append(float(np.mean(times[1:])))
+    for key, vals in runs.items():
+        out[key + "_s"] = float(np.median(vals))
+        out[key + "_all"] = [round(v, 3) for v in vals]
+    out["dask_rows_s"] = n / out["dask_step_s"]
     out["mem_rows_s"] = n / out["mem_step_s"]
     out["max_rel_diff_V"] = float(np.max(np.abs(est.working_V_ - ref.working_V_))
                                   / np.max(np.abs(ref.working_V_)))
     out["batches"] = int(est.n_batches_)
-    from fmlearn.diagnostics import recovery_error
-
     out["rel_error"] = float(recovery_error(est.w_, est.M_, truth.w, truth.M))
     return out
 
 
 # -- part 2: streaming from a file ------------------------------------------------------------
 WORKER = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 from fmlearn import FMRegressor, GFMRegressor
 from fmlearn.datasets import iter_svmlight, load_svmlight
@@ -117,7 +119,14 @@ def make():
 # compile the kernels outside the timed region
 X0, y0 = next(iter_svmlight(path, chunk_size_bytes=1 << 16, n_features=d, zero_based=True))
 make().partial_fit(X0[:batch], y0[:batch])
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm_mb():
+    # Peak resident set of this process (ru_maxrss would be inherited across exec).
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+
+base = hwm_mb()
 rows = 0
 t0 = time.perf_counter()
 if mode == "parse":
@@ -136,9 +145,8 @@ elif mode in ("load+train", "train"):
         est.partial_fit(Xb, yb)
     rows = X.shape[0]
 sec = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"mode": mode, "rows": rows, "s": sec, "rows_s": rows / sec,
-                  "peak_MB": peak / 1024, "base_MB": base / 1024}))
+                  "peak_MB": hwm_mb(), "base_MB": base}))
 """
 
 
@@ -189,6 +197,7 @@ def main(argv=None):
     parser.add_argument("--part", type=int, choices=[1, 2])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chunk-mb", type=float, default=16.0)
     args = parser.parse_args(argv)
     print("load average:", os.getloadavg())
@@ -197,7 +206,7 @@ def main(argv=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = dask_one_pass(d, k, args.batches, 25_000 if not args.quick else 2000,
-                                args.quick)
+                                args.repeat)
         print(json.dumps(res), flush=True)
     if args.part in (None, 2):
         file_streaming(args.quick, int(args.chunk_mb * 2**20))
