@@ -283,3 +283,23 @@ def test_fmlearn_works_without_dask():
     assert "IMPORT-ERROR fmlearn.distributed needs Dask" in out.stdout
     out = _run("import sys, fmlearn, fmlearn.stream; print('dask' in sys.modules)")
     assert out.stdout.strip() == "False", out.stderr
+
+
+# -- the guide's examples run and print what they say --------------------------------------------
+def test_docs_examples_run(tmp_path, monkeypatch, capsys):
+    """Every ```python block of docs/distributed.md, in order, in one namespace; each
+    ``print(...)  # expected`` line must print ``expected``."""
+    import re
+
+    text = open(os.path.join(os.path.dirname(__file__), os.pardir, "docs", "distributed.md"),
+                encoding="utf-8").read()
+    blocks_ = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks_) >= 5
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for code in blocks_:
+        expected = [m.group(1).strip() for m in re.finditer(r"^\s*print\(.*\)\s+#\s*(.*)$",
+                                                             code, flags=re.M)]
+        exec(compile(code, "docs/distributed.md", "exec"), namespace)
+        printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
+        assert printed == expected

@@ -5,6 +5,7 @@ from .gfm import GFMRegressor
 from .ifm import IFMRegressor
 from .io import load
 from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
+from .stream import fit_stream
 
 __version__ = "0.1.0"
 
@@ -16,6 +17,7 @@ __all__ = [
     "IFMRegressor",
     "PhaseRetrieval",
     "SymmetricRankOneSensing",
+    "fit_stream",
     "load",
     "__version__",
 ]
