@@ -269,3 +269,57 @@ def test_dask_collection_is_redirected():
     da = pytest.importorskip("dask.array")
     with pytest.raises(TypeError, match="fmlearn.distributed.blocks"):
         fit_stream(GFMRegressor(), da.zeros((10, 3)))
+
+
+# -- `fmlearn fit --stream` ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sgd_files(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    folder = tmp_path_factory.mktemp("cli")
+    X = sp.random(2400, 30, density=0.2, format="csr", random_state=rng)
+    X.data = np.round(X.data, 3)
+    score = X @ rng.normal(size=30)
+    out = {}
+    for task, y in (("r", np.round(score, 3)), ("c", np.where(score > 0, 1.0, -1.0))):
+        out[task] = str(folder / f"train_{task}.libfm")
+        save_svmlight(X[:2000], y[:2000], out[task])
+        out[task + "_test"] = str(folder / f"test_{task}.libfm")
+        save_svmlight(X[2000:, :25], y[2000:], out[task + "_test"])  # narrower test file
+    return out
+
+
+@pytest.mark.parametrize("task", ["r", "c"])
+def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
+    from fmlearn import load
+    from fmlearn.cli import main
+
+    model = str(tmp_path / "m.fmz")
+    log = str(tmp_path / "log.tsv")
+    code = main(["fit", sgd_files[task], "--test", sgd_files[task + "_test"], "--task", task,
+                 "--solver", "sgd", "--stream", "--batch-rows", "300", "--rank", "3",
+                 "--n-iter", "2", "--seed", "0", "--model", model, "--log", log])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2000 rows, 30 features, read in chunks" in out
+    got = load(model)
+    Est = FMRegressor if task == "r" else FMClassifier
+    ref = Est(n_factors=3, solver="sgd", n_iter=2, random_state=0)
+    X, y = load_svmlight(sgd_files[task], n_features=30, zero_based=True)
+    Xt, yt = load_svmlight(sgd_files[task + "_test"], n_features=30, zero_based=True)
+    kw = {"classes": [-1.0, 1.0]} if task == "c" else {}
+    fit_stream(ref, [(X, y)], n_epochs=2, batch_rows=300, **kw)
+    np.testing.assert_array_equal(got.V_, ref.V_)
+    metric = "error rate" if task == "c" else "rmse"
+    pred = ref.predict(X)
+    train = np.mean(pred != y) if task == "c" else np.sqrt(np.mean((pred - y) ** 2))
+    assert f"train {metric}" in out and f"{train:.6g}" in out
+    assert len(open(log).read().splitlines()) == 3  # header + one row per epoch
+
+
+def test_cli_stream_option_errors(sgd_files, capsys):
+    from fmlearn.cli import main
+
+    assert main(["fit", sgd_files["r"], "--stream", "--solver", "als"]) == 2
+    assert "--solver sgd" in capsys.readouterr().err
+    assert main(["fit", sgd_files["r"], "--solver", "sgd", "--batch-rows", "10"]) == 2
+    assert "--stream" in capsys.readouterr().err

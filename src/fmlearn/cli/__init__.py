@@ -87,6 +87,11 @@ def _add_fit(sub):
                    help="threads for the compiled loops (results do not depend on it)")
     p.add_argument("--no-clip", action="store_true",
                    help="regression: do not clip predictions to the training target range")
+    p.add_argument("--stream", action="store_true",
+                   help="read TRAIN in chunks instead of whole (out of core, --solver sgd): "
+                        "each epoch re-reads the file; memory holds one chunk")
+    p.add_argument("--batch-rows", type=_positive_int, default=None, metavar="N",
+                   help="with --stream: rows per SGD call (default: the chunks as read)")
     p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
     p.add_argument("--out", metavar="PRED.txt",
                    help="write predictions for --test here, one per line")

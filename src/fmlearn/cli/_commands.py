@@ -65,9 +65,9 @@ def _final_metric(est, X, y):
     return float(np.sqrt(np.mean((pred - y) ** 2)))
 
 
-def _history_rows(est):
+def _history_rows(est, h=None):
     """Per-iteration rows (iter, train, test, test average over sweeps) from ``history_``."""
-    h = getattr(est, "history_", {})
+    h = getattr(est, "history_", {}) if h is None else h
     cols = [h.get("train", []), h.get("val", []), h.get("val_avg", [])]
     n = max(len(c) for c in cols)
     rows = []
@@ -76,10 +76,10 @@ def _history_rows(est):
     return rows
 
 
-def _print_libfm_iterations(est):
+def _print_libfm_iterations(est, h=None):
     """libFM's per-iteration lines: ``#Iter= i  Train=..  Test=..`` (MCMC: running averages;
     classification: accuracy, as libFM prints)."""
-    h = est.history_
+    h = est.history_ if h is None else h
     mcmc = est.solver == "mcmc"
     train = h.get("train_avg" if mcmc else "train", [])
     test = h.get("val_avg" if mcmc else "val", [])
@@ -93,8 +93,8 @@ def _print_libfm_iterations(est):
         print("\t".join(parts))
 
 
-def _write_log(path, est):
-    rows = _history_rows(est)
+def _write_log(path, est, h=None):
+    rows = _history_rows(est, h)
     lines = ["iter\ttrain\ttest\ttest_avg"]
     lines += ["\t".join([str(r[0])] + [repr(float(v)) for v in r[1:]]) for r in rows]
     try:
@@ -114,6 +114,10 @@ def cmd_fit(args):
         raise CLIError("--out writes the predictions for --test; give a test file")
     if args.proba and args.task != "c":
         raise CLIError("--proba needs a classifier (--task c)")
+    if args.batch_rows is not None and not args.stream:
+        raise CLIError("--batch-rows applies to --stream only")
+    if args.stream:
+        return _fit_stream(args, train)
     X, y = read_svmlight(train, "training")
     X_test = y_test = None
     if args.test:
@@ -154,6 +158,11 @@ def cmd_fit(args):
     print_pairs(pairs)
     if args.log:
         _write_log(args.log, est)
+    _save_and_predict(args, est, X_test)
+    return 0
+
+
+def _save_and_predict(args, est, X_test):
     if args.model:
         est.save(args.model)
         print(f"model saved to {args.model}")
@@ -164,6 +173,89 @@ def cmd_fit(args):
             write_values(args.out, est.predict(X_test), labels=_is_classifier(est))
         if args.out != "-":
             print(f"test predictions written to {args.out}")
+
+
+def _stream_pass(path, d, chunk):
+    """One read of a training file in chunks: ``(Xc, yc)`` CSR float64, width ``d``."""
+    from fmlearn.datasets import iter_svmlight
+
+    try:
+        yield from iter_svmlight(path, chunk_size_bytes=chunk, n_features=d, zero_based=True)
+    except ValueError as exc:  # the message names the file and the offending line
+        raise CLIError(str(exc)) from None
+
+
+def _fit_stream(args, train):
+    """``fit --stream``: SGD epochs over the training file read in chunks (out of core).
+
+    Before training, one pass finds the file's width (and, for a classifier, its labels); after
+    it, one more computes the training metric chunk by chunk. The test file is read whole.
+    """
+    from fmlearn.stream import fit_stream
+
+    from ._common import _check_readable
+
+    if args.solver != "sgd":
+        raise CLIError("--stream trains with partial_fit, which needs --solver sgd")
+    _check_readable(train, "training")
+    chunk = 16 * 2**20
+    labels = set()
+    d = None
+    for Xc, yc in _stream_pass(train, None, chunk):
+        d = Xc.shape[1]
+        if args.task == "r":
+            break
+        labels.update(np.unique(yc).tolist())
+    if d is None:
+        raise CLIError(f"{train}: no data rows")
+    X_test = y_test = None
+    if args.test:
+        X_test, y_test = read_svmlight(args.test, "test")
+        d = max(d, X_test.shape[1])  # libFM sizes the model for both files
+        X_test = widen(X_test, d, args.test)
+    est = build_estimator(args)
+    classes = sorted(labels) if args.task == "c" else None
+    t0 = time.perf_counter()
+    try:
+        fit_stream(est, lambda: _stream_pass(train, d, chunk), n_epochs=args.n_iter,
+                   batch_rows=args.batch_rows, eval_set=(X_test, y_test) if args.test else None,
+                   classes=classes, verbose=1 if args.verbose else 0)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    fit_s = time.perf_counter() - t0
+    h = {"train": [], "val": est.stream_history_.get("val", [])}
+    if args.libfm_output:
+        _print_libfm_iterations(est, h)
+    elif args.verbose:
+        from fmlearn.reproduce import format_table
+
+        print(format_table(_history_rows(est, h), ["iter", "train", "test", "test avg"],
+                           floatfmt=".6g"))
+    n = errors = 0
+    sq = 0.0
+    for Xc, yc in _stream_pass(train, d, chunk):
+        pred = est.predict(Xc)
+        n += yc.shape[0]
+        if _is_classifier(est):
+            errors += int(np.sum(pred != yc))
+        else:
+            sq += float(np.sum((pred - yc) ** 2))
+    metric = _metric_name(est)
+    rows = est.stream_history_["rows"][0]
+    pairs = [
+        ("model", f"{type(est).__name__}(solver=sgd, rank={est.n_factors}, "
+                  f"epochs={args.n_iter}, streamed)"),
+        ("train", f"{train}: {rows} rows, {d} features, read in chunks of {chunk >> 20} MiB"),
+        ("fit time", f"{fit_s:.3f} s"),
+        (f"train {metric}", errors / n if _is_classifier(est) else float(np.sqrt(sq / n))),
+    ]
+    if args.test:
+        pairs.append(("test", f"{args.test}: {X_test.shape[0]} rows"))
+        pairs.append((f"test {metric}", _final_metric(est, X_test, y_test)))
+    print_pairs(pairs)
+    if args.log:
+        _write_log(args.log, est, h)
+    _save_and_predict(args, est, X_test)
     return 0
 
 
