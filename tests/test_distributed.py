@@ -91,6 +91,52 @@ def test_fit_one_pass_equals_in_memory_solver(case, sparse, sync):
         assert m.history_["recovery_error"][-1] < 1e-3
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_dask_batch_rows_statistics_equal_in_memory(sparse, sync):
+    """Oracle per method of the batch interface: every sum over rows of DaskBatchRows equals
+    the in-memory BatchRows' (rows of weight 0 included: they are dropped on both sides)."""
+    from dask import delayed
+
+    from fmlearn.distributed import DaskBatchRows
+    from fmlearn.distributed._one_pass import _prepare_part
+    from fmlearn.solvers.one_pass import BatchRows, OnePassState
+
+    rng = np.random.default_rng(0)
+    n, d, k = 1500, 12, 3
+    X = rng.exponential(size=(n, d)) * (rng.random((n, d)) < (0.3 if sparse else 1.0))
+    X = sp.csr_matrix(X) if sparse else X
+    y = rng.normal(size=n)
+    sw = rng.uniform(0, 2, size=n)
+    sw[::5] = 0
+    keep = sw > 0
+    mem = BatchRows(X[keep], y[keep], sw[keep])
+    cuts = [0, 400, 401, 1100, n]
+    parts = [delayed(_prepare_part)(X[a:b], y[a:b], sw[a:b], np.float64, a)
+             for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    dist = DaskBatchRows(parts, d)
+    assert dist.wsum == pytest.approx(mem.wsum, rel=1e-13)
+    for center in (True, False):
+        for a, b in zip(dist.standardization(center), mem.standardization(center), strict=True):
+            _close(a, b, 1e-12)
+    mean, scale = mem.standardization(True)
+    for a, b in zip(dist.moments(mean, scale), mem.moments(mean, scale), strict=True):
+        _close(a, b, 1e-12)
+    np.testing.assert_allclose(dist.target_moments(), mem.target_moments(), rtol=1e-13)
+    U, V, w = (rng.normal(size=(d, k)), rng.normal(size=(d, k)), rng.normal(size=d))
+    for rows in (dist, mem):
+        rows.bind(mean, scale, 1)
+    for zero_diagonal in (False, True):
+        a = dist.residual_pass(U, V, w, 0.3, zero_diagonal, need_q=True)
+        b = mem.residual_pass(U, V, w, 0.3, zero_diagonal, need_q=True)
+        for key in ("rss", "h2", "G", "q"):
+            _close(a[key], b[key], 1e-12)
+        B = rng.normal(size=(d, 4))
+        _close(dist.gram_pass(B, a["rho"]), mem.gram_pass(B, b["rho"]), 1e-12)
+        state = OnePassState(w, U, V, 0.3)
+        assert dist.rss(state, zero_diagonal) == pytest.approx(mem.rss(state, zero_diagonal),
+                                                               rel=1e-12)
+
+
 def test_weights_randomized_init_and_safeguard(sync):
     """Sample weights (with zeros, dropped as in memory), the randomized spectral start (many
     gram passes) and the safeguard's extra rss pass all go through the map-reduce."""
