@@ -6,7 +6,7 @@ Nothing is excluded: the checks include sample-weight equivalence, which holds e
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fmlearn import FMClassifier, FMRegressor
+from fmlearn import ConvexFMClassifier, ConvexFMRegressor, FMClassifier, FMRegressor
 
 ESTIMATORS = [
     FMRegressor(),
@@ -15,6 +15,9 @@ ESTIMATORS = [
     FMClassifier(),
     FMClassifier(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMClassifier(solver="sgd", n_iter=30),
+    ConvexFMRegressor(max_iter=10),
+    ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
+    ConvexFMClassifier(max_iter=10),
 ]
 
 
