@@ -6,4 +6,11 @@ from .io import load
 
 __version__ = "0.1.0"
 
-__all__ = ["ConvexFMClassifier", "ConvexFMRegressor", "FMClassifier", "FMRegressor", "load", "__version__"]
+__all__ = [
+    "ConvexFMClassifier",
+    "ConvexFMRegressor",
+    "FMClassifier",
+    "FMRegressor",
+    "load",
+    "__version__",
+]

@@ -42,6 +42,8 @@ class _BaseConvexFM(BaseFM):
         "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
         "eig_tol": [Interval(numbers.Real, 0, 1, closed="neither")],
         "compress": ["boolean"],
+        "linear_features": ["array-like", None],
+        "interaction_groups": [list, tuple, None],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -50,7 +52,8 @@ class _BaseConvexFM(BaseFM):
     _loss = "squared"
 
     def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
-                 eig_tol=1e-2, compress=True, warm_start=False, random_state=None, verbose=0):
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 warm_start=False, random_state=None, verbose=0):
         self.eta = eta
         self.max_iter = max_iter
         self.step = step
@@ -58,6 +61,8 @@ class _BaseConvexFM(BaseFM):
         self.reg_linear = reg_linear
         self.eig_tol = eig_tol
         self.compress = compress
+        self.linear_features = linear_features
+        self.interaction_groups = interaction_groups
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -91,6 +96,41 @@ class _BaseConvexFM(BaseFM):
                         self.atoms_.astype(np.float64), lam, int(self.t_),
                         getattr(self, "_lanczos_start", None))
 
+    def _linear_mask(self, d):
+        if self.linear_features is None:
+            return None
+        idx = np.asarray(self.linear_features)
+        if idx.dtype == bool:
+            if idx.shape != (d,):
+                raise ValueError(f"a boolean linear_features needs {d} entries, got {idx.shape}")
+            return idx.astype(np.float64)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError("linear_features must be feature indices or a boolean mask")
+        if idx.size and (idx.min() < 0 or idx.max() >= d):
+            raise ValueError(f"linear_features holds indices outside [0, {d})")
+        mask = np.zeros(d)
+        mask[idx] = 1.0
+        return mask
+
+    def _groups(self, d):
+        if self.interaction_groups is None:
+            return None
+        seen = np.zeros(d, dtype=bool)
+        groups = []
+        for k, g in enumerate(self.interaction_groups):
+            idx = np.asarray(g)
+            if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+                raise ValueError(f"interaction_groups[{k}] must be a non-empty 1-D array of "
+                                 "feature indices")
+            if idx.min() < 0 or idx.max() >= d:
+                raise ValueError(f"interaction_groups[{k}] holds indices outside [0, {d})")
+            if np.any(seen[idx]) or np.unique(idx).size != idx.size:
+                raise ValueError(f"interaction_groups[{k}] overlaps an earlier group "
+                                 "(groups must be disjoint)")
+            seen[idx] = True
+            groups.append(idx.astype(np.int64))
+        return groups
+
     def _eval_data(self, eval_set):
         if eval_set is None:
             return None, None
@@ -120,7 +160,8 @@ class _BaseConvexFM(BaseFM):
         settings = HazanSettings(eta=float(self.eta), max_iter=int(self.max_iter),
                                  loss=self._loss, step=self.step, tol=float(self.tol),
                                  reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
-                                 eig_schedule=False)
+                                 eig_schedule=False,
+                                 linear_mask=self._linear_mask(X.shape[1]))
         history = {"metric": "error_rate" if self._is_classifier() else "rmse",
                    "objective": [], "gap": [], "step": [], "train": []}
         if eval_data is not None:
@@ -141,8 +182,8 @@ class _BaseConvexFM(BaseFM):
             return False
 
         with bar:
-            state, n_done, info = hazan_solver(cfm_data(X, y, sw), state, settings, rs,
-                                               eval_data, callback)
+            data = cfm_data(X, y, sw, self._groups(X.shape[1]))
+            state, n_done, info = hazan_solver(data, state, settings, rs, eval_data, callback)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
         if self.tol > 0 and not info["converged"]:
@@ -150,7 +191,7 @@ class _BaseConvexFM(BaseFM):
                 f"{type(self).__name__} did not reach a duality gap of tol={self.tol} x "
                 f"objective in max_iter={self.max_iter} iterations (relative gap "
                 f"{info['gap'] / max(info['objective'], 1e-300):.3g}); raise max_iter or tol",
-                ConvergenceWarning)
+                ConvergenceWarning, stacklevel=3)
         P, lam = state.P, state.lam
         if self.compress:
             P, lam = compress_atoms(P, lam)
@@ -250,6 +291,17 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     compress : bool, default=True
         After fitting, rewrite the atoms in the eigen-basis of W, dropping negligible
         eigenvalues (<= 1e-10 tr W): fewer atoms, the same predictions.
+    linear_features : array-like of int or bool, default=None
+        Features that get a linear weight (indices or a mask); the others have w_j = 0.
+        None: all. Seed 004 Eq. 14 (tensor completion) puts the bias on the mode blocks
+        only: ``TensorEncoder.linear_features_``.
+    interaction_groups : list of array-like of int, default=None
+        Disjoint groups of features; W is block-diagonal over them (only features of the same
+        group interact, each block psd, the traces summing to <= eta), and the Frank-Wolfe
+        vertex is the best of the blocks' top eigenvectors. None: one block of all features.
+        Tensor completion needs it (seed 004 Lemma 3): ``TensorEncoder.groups_``; without
+        it, pairs of unfolding indices from two modes identify single entries and the model
+        memorizes instead of completing.
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets.
     warm_start : bool, default=False
@@ -305,10 +357,11 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
                               "clip_predictions": ["boolean"]}
 
     def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
-                 eig_tol=1e-2, compress=True, clip_predictions=True, warm_start=False,
-                 random_state=None, verbose=0):
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
-                         eig_tol=eig_tol, compress=compress, warm_start=warm_start,
+                         eig_tol=eig_tol, compress=compress, linear_features=linear_features,
+                         interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
@@ -355,7 +408,8 @@ class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
 
     Parameters
     ----------
-    eta, max_iter, step, tol, eig_tol, compress, warm_start, random_state, verbose :
+    eta, max_iter, step, tol, eig_tol, compress, linear_features, interaction_groups, \
+warm_start, random_state, verbose :
         As in :class:`ConvexFMRegressor`.
     reg_linear : float, default=1.0
         L2 penalty on w (not w0). Positive by default: on separable data the unpenalized
@@ -381,9 +435,11 @@ class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
     _loss = "logistic"
 
     def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
-                 eig_tol=1e-2, compress=True, warm_start=False, random_state=None, verbose=0):
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 warm_start=False, random_state=None, verbose=0):
         super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
-                         eig_tol=eig_tol, compress=compress, warm_start=warm_start,
+                         eig_tol=eig_tol, compress=compress, linear_features=linear_features,
+                         interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
 
     @_fit_context(prefer_skip_nested_validation=True)

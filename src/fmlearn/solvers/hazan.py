@@ -48,7 +48,7 @@ segment (safeguarded Newton) or 2/(t+2). The same operator gives the gradient wi
 g = -s o l'(f) / 2.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,9 +58,9 @@ from scipy.special import expit
 
 from ..losses import loss_derivative_np, loss_value_np
 
-# Up to this many features the top eigenpair comes from a dense eigh of M (d x d doubles,
-# 0.5 MB at d = 256); above it only the matrix-free Lanczos path is used.
-DENSE_EIG_MAX_D = 256
+# Up to this many features the top eigenpair comes from a dense eigh of M (d x d doubles, 8 kB
+# at d = 32: ARPACK needs d > ncv); above it only the matrix-free Lanczos path is used.
+DENSE_EIG_MAX_D = 32
 
 
 @dataclass
@@ -77,6 +77,7 @@ class CFMData:
     X2T: object
     y: np.ndarray
     sw: np.ndarray
+    groups: object = None  # None, or a list of (feature indices, X_g, X_g^T, (X_g o X_g)^T)
 
     @property
     def n_samples(self):
@@ -87,9 +88,13 @@ class CFMData:
         return self.X.shape[1]
 
 
-def cfm_data(X_csr, y, sw):
+def cfm_data(X_csr, y, sw, groups=None):
     """Build :class:`CFMData` from a canonical CSR matrix (float64 copies; X o X is X itself
-    when every stored value is +-1, as in one-hot data)."""
+    when every stored value is +-1, as in one-hot data).
+
+    ``groups`` (disjoint arrays of feature indices) makes W block-diagonal over them (seed 004
+    Lemma 3): only features of the same group interact. The column slices X_g are kept for the
+    per-group eigen-problems; together they hold at most nnz values."""
     X = sp.csr_matrix(X_csr, dtype=np.float64, copy=True)
     XT = X.T.tocsr()
     if np.all(np.abs(X.data) == 1.0):
@@ -97,8 +102,16 @@ def cfm_data(X_csr, y, sw):
     else:
         X2 = X.multiply(X).tocsr()
         X2T = X2.T.tocsr()
+    parts = None
+    if groups is not None:
+        parts = []
+        for idx in groups:
+            idx = np.asarray(idx, dtype=np.int64)
+            Xg = X[:, idx].tocsr()
+            X2gT = X2[:, idx].T.tocsr()
+            parts.append((idx, Xg, Xg.T.tocsr(), X2gT))
     return CFMData(X, XT, X2, X2T, np.ascontiguousarray(y, dtype=np.float64),
-                   np.ascontiguousarray(sw, dtype=np.float64))
+                   np.ascontiguousarray(sw, dtype=np.float64), parts)
 
 
 def atom_quadratic(pair, p):
@@ -150,7 +163,7 @@ class HazanSettings:
     eig_schedule: bool = True  # eig_tol / (t+1)^2 (Algorithm 1) or a fixed eig_tol
     cg_tol: float = 1e-10
     refresh_every: int = 50  # recompute cached q from the atoms (stops round-off drift)
-    extra: dict = field(default_factory=dict)
+    linear_mask: object = None  # (d,) 0/1: features with a linear weight (None: all; Eq. 14)
 
 
 # -- linear algebra helpers ---------------------------------------------------------------------
@@ -163,11 +176,15 @@ def quadratic_part(pair, P, lam):
     return 0.5 * ((S * S) @ lam - X2 @ ((P * P) @ lam))
 
 
-def zero_diag_operator(data, g):
-    """The d x d operator M(g) = X^T diag(g) X - diag((X o X)^T g) (= -grad J), matrix-free."""
-    d = data.n_features
-    c = data.X2T @ g
-    X, XT = data.X, data.XT
+def zero_diag_operator(data, g, group=None):
+    """The d x d operator M(g) = X^T diag(g) X - diag((X o X)^T g) (= -grad J), matrix-free;
+    with ``group`` = (idx, X_g, X_g^T, (X_g o X_g)^T), its diagonal block on those features."""
+    if group is None:
+        X, XT, c = data.X, data.XT, data.X2T @ g
+    else:
+        _, X, XT, X2T = group
+        c = X2T @ g
+    d = X.shape[1]
 
     def matvec(v):
         v = np.ravel(v)
@@ -210,14 +227,17 @@ class RidgeSystem:
     get a unit preconditioner (their coordinate stays at its start value, 0).
     """
 
-    def __init__(self, data, reg_linear, tol):
+    def __init__(self, data, reg_linear, tol, mask=None):
         self.data = data
         self.lam = float(reg_linear)
         self.tol = tol
+        self.mask = None if mask is None else np.asarray(mask, dtype=np.float64)
         d = data.n_features
         diag = np.empty(d + 1)
         diag[0] = data.sw.sum()
         diag[1:] = data.X2T @ data.sw + self.lam
+        if self.mask is not None:
+            diag[1:] *= self.mask
         diag[diag <= 0.0] = 1.0
         self._inv_diag = 1.0 / diag
         self.A = LinearOperator((d + 1, d + 1), matvec=self._apply, dtype=np.float64)
@@ -226,12 +246,15 @@ class RidgeSystem:
 
     def Z(self, w):
         """Z w (n,) for w = [w0, w_1:]."""
-        return self.data.X @ w[1:] + w[0]
+        w1 = w[1:] if self.mask is None else self.mask * w[1:]
+        return self.data.X @ w1 + w[0]
 
     def Zt(self, u):
         out = np.empty(self.data.n_features + 1)
         out[0] = u.sum()
         out[1:] = self.data.XT @ u
+        if self.mask is not None:
+            out[1:] *= self.mask
         return out
 
     def _apply(self, w):
@@ -244,6 +267,8 @@ class RidgeSystem:
         b = self.Zt(self.data.sw * v)
         if not np.any(b):
             return np.zeros_like(b)
+        if x0 is not None and self.mask is not None:
+            x0 = np.concatenate([x0[:1], self.mask * x0[1:]])
         w, info = cg(self.A, b, x0=x0, rtol=self.tol, atol=0.0, M=self.M,
                      maxiter=20 * (self.data.n_features + 1) + 100)
         return w
@@ -259,9 +284,35 @@ def _append_atom(P_buf, lam, p, weight):
     return np.append(lam, weight)
 
 
+def frank_wolfe_vertex(data, g, v0, tol):
+    """The Frank-Wolfe vertex direction: the top eigenpair of M(g) over the feasible set.
+
+    Without groups: the leading eigenvector of M(g). With groups (block-diagonal W), the best
+    of the per-block leading eigenvectors, embedded in R^d. ``v0`` holds every block's last
+    eigenvector in its own coordinates (the blocks are disjoint) and is updated in place.
+    Returns (p, rho, ok).
+    """
+    if data.groups is None:
+        p, rho, ok = top_eigenpair(zero_diag_operator(data, g), v0, tol)
+        v0[:] = p
+        return p, rho, ok
+    best, ok_all = None, True
+    for group in data.groups:
+        idx = group[0]
+        pg, rho, ok = top_eigenpair(zero_diag_operator(data, g, group), v0[idx], tol)
+        ok_all &= ok
+        v0[idx] = pg
+        if best is None or rho > best[1]:
+            best = (idx, rho, pg)
+    idx, rho, pg = best
+    p = np.zeros(data.n_features)
+    p[idx] = pg
+    return p, rho, ok_all
+
+
 def _init_v0(state, d, rng):
     if state.v0 is not None and state.v0.shape == (d,) and np.any(state.v0):
-        return np.asarray(state.v0, dtype=np.float64)
+        return np.array(state.v0, dtype=np.float64)
     return rng.standard_normal(d)
 
 
@@ -319,7 +370,7 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
             info["diverged"] = _diverged(it, "objective")
             break
         tol_t = settings.eig_tol / (t + 1) ** 2 if settings.eig_schedule else settings.eig_tol
-        p, rho, ok = top_eigenpair(zero_diag_operator(data, g), v0, max(tol_t, 1e-12))
+        p, rho, ok = frank_wolfe_vertex(data, g, v0, max(tol_t, 1e-12))
         failures += not ok
         # <W - eta p p^T, grad J> with <W, M(g)> = 2 g^T q and p^T M(g) p = rho.
         gap = eta * max(rho, 0.0) - 2.0 * float(g @ q)
@@ -348,7 +399,6 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         linear.step(q, qp, alpha, eta)
         if qv is not None:
             qv = (1.0 - alpha) * qv + (alpha * eta) * atom_quadratic(eval_data, p)
-        v0 = p
         t += 1
         n_done = it + 1
         if not (np.all(np.isfinite(q)) and linear.is_finite()):
@@ -378,7 +428,8 @@ class _RidgeLinear:
 
     def __init__(self, data, state, settings):
         self.data = data
-        self.ridge = RidgeSystem(data, settings.reg_linear, settings.cg_tol)
+        self.ridge = RidgeSystem(data, settings.reg_linear, settings.cg_tol,
+                                 settings.linear_mask)
         self.w_start = np.concatenate([[state.w0], state.w]).astype(np.float64)
         self.wp = None
 
@@ -436,19 +487,22 @@ class _LogisticLinear:
     def __init__(self, data, state, settings):
         self.data = data
         self.reg = float(settings.reg_linear)
-        self.w = np.concatenate([[state.w0], state.w]).astype(np.float64)
+        self.mask = (np.ones(data.n_features) if settings.linear_mask is None
+                     else np.asarray(settings.linear_mask, dtype=np.float64))
+        self.w = np.concatenate([[state.w0], self.mask * state.w]).astype(np.float64)
 
     def _fit(self, q):
-        data, reg = self.data, self.reg
+        data, reg, mask = self.data, self.reg, self.mask
         y, sw = data.y, data.sw
 
         def fun(w):
-            f = data.X @ w[1:] + w[0] + q
-            val = float(sw @ loss_value_np("logistic", f, y)) + 0.5 * reg * float(w[1:] @ w[1:])
+            w1 = mask * w[1:]
+            f = data.X @ w1 + w[0] + q
+            val = float(sw @ loss_value_np("logistic", f, y)) + 0.5 * reg * float(w1 @ w1)
             u = sw * loss_derivative_np("logistic", f, y)
             grad = np.empty_like(w)
             grad[0] = u.sum()
-            grad[1:] = data.XT @ u + reg * w[1:]
+            grad[1:] = mask * (data.XT @ u + reg * w1)
             return val, grad
 
         res = minimize(fun, self.w, jac=True, method="L-BFGS-B",
