@@ -157,17 +157,18 @@ class _BaseClassicFM(BaseFM):
         self._update_clip_range(y)
         evald = self._encoded_eval_set(eval_set)
         rs = check_random_state(self.random_state)
+        seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
         state = self._prepare_state(X.shape[1], X.dtype, rs)
         history = {"metric": "error_rate" if self._is_classifier() else "rmse",
                    "train": [], "val": []}
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
         with bar, n_threads(self.n_jobs):
             if self.solver == "sgd":
-                self._run_sgd(X, y, sw, state, rs, evald, history, bar)
+                self._run_sgd(X, y, sw, state, seed, evald, history, bar)
             elif self.solver == "als":
                 self._run_als(X, y, sw, state, evald, history, bar)
             else:
-                self._run_mcmc(X, y, sw, state, rs, evald, history, bar)
+                self._run_mcmc(X, y, sw, state, seed, evald, history, bar)
         self.history_ = history
         self.solver_ = self.solver
         return self
@@ -205,7 +206,7 @@ class _BaseClassicFM(BaseFM):
     def _raise_diverged(self, info):
         raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
 
-    def _run_sgd(self, X, y, sw, state, rs, evald, history, bar):
+    def _run_sgd(self, X, y, sw, state, seed, evald, history, bar):
         lo, hi = self._clip_range()
         settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
                                self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
@@ -222,7 +223,7 @@ class _BaseClassicFM(BaseFM):
             self._record(history, bar, train, y, sw, evald, state)
             return False
 
-        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, rs, callback)
+        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
         self.t_ = t
@@ -245,7 +246,7 @@ class _BaseClassicFM(BaseFM):
         self.n_iter_ = n_done
         self._store(state)
 
-    def _run_mcmc(self, X, y, sw, state, rs, evald, history, bar):
+    def _run_mcmc(self, X, y, sw, state, seed, evald, history, bar):
         probit = self._is_classifier()
         burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // 10
         chain = self._chain_for_warm_start(state)
@@ -281,7 +282,7 @@ class _BaseClassicFM(BaseFM):
             self._record(history, bar, pred, y, sw, evald, st, extra)
             return False
 
-        state, n_done, info = mcmc_solver(data, state, chain, settings, rs, callback)
+        state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
         if not chain.kept_w0:  # fewer sweeps than the burn-in: predict with the last sample
@@ -321,6 +322,7 @@ class _BaseClassicFM(BaseFM):
         X = to_csr(X, self.dtype_)
         self._update_clip_range(y)
         rs = check_random_state(self.random_state)
+        seed = int(rs.randint(np.iinfo(np.int32).max))
         if first:
             state = init_state(X.shape[1], self.n_factors, self.init_stdev, rs, X.dtype)
         else:
@@ -330,7 +332,7 @@ class _BaseClassicFM(BaseFM):
                                self.power_t, self.reg_bias, self.reg_linear, self.reg_pairwise,
                                False, self.implicit_sgd, lo, hi)
         with n_threads(self.n_jobs):
-            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, rs)
+            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, seed)
         if info["diverged"]:
             self._raise_diverged(info)
         self.t_ = t
