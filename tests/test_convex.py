@@ -10,7 +10,7 @@ from sklearn.linear_model import Ridge, RidgeCV
 from sklearn.preprocessing import PolynomialFeatures
 
 from fmlearn import ConvexFMClassifier, ConvexFMRegressor, FMRegressor, load
-from fmlearn.datasets._synthetic_cfm import make_cfm_regression
+from fmlearn.datasets import make_cfm_regression
 from fmlearn.exceptions import ConvergenceWarning, DivergenceError
 from fmlearn.solvers.hazan import (
     CFMState,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fmlearn import ConvexFMRegressor
-from fmlearn.datasets._synthetic_cfm import make_low_rank_tensor
+from fmlearn.datasets import make_low_rank_tensor
 from fmlearn.encoders import MultiViewEncoder, TensorEncoder
 
 

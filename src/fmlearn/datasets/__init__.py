@@ -7,13 +7,16 @@ tests and reproductions can check what a solver recovers.
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
+from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 
 __all__ = [
     "fm_scores",
     "iter_svmlight",
     "load_movielens_100k",
     "load_svmlight",
+    "make_cfm_regression",
     "make_fm",
+    "make_low_rank_tensor",
     "make_recommendation",
     "movielens_split",
     "save_svmlight",

@@ -28,7 +28,7 @@ def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=
 
     Examples
     --------
-    >>> from fmlearn.datasets._synthetic_cfm import make_cfm_regression
+    >>> from fmlearn.datasets import make_cfm_regression
     >>> X, y, truth = make_cfm_regression(n_samples=10, n_features=5, random_state=0)
     >>> X.shape, truth["W"].shape
     ((10, 5), (5, 5))
