@@ -285,6 +285,7 @@ def test_linear_features_mask():
         ConvexFMRegressor(linear_features=[0, 99]).fit(X, y)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow that the error reports
 def test_bad_input_and_divergence():
     X, y, sw = small_problem(seed=15)
     with pytest.raises(ValueError):
