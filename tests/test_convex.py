@@ -75,7 +75,8 @@ def test_operator_is_the_negative_gradient(lam1):
     Z = np.column_stack([np.ones(X.shape[0]), X.toarray()])
     g = sw * (y - Z @ w - dense_q(X, W))
     M = zero_diag_operator(data, g).matmat(np.eye(d))
-    dense = sum(gi * (np.outer(x, x) - np.diag(x * x)) for gi, x in zip(g, X.toarray()))
+    Xd = X.toarray()
+    dense = sum(gi * (np.outer(x, x) - np.diag(x * x)) for gi, x in zip(g, Xd, strict=True))
     np.testing.assert_allclose(M, dense, atol=1e-10 * np.abs(dense).max())
     np.testing.assert_allclose(np.diag(M), 0.0, atol=1e-12 * np.abs(dense).max())
     eps = 1e-5
