@@ -17,6 +17,7 @@ from ._synthetic_gfm import (
     make_symmetric_sensing,
     sample_features,
 )
+from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
@@ -26,9 +27,11 @@ __all__ = [
     "load_movielens_100k",
     "load_svmlight",
     "make_asymmetric_sensing",
+    "make_cfm_regression",
     "make_fm",
     "make_fm_labels",
     "make_gfm",
+    "make_low_rank_tensor",
     "make_phase_retrieval",
     "make_recommendation",
     "make_symmetric_sensing",
