@@ -14,10 +14,9 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import _fit_context
+from sklearn.base import _fit_context, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from ._data import merge_duplicate_rows, raw, to_csr
@@ -68,21 +67,6 @@ class _BaseConvexFM(BaseFM):
         self.verbose = verbose
 
     # -- helpers ----------------------------------------------------------------------------
-    def _is_classifier(self):
-        return isinstance(self, FMClassifierMixin)
-
-    def _clip_range(self):
-        return -np.inf, np.inf
-
-    def _update_clip_range(self, y):
-        pass
-
-    def _metric(self, pred, y, sw):
-        if self._is_classifier():
-            return float(np.average(np.sign(pred) != y, weights=sw))
-        lo, hi = self._clip_range()
-        return float(np.sqrt(np.average((np.clip(pred, lo, hi) - y) ** 2, weights=sw)))
-
     def _start_state(self, d):
         empty = CFMState(0.0, np.zeros(d), np.zeros((d, 0)), np.zeros(0), 0, None)
         if not (self.warm_start and hasattr(self, "atoms_")) or self.atoms_.shape[0] != d:
@@ -132,19 +116,10 @@ class _BaseConvexFM(BaseFM):
         return groups
 
     def _eval_data(self, eval_set):
-        if eval_set is None:
+        ev = self._validate_eval_set(eval_set)
+        if ev is None:
             return None, None
-        try:
-            X_val, y_val = eval_set
-        except (TypeError, ValueError):
-            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
-        X_val, y_val = validate_data(self, X_val, y_val, reset=False,
-                                     accept_sparse=["csr", "csc"],
-                                     dtype=[np.float64, np.float32],
-                                     y_numeric=not self._is_classifier())
-        if self._is_classifier():
-            y_val = self._encode_y(y_val, reset=False)
-        return sparse_pair(to_csr(X_val, np.float64)), np.asarray(y_val, dtype=np.float64)
+        return sparse_pair(to_csr(ev[0], np.float64)), ev[1]
 
     # -- fit --------------------------------------------------------------------------------
     def _fit(self, X, y, sample_weight, eval_set):
@@ -160,7 +135,7 @@ class _BaseConvexFM(BaseFM):
                                                                      max(X.nnz - 1, 0))], -1)
         order = np.argsort(first, kind="stable")
         X, y, sw = X[order], y[order], sw[order]
-        self._update_clip_range(y)
+        self._update_clip_range(y, extend=self.warm_start)
         eval_data, y_val = self._eval_data(eval_set)
         rs = check_random_state(self.random_state)
         state = self._start_state(X.shape[1])
@@ -169,7 +144,7 @@ class _BaseConvexFM(BaseFM):
                                  reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
                                  eig_schedule=False,
                                  linear_mask=self._linear_mask(X.shape[1]))
-        history = {"metric": "error_rate" if self._is_classifier() else "rmse",
+        history = {"metric": "error_rate" if is_classifier(self) else "rmse",
                    "objective": [], "gap": [], "step": [], "train": []}
         if eval_data is not None:
             history["val"] = []
@@ -182,7 +157,7 @@ class _BaseConvexFM(BaseFM):
             history["train"].append(self._metric(rec["train_pred"], y, sw))
             post = {"gap": f"{rec['gap']:.3g}", "train": f"{history['train'][-1]:.4f}"}
             if eval_data is not None:
-                history["val"].append(self._metric(rec["val_pred"], y_val, np.ones_like(y_val)))
+                history["val"].append(self._metric(rec["val_pred"], y_val))
                 post["val"] = f"{history['val'][-1]:.4f}"
             bar.set_postfix(post)
             bar.update(1)
@@ -371,17 +346,6 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
                          interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
-
-    def _clip_range(self):
-        if self.clip_predictions and hasattr(self, "y_range_"):
-            return self.y_range_[0], self.y_range_[1]
-        return -np.inf, np.inf
-
-    def _update_clip_range(self, y):
-        lo, hi = float(np.min(y)), float(np.max(y))
-        if self.warm_start and hasattr(self, "y_range_"):
-            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
-        self.y_range_ = [lo, hi]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):

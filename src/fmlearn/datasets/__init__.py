@@ -7,6 +7,7 @@ tests and reproductions can check what a solver recovers.
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
+from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -17,7 +18,6 @@ from ._synthetic_gfm import (
     make_symmetric_sensing,
     sample_features,
 )
-from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
