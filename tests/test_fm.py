@@ -148,10 +148,10 @@ def test_als_coordinate_update_zeroes_its_partial_derivative():
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_als_objective_never_increases(loss):
     rng = np.random.default_rng(5)
-    b = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
+    X, y, _ = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
                 task="regression" if loss == "squared" else "classification", random_state=0)
-    X = to_csr(b.X)
-    data = column_data(X, b.y, np.ones(300))
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(300))
     code = SQUARED if loss == "squared" else LOGISTIC
     settings = ALSSettings(1, loss, code, 0.01, 0.1, 0.1)
     state = FMState(*_random_model(15, 3, rng))
@@ -241,9 +241,9 @@ def test_merge_duplicate_rows_is_order_invariant_and_sums_weights():
 
 @pytest.fixture(scope="module")
 def planted():
-    b = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
-    X = to_csr(b.X)
-    return X[:1600], b.y[:1600], X[1600:], b.y[1600:]
+    X, y, _ = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
+    X = to_csr(X)
+    return X[:1600], y[:1600], X[1600:], y[1600:]
 
 
 def _rmse(m, X, y):
@@ -254,8 +254,8 @@ def test_mcmc_beats_unregularized_als_on_held_out_data():
     # One-hot user x item data with few ratings per feature and a rank-8 model of a rank-3
     # truth: unregularized ALS overfits, MCMC's hyper-priors do not (measured: 0.48-0.54
     # against 1.45-1.76 over four seeds).
-    b = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
-    Xtr, ytr, Xte, yte = b.X[:1500], b.y[:1500], b.X[1500:], b.y[1500:]
+    X, y, _ = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
+    Xtr, ytr, Xte, yte = X[:1500], y[:1500], X[1500:], y[1500:]
     mcmc = FMRegressor(8, solver="mcmc", n_iter=100, random_state=0).fit(Xtr, ytr)
     als = FMRegressor(8, solver="als", n_iter=100, random_state=0).fit(Xtr, ytr)
     r_mcmc, r_als = _rmse(mcmc, Xte, yte), _rmse(als, Xte, yte)
@@ -297,11 +297,11 @@ def test_float32_close_to_float64(planted, solver):
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
 def test_thread_count_does_not_change_results(solver):
     # one-hot user x item data: the colouring puts users and items in two parallel classes
-    b = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
-    X = to_csr(b.X)
-    assert column_data(X, b.y, np.ones(3000)).color_ptr is not None
-    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, b.y)
-    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, b.y)
+    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(X)
+    assert column_data(X, y, np.ones(3000)).color_ptr is not None
+    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, y)
+    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
 
@@ -356,16 +356,16 @@ def test_regression_predictions_are_clipped_to_training_range(planted):
 
 @pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
 def test_classifier_any_two_labels(solver):
-    b = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
+    X, y, _ = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
                 random_state=3)
-    labels = np.where(b.y > 0, "spam", "ham")
+    labels = np.where(y > 0, "spam", "ham")
     clf = FMClassifier(3, solver=solver, n_iter=60, random_state=0, reg_linear=0.01,
-                       reg_pairwise=0.01).fit(b.X[:1000], labels[:1000])
+                       reg_pairwise=0.01).fit(X[:1000], labels[:1000])
     assert list(clf.classes_) == ["ham", "spam"]
-    proba = clf.predict_proba(b.X[1000:])
+    proba = clf.predict_proba(X[1000:])
     assert proba.shape == (500, 2) and np.allclose(proba.sum(1), 1)
-    assert np.mean(clf.predict(b.X[1000:]) == labels[1000:]) > 0.75
-    assert np.array_equal(clf.predict(b.X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
+    assert np.mean(clf.predict(X[1000:]) == labels[1000:]) > 0.75
+    assert np.array_equal(clf.predict(X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
 
 
 def test_history_records_train_and_validation_metrics(planted):
@@ -480,9 +480,9 @@ def test_posterior_mean_kernel_averages_sample_predictions():
 def test_coloring_classes_never_share_a_row_and_column_sums_match():
     from fmlearn.kernels.cd import factor_column_sums
 
-    b = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
-    X = to_csr(b.X)
-    data = column_data(X, b.y, np.ones(500))
+    X, y, _ = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(500))
     assert data.color_ptr is not None
     Xd = X.toarray() != 0
     for c in range(len(data.color_ptr) - 1):

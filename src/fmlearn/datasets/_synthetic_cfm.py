@@ -2,7 +2,7 @@
 and a low-rank tensor for completion tests (§2.5)."""
 
 import numpy as np
-from sklearn.utils import check_random_state
+from sklearn.utils import Bunch, check_random_state
 
 
 def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=None):
@@ -24,13 +24,13 @@ def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=
     -------
     X : ndarray (n_samples, n_features)
     y : ndarray (n_samples,)
-    truth : dict with "w0", "w" and "W" (symmetric, zero diagonal, upper triangle ~ U[0, 1])
+    truth : Bunch with w0, w and W (symmetric, zero diagonal, upper triangle ~ U[0, 1])
 
     Examples
     --------
     >>> from fmlearn.datasets import make_cfm_regression
     >>> X, y, truth = make_cfm_regression(n_samples=10, n_features=5, random_state=0)
-    >>> X.shape, truth["W"].shape
+    >>> X.shape, truth.W.shape
     ((10, 5), (5, 5))
     """
     rng = check_random_state(random_state)
@@ -42,7 +42,7 @@ def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=
     y = w0 + X @ w + 0.5 * np.einsum("ij,jk,ik->i", X, W, X)
     if noise > 0:
         y = y + noise * rng.standard_normal(n_samples)
-    return X, y, {"w0": w0, "w": w, "W": W}
+    return X, y, Bunch(w0=w0, w=w, W=W)
 
 
 def make_low_rank_tensor(shape=(15, 15, 15), rank=2, noise=0.0, random_state=None):
