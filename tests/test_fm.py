@@ -12,6 +12,7 @@ from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import sgd_epoch
 from fmlearn.losses import LOGISTIC, SQUARED
+from fmlearn.solvers import _fm_common as fm_common
 from fmlearn.solvers._fm_common import FMState, column_data, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
 from fmlearn.solvers.als import sweep as coordinate_sweep_all
@@ -102,9 +103,10 @@ def _onehot_X(n, sizes, rng):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_als_sweep_matches_exact_coordinate_minimizer(layout):
-    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows), "sparse" the
-    # column-wise one.
+def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
+    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows, used on large
+    # one-hot data, here forced on small data), "sparse" the column-wise one.
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
     X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
@@ -164,10 +166,11 @@ def test_als_objective_never_increases(loss):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout):
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatch):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
     # quadratic log-posterior along that coordinate (evaluated on the full model).
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
     X = to_csr(_sparse_X(n, d, 0.5, rng)) if layout == "sparse" else _onehot_X(n, [2, 3], rng)
@@ -295,11 +298,17 @@ def test_float32_close_to_float64(planted, solver):
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
-def test_thread_count_does_not_change_results(solver):
-    # one-hot user x item data: the colouring puts users and items in two parallel classes
+@pytest.mark.parametrize("row_pass", [False, True])
+def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
+    # one-hot user x item data: the colouring puts users and items in two parallel classes;
+    # thresholds lowered so that this small problem takes the parallel paths
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0 if row_pass else 10**9)
     X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
     X = to_csr(X)
-    assert column_data(X, y, np.ones(3000)).color_ptr is not None
+    data = column_data(X, y, np.ones(3000))
+    assert data.color_ptr is not None and data.class_parallel.all()
+    assert (data.row_pass is not None) == row_pass
     a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, y)
     c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
@@ -491,5 +500,5 @@ def test_coloring_classes_never_share_a_row_and_column_sums_match():
     assert sorted(data.order.tolist()) == list(range(40))
     V = np.random.default_rng(0).normal(size=(40, 3))
     E = np.zeros((500, 2))
-    factor_column_sums(*data.csr, V, 2, E)
+    factor_column_sums(*data.csr, V, 2, E, True)
     np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)
