@@ -8,6 +8,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fmlearn import (
     AsymmetricRankOneSensing,
+    ConvexFMClassifier,
+    ConvexFMRegressor,
     FMClassifier,
     FMRegressor,
     GFMRegressor,
@@ -29,6 +31,9 @@ ESTIMATORS = [
     SymmetricRankOneSensing(),
     PhaseRetrieval(),
     AsymmetricRankOneSensing(),
+    ConvexFMRegressor(max_iter=10),
+    ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
+    ConvexFMClassifier(max_iter=10),
 ]
 
 

@@ -12,6 +12,7 @@ from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import sgd_epoch
 from fmlearn.losses import LOGISTIC, SQUARED
+from fmlearn.solvers import _fm_common as fm_common
 from fmlearn.solvers._fm_common import FMState, column_data, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
 from fmlearn.solvers.als import sweep as coordinate_sweep_all
@@ -102,9 +103,10 @@ def _onehot_X(n, sizes, rng):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_als_sweep_matches_exact_coordinate_minimizer(layout):
-    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows), "sparse" the
-    # column-wise one.
+def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
+    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows, used on large
+    # one-hot data, here forced on small data), "sparse" the column-wise one.
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
     X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
@@ -148,10 +150,10 @@ def test_als_coordinate_update_zeroes_its_partial_derivative():
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_als_objective_never_increases(loss):
     rng = np.random.default_rng(5)
-    b = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
+    X, y, _ = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
                 task="regression" if loss == "squared" else "classification", random_state=0)
-    X = to_csr(b.X)
-    data = column_data(X, b.y, np.ones(300))
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(300))
     code = SQUARED if loss == "squared" else LOGISTIC
     settings = ALSSettings(1, loss, code, 0.01, 0.1, 0.1)
     state = FMState(*_random_model(15, 3, rng))
@@ -164,10 +166,11 @@ def test_als_objective_never_increases(loss):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout):
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatch):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
     # quadratic log-posterior along that coordinate (evaluated on the full model).
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
     X = to_csr(_sparse_X(n, d, 0.5, rng)) if layout == "sparse" else _onehot_X(n, [2, 3], rng)
@@ -241,9 +244,9 @@ def test_merge_duplicate_rows_is_order_invariant_and_sums_weights():
 
 @pytest.fixture(scope="module")
 def planted():
-    b = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
-    X = to_csr(b.X)
-    return X[:1600], b.y[:1600], X[1600:], b.y[1600:]
+    X, y, _ = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
+    X = to_csr(X)
+    return X[:1600], y[:1600], X[1600:], y[1600:]
 
 
 def _rmse(m, X, y):
@@ -254,8 +257,8 @@ def test_mcmc_beats_unregularized_als_on_held_out_data():
     # One-hot user x item data with few ratings per feature and a rank-8 model of a rank-3
     # truth: unregularized ALS overfits, MCMC's hyper-priors do not (measured: 0.48-0.54
     # against 1.45-1.76 over four seeds).
-    b = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
-    Xtr, ytr, Xte, yte = b.X[:1500], b.y[:1500], b.X[1500:], b.y[1500:]
+    X, y, _ = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
+    Xtr, ytr, Xte, yte = X[:1500], y[:1500], X[1500:], y[1500:]
     mcmc = FMRegressor(8, solver="mcmc", n_iter=100, random_state=0).fit(Xtr, ytr)
     als = FMRegressor(8, solver="als", n_iter=100, random_state=0).fit(Xtr, ytr)
     r_mcmc, r_als = _rmse(mcmc, Xte, yte), _rmse(als, Xte, yte)
@@ -295,13 +298,19 @@ def test_float32_close_to_float64(planted, solver):
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
-def test_thread_count_does_not_change_results(solver):
-    # one-hot user x item data: the colouring puts users and items in two parallel classes
-    b = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
-    X = to_csr(b.X)
-    assert column_data(X, b.y, np.ones(3000)).color_ptr is not None
-    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, b.y)
-    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, b.y)
+@pytest.mark.parametrize("row_pass", [False, True])
+def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
+    # one-hot user x item data: the colouring puts users and items in two parallel classes;
+    # thresholds lowered so that this small problem takes the parallel paths
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0 if row_pass else 10**9)
+    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(3000))
+    assert data.color_ptr is not None and data.class_parallel.all()
+    assert (data.row_pass is not None) == row_pass
+    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, y)
+    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
 
@@ -356,16 +365,16 @@ def test_regression_predictions_are_clipped_to_training_range(planted):
 
 @pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
 def test_classifier_any_two_labels(solver):
-    b = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
+    X, y, _ = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
                 random_state=3)
-    labels = np.where(b.y > 0, "spam", "ham")
+    labels = np.where(y > 0, "spam", "ham")
     clf = FMClassifier(3, solver=solver, n_iter=60, random_state=0, reg_linear=0.01,
-                       reg_pairwise=0.01).fit(b.X[:1000], labels[:1000])
+                       reg_pairwise=0.01).fit(X[:1000], labels[:1000])
     assert list(clf.classes_) == ["ham", "spam"]
-    proba = clf.predict_proba(b.X[1000:])
+    proba = clf.predict_proba(X[1000:])
     assert proba.shape == (500, 2) and np.allclose(proba.sum(1), 1)
-    assert np.mean(clf.predict(b.X[1000:]) == labels[1000:]) > 0.75
-    assert np.array_equal(clf.predict(b.X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
+    assert np.mean(clf.predict(X[1000:]) == labels[1000:]) > 0.75
+    assert np.array_equal(clf.predict(X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
 
 
 def test_history_records_train_and_validation_metrics(planted):
@@ -480,9 +489,9 @@ def test_posterior_mean_kernel_averages_sample_predictions():
 def test_coloring_classes_never_share_a_row_and_column_sums_match():
     from fmlearn.kernels.cd import factor_column_sums
 
-    b = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
-    X = to_csr(b.X)
-    data = column_data(X, b.y, np.ones(500))
+    X, y, _ = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(500))
     assert data.color_ptr is not None
     Xd = X.toarray() != 0
     for c in range(len(data.color_ptr) - 1):
@@ -491,5 +500,5 @@ def test_coloring_classes_never_share_a_row_and_column_sums_match():
     assert sorted(data.order.tolist()) == list(range(40))
     V = np.random.default_rng(0).normal(size=(40, 3))
     E = np.zeros((500, 2))
-    factor_column_sums(*data.csr, V, 2, E)
+    factor_column_sums(*data.csr, V, 2, E, True)
     np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)

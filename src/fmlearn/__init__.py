@@ -1,5 +1,6 @@
 """fmlearn: factorization machines with classic, generalized, convex and online solvers."""
 
+from .convex import ConvexFMClassifier, ConvexFMRegressor
 from .fm import FMClassifier, FMRegressor
 from .gfm import GFMRegressor
 from .ifm import IFMRegressor
@@ -11,6 +12,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsymmetricRankOneSensing",
+    "ConvexFMClassifier",
+    "ConvexFMRegressor",
     "FMClassifier",
     "FMRegressor",
     "GFMRegressor",

@@ -40,15 +40,19 @@ def to_csc(X, dtype=None):
 
 
 def _small_index_dtype(X):
-    if X.shape[1] >= np.iinfo(np.int32).max:
-        raise ValueError(f"n_features={X.shape[1]} exceeds the int32 index range of the kernels")
+    # int32 indices for the kernels; indptr int32 too while nnz allows, because SciPy converts
+    # mixed index dtypes on every product (twice as slow). ``raw`` widens indptr to int64.
+    if max(X.shape) >= np.iinfo(np.int32).max:
+        raise ValueError(f"shape {X.shape} exceeds the int32 index range of the kernels")
     X.indices = X.indices.astype(np.int32, copy=False)
-    X.indptr = X.indptr.astype(np.int64, copy=False)
+    big = X.nnz >= np.iinfo(np.int32).max
+    X.indptr = X.indptr.astype(np.int64 if big else np.int32, copy=False)
     return X
 
 
 def raw(X):
-    """``(indptr, indices, data)`` of a CSR or CSC matrix with the kernels' index dtypes."""
+    """``(indptr, indices, data)`` of a CSR or CSC matrix with the kernels' index dtypes
+    (indptr int64, indices int32)."""
     return (
         np.ascontiguousarray(X.indptr, dtype=np.int64),
         np.ascontiguousarray(X.indices, dtype=np.int32),

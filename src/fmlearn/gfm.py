@@ -18,11 +18,11 @@ import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM, FMRegressorMixin, progress
 from ._data import to_csr
-from .exceptions import ConvergenceWarning, DivergenceError
+from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from .linalg import symmetric_low_rank
 from .solvers.one_pass import (
     Batch,
@@ -44,14 +44,6 @@ MIN_BATCH_FACTOR = 2
 #: contracts geometrically per batch), else passes over the re-used data until converged.
 AUTO_MIN_BATCHES = 10
 AUTO_MAX_PASSES = 100
-
-
-class SmallBatchWarning(UserWarning):
-    """A batch is smaller than the one-pass theory needs (about 2-3 k d rows on Gaussian data).
-
-    The step still runs; on small data sets ``fit`` then uses the whole set as one batch and
-    ``n_passes`` re-uses it, which is a batch heuristic outside the one-pass guarantees.
-    """
 
 
 def train_rows(est, X, y, sample_weight, reset):
@@ -176,16 +168,10 @@ class OnePassMixin:
         return h
 
     def _eval_set(self, eval_set):
-        if eval_set is None:
+        ev = self._validate_eval_set(eval_set)
+        if ev is None:
             return None
-        try:
-            X_val, y_val = eval_set
-        except (TypeError, ValueError):
-            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
-        X_val, y_val = validate_data(self, X_val, y_val, reset=False,
-                                     accept_sparse=["csr", "csc"],
-                                     dtype=[np.float64, np.float32], y_numeric=True)
-        return self._prepare_X(X_val, self.dtype_), np.asarray(y_val, dtype=np.float64)
+        return self._prepare_X(ev[0], self.dtype_), ev[1]
 
     def _record(self, history, state, info, truth, evald, bar):
         history["rmse"].append(info["rmse"])

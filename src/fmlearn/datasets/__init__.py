@@ -7,6 +7,7 @@ tests and reproductions can check what a solver recovers.
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
+from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -26,9 +27,11 @@ __all__ = [
     "load_movielens_100k",
     "load_svmlight",
     "make_asymmetric_sensing",
+    "make_cfm_regression",
     "make_fm",
     "make_fm_labels",
     "make_gfm",
+    "make_low_rank_tensor",
     "make_phase_retrieval",
     "make_recommendation",
     "make_symmetric_sensing",

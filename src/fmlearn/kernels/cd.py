@@ -80,18 +80,14 @@ def _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
                 E[i, 1] += delta * x
 
 
-# Entries below which a colour class is swept serially: a parallel region costs microseconds,
-# and far more when the machine is oversubscribed.
-MIN_PARALLEL_NNZ = 50_000
-
-
 @njit(cache=True, parallel=True)
-def coordinate_sweep(indptr, indices, data, order, color_ptr, class_nnz, parallel, slot, theta,
-                     col, E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample):
+def coordinate_sweep(indptr, indices, data, order, color_ptr, class_parallel, parallel, slot,
+                     theta, col, E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample):
     """Update ``theta[j, col]`` for every feature j in ``order`` (``slot`` 0: linear weights,
     ``theta`` = w[:, None]; ``slot`` 1: factor ``col`` of V, with E[:, 1] holding its sums).
 
-    A colour class with fewer than ``MIN_PARALLEL_NNZ`` entries (``class_nnz[c]``) runs serially.
+    A colour class runs in parallel only where ``class_parallel[c]`` (enough work to pay for
+    waking the threads); otherwise serially, in the same order, with the same result.
     ``E[i, 0]`` is the cached row state: pred - target for the squared loss, pred otherwise;
     ``noise[j]`` the pre-drawn normal of feature j. With ``parallel`` the colour classes cut by
     ``color_ptr`` run one after another and their features in parallel; otherwise the same
@@ -99,7 +95,7 @@ def coordinate_sweep(indptr, indices, data, order, color_ptr, class_nnz, paralle
     """
     if parallel:
         for c in range(color_ptr.shape[0] - 1):
-            if class_nnz[c] >= MIN_PARALLEL_NNZ:
+            if class_parallel[c]:
                 for t in prange(color_ptr[c], color_ptr[c + 1]):
                     j = order[t]
                     _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
@@ -233,10 +229,10 @@ def greedy_coloring(col_indptr, col_indices, row_indptr, row_indices, n_features
 
 
 @njit(cache=True, parallel=True)
-def factor_column_sums(indptr, indices, data, V, f, E):
+def factor_column_sums(indptr, indices, data, V, f, E, parallel):
     """E[i, 1] = sum_j V[j, f] x_ij for a CSR matrix (rows independent)."""
     n = indptr.shape[0] - 1
-    if indptr[n] < MIN_PARALLEL_NNZ:
+    if not parallel:
         for i in range(n):
             E[i, 1] = _column_sum(indptr, indices, data, V, f, i)
     else:

@@ -55,7 +55,7 @@ def sweep(data, state, E, y, loss_code, lams, mus, alpha, noises, sample):
     _sweep_group(data, 0, state.w.reshape(-1, 1), 0, E, y, loss_code, lams[0], mus[0], alpha,
                  noises[0], sample)
     for f in range(state.V.shape[1]):
-        factor_column_sums(*data.csr, state.V, f, E)
+        factor_column_sums(*data.csr, state.V, f, E, data.rows_parallel)
         _sweep_group(data, 1, state.V, f, E, y, loss_code, lams[1][f], mus[1][f], alpha,
                      noises[1][f], sample)
 
@@ -68,7 +68,7 @@ def _sweep_group(data, slot, theta, col, E, y, loss_code, lam, mu, alpha, noise,
     if data.row_pass is None:
         parallel = data.color_ptr is not None
         cptr = data.color_ptr if parallel else _NO_COLORS
-        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel,
+        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_parallel, parallel,
                          slot, theta, col, E, y, *common)
         return
     for c in range(data.color_ptr.shape[0] - 1):
@@ -81,7 +81,8 @@ def _sweep_group(data, slot, theta, col, E, y, loss_code, lam, mu, alpha, noise,
                              *common, G[:, :m], H[:, :m], old[:m], delta[:m])
         else:
             coordinate_sweep(cindptr, cindices, cdata, feats, np.array([0, hi - lo]),
-                             data.class_nnz[c:c + 1], True, slot, theta, col, E, y, *common)
+                             data.class_parallel[c:c + 1], True, slot, theta, col, E, y,
+                             *common)
 
 
 def als_solver(data, state, settings, callback=None):
