@@ -2,7 +2,26 @@
 
 from .fm import FMClassifier, FMRegressor
 from .io import load
+from .online import (
+    CCFMClassifier,
+    CCFMRegressor,
+    OnlineCFMClassifier,
+    OnlineCFMRegressor,
+    OnlineFMClassifier,
+    OnlineFMRegressor,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["FMClassifier", "FMRegressor", "load", "__version__"]
+__all__ = [
+    "CCFMClassifier",
+    "CCFMRegressor",
+    "FMClassifier",
+    "FMRegressor",
+    "OnlineCFMClassifier",
+    "OnlineCFMRegressor",
+    "OnlineFMClassifier",
+    "OnlineFMRegressor",
+    "load",
+    "__version__",
+]
