@@ -157,36 +157,37 @@ class _BaseClassicFM(BaseFM):
         self._update_clip_range(y)
         evald = self._encoded_eval_set(eval_set)
         rs = check_random_state(self.random_state)
+        seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
         state = self._prepare_state(X.shape[1], X.dtype, rs)
         history = {"metric": "error_rate" if self._is_classifier() else "rmse",
                    "train": [], "val": []}
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
         with bar, n_threads(self.n_jobs):
             if self.solver == "sgd":
-                self._run_sgd(X, y, sw, state, rs, evald, history, bar)
+                self._run_sgd(X, y, sw, state, seed, evald, history, bar)
             elif self.solver == "als":
                 self._run_als(X, y, sw, state, evald, history, bar)
             else:
-                self._run_mcmc(X, y, sw, state, rs, evald, history, bar)
+                self._run_mcmc(X, y, sw, state, seed, evald, history, bar)
         self.history_ = history
         self.solver_ = self.solver
         return self
 
     def _eval_pred(self, evald, state):
+        if evald is None:
+            return None
         (indptr, indices, data), _ = evald
         out = np.empty(indptr.shape[0] - 1)
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
         return out
 
-    def _record(self, history, bar, train_pred, y, sw, evald, state, extra=None):
+    def _record(self, history, bar, train_pred, y, sw, val_pred, evald, extra=None):
+        lo, hi = self._clip_range()
         if train_pred is not None:
-            lo, hi = self._clip_range()
             history["train"].append(self._metric(np.clip(train_pred, lo, hi), y, sw))
-        if evald is not None:
-            lo, hi = self._clip_range()
-            history["val"].append(
-                self._metric(np.clip(self._eval_pred(evald, state), lo, hi), evald[1],
-                             np.ones_like(evald[1])))
+        if val_pred is not None:
+            history["val"].append(self._metric(np.clip(val_pred, lo, hi), evald[1],
+                                               np.ones_like(evald[1])))
         post = {}
         if history["train"]:
             post["train"] = f"{history['train'][-1]:.4f}"
@@ -205,7 +206,7 @@ class _BaseClassicFM(BaseFM):
     def _raise_diverged(self, info):
         raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
 
-    def _run_sgd(self, X, y, sw, state, rs, evald, history, bar):
+    def _run_sgd(self, X, y, sw, state, seed, evald, history, bar):
         lo, hi = self._clip_range()
         settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
                                self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
@@ -219,10 +220,10 @@ class _BaseClassicFM(BaseFM):
             if track:
                 train = np.empty(csr[0].shape[0] - 1)
                 fm_predict_csr(*csr, state.w0, state.w, state.V, train)
-            self._record(history, bar, train, y, sw, evald, state)
+            self._record(history, bar, train, y, sw, self._eval_pred(evald, state), evald)
             return False
 
-        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, rs, callback)
+        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
         self.t_ = t
@@ -234,9 +235,12 @@ class _BaseClassicFM(BaseFM):
         settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
                                self.reg_linear, self.reg_pairwise)
         data = column_data(X, y, sw)
+        averages = _RunningAverages(self, y, sw, evald, history, probit=False)
 
         def callback(it, pred):
-            self._record(history, bar, pred, y, sw, evald, state)
+            val = self._eval_pred(evald, state)
+            extra = averages.add(pred, val)
+            self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
         state, n_done, info = als_solver(data, state, settings, callback)
@@ -245,43 +249,22 @@ class _BaseClassicFM(BaseFM):
         self.n_iter_ = n_done
         self._store(state)
 
-    def _run_mcmc(self, X, y, sw, state, rs, evald, history, bar):
+    def _run_mcmc(self, X, y, sw, state, seed, evald, history, bar):
         probit = self._is_classifier()
         burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // 10
         chain = self._chain_for_warm_start(state)
         settings = MCMCSettings(self.n_iter, probit, burn, self.n_kept_samples,
                                 reg_bias=self.reg_bias)
         data = column_data(X, y, sw)
-        history["val_avg"] = []
-        history["train_avg"] = []
-        sums = {"train": np.zeros(X.shape[0]), "val": None, "n": 0}
-        if evald is not None:
-            sums["val"] = np.zeros(evald[1].shape[0])
-
-        def avg_metric(total, n, target, weights):
-            p = total / n
-            if probit:  # libFM averages the predicted probabilities
-                return float(np.average((p > 0.5) != (target > 0), weights=weights))
-            lo, hi = self._clip_range()
-            return self._metric(np.clip(p, lo, hi), target, weights)
-
-        def link(p):
-            return ndtr(p) if probit else p
+        averages = _RunningAverages(self, y, sw, evald, history, probit)
 
         def callback(it, pred, st):
-            sums["n"] += 1
-            sums["train"] += link(pred)
-            history["train_avg"].append(avg_metric(sums["train"], sums["n"], y, sw))
-            extra = {"avg": f"{history['train_avg'][-1]:.4f}"}
-            if evald is not None:
-                sums["val"] += link(self._eval_pred(evald, st))
-                history["val_avg"].append(avg_metric(sums["val"], sums["n"], evald[1],
-                                                     np.ones_like(evald[1])))
-                extra["val_avg"] = f"{history['val_avg'][-1]:.4f}"
-            self._record(history, bar, pred, y, sw, evald, st, extra)
+            val = self._eval_pred(evald, st)
+            extra = averages.add(pred, val)
+            self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
-        state, n_done, info = mcmc_solver(data, state, chain, settings, rs, callback)
+        state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
         if not chain.kept_w0:  # fewer sweeps than the burn-in: predict with the last sample
@@ -321,6 +304,7 @@ class _BaseClassicFM(BaseFM):
         X = to_csr(X, self.dtype_)
         self._update_clip_range(y)
         rs = check_random_state(self.random_state)
+        seed = int(rs.randint(np.iinfo(np.int32).max))
         if first:
             state = init_state(X.shape[1], self.n_factors, self.init_stdev, rs, X.dtype)
         else:
@@ -330,7 +314,7 @@ class _BaseClassicFM(BaseFM):
                                self.power_t, self.reg_bias, self.reg_linear, self.reg_pairwise,
                                False, self.implicit_sgd, lo, hi)
         with n_threads(self.n_jobs):
-            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, rs)
+            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, seed)
         if info["diverged"]:
             self._raise_diverged(info)
         self.t_ = t
@@ -371,6 +355,41 @@ class _BaseClassicFM(BaseFM):
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
+
+
+class _RunningAverages:
+    """libFM's report for ALS and MCMC: the metric of the running average of the predictions
+    of all iterations so far (of Phi(f) for probit), kept in ``history_["train_avg"]`` and
+    ``history_["val_avg"]``."""
+
+    def __init__(self, est, y, sw, evald, history, probit):
+        self.est, self.y, self.sw, self.evald, self.probit = est, y, sw, evald, probit
+        self.history = history
+        history["train_avg"] = []
+        history["val_avg"] = []
+        self.n = 0
+        self.train = np.zeros(y.shape[0])
+        self.val = None if evald is None else np.zeros(evald[1].shape[0])
+
+    def _metric(self, total, target, weights):
+        p = total / self.n
+        if self.probit:
+            return float(np.average((p > 0.5) != (target > 0), weights=weights))
+        lo, hi = self.est._clip_range()
+        return self.est._metric(np.clip(p, lo, hi), target, weights)
+
+    def add(self, train_pred, val_pred):
+        link = ndtr if self.probit else (lambda p: p)
+        self.n += 1
+        self.train += link(train_pred)
+        self.history["train_avg"].append(self._metric(self.train, self.y, self.sw))
+        extra = {"avg": f"{self.history['train_avg'][-1]:.4f}"}
+        if val_pred is not None:
+            self.val += link(val_pred)
+            y_val = self.evald[1]
+            self.history["val_avg"].append(self._metric(self.val, y_val, np.ones_like(y_val)))
+            extra["val_avg"] = f"{self.history['val_avg'][-1]:.4f}"
+        return extra
 
 
 class FMRegressor(FMRegressorMixin, _BaseClassicFM):
@@ -433,7 +452,8 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     n_iter_ : int
     history_ : dict
         Per-iteration ``"train"`` and ``"val"`` metric (RMSE); for MCMC also ``"train_avg"``
-        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report).
+        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report;
+        ALS records them too, as libFM does).
     n_features_in_ : int
 
     References

@@ -1,22 +1,25 @@
 """Coordinate kernels shared by ALS (libFM's coordinate descent) and MCMC (libFM's Gibbs sampler).
 
-Both update one parameter theta at a time with the cached predictions ``pred`` (and, for the
-factors, the cached sums ``Q[f, i] = sum_j v_jf x_ij``). With h_i = d pred_i / d theta, sample
-weights s_i, the loss derivative l'_i = dloss(pred_i, target_i) and its smoothness L:
+Both update one parameter theta at a time. With h_i = d f(x_i) / d theta, sample weights s_i,
+the loss derivative l'_i and the loss's smoothness L:
 
 * ALS (prior precision lam, alpha = 1, no noise): the majorization-minimization step
   ``theta <- theta - (sum s_i l'_i h_i + lam theta) / (L sum s_i h_i^2 + lam)``; for the squared
-  loss (L = 1) this is the exact minimizer of the 1-D objective (libFM's ALS / Rendle 2012 Eq. 23).
+  loss (L = 1) this is the exact minimizer of the 1-D objective (libFM's ALS, Rendle 2012 Eq. 23).
 * MCMC (noise precision alpha, prior N(mu, 1/lam)): a draw from the Gaussian full conditional
   with precision ``P = alpha sum s_i h_i^2 + lam`` and mean
   ``theta - (alpha sum s_i l'_i h_i + lam (theta - mu)) / P`` (Rendle 2012, Eq. 26-27), where the
   standard normal ``noise[j]`` is drawn beforehand so that the result does not depend on threads.
 
-Threads: features that never share a row do not interact (their updates touch disjoint entries
-of ``pred`` and ``Q``), so features are grouped into colour classes of a greedy colouring of the
-co-occurrence graph; classes run one after another, features inside a class in parallel. The
-serial driver visits features in exactly the same order, hence the same result for any number
-of threads.
+Row state: ``E`` has shape (n, 2); ``E[i, 0]`` is pred_i - target_i for the squared loss (so that
+l'_i = E[i, 0]) and pred_i for the logistic loss; ``E[i, 1]`` holds q_if = sum_j v_jf x_ij of the
+factor being updated. Keeping both in one row of E means one cache line per visited entry, the
+cost that dominates a sweep (libFM interleaves its e and q caches for the same reason).
+
+Threads: features that never share a row do not interact (their updates touch disjoint rows of
+E), so features are grouped into colour classes of a greedy colouring of the co-occurrence
+graph; classes run one after another, features inside a class in parallel. The serial path
+visits features in exactly the same order, hence the same result for any number of threads.
 """
 
 import math
@@ -24,7 +27,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..losses import loss_derivative
+from ..losses import SQUARED, loss_derivative
 
 
 @njit(cache=True, nogil=True)
@@ -42,79 +45,75 @@ def _step(old, g, hh, lam, mu, alpha, curv, noise, sample):
 
 
 @njit(cache=True, nogil=True)
-def _update_linear(j, indptr, indices, data, w, pred, target, sw, loss, curv, lam, mu, alpha,
-                   noise, sample):
-    g = 0.0
-    hh = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
-        i = indices[p]
-        x = data[p]
-        g += sw[i] * loss_derivative(loss, pred[i], target[i]) * x
-        hh += sw[i] * x * x
-    old = w[j]
-    new = _step(old, g, hh, lam, mu, alpha, curv, noise[j], sample)
-    w[j] = new
-    delta = new - old
-    if delta != 0.0:
-        for p in range(indptr[j], indptr[j + 1]):
-            pred[indices[p]] += delta * data[p]
+def _dloss(loss, r, y, i):
+    # Loss derivative from the cached row state r (see module docstring).
+    if loss == SQUARED:
+        return r
+    return loss_derivative(loss, r, y[i])
 
 
 @njit(cache=True, nogil=True)
-def _update_factor(j, f, indptr, indices, data, V, Q, pred, target, sw, loss, curv, lam, mu,
-                   alpha, noise, sample):
-    old = V[j, f]
+def _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu, alpha, noise,
+            sample, theta, jj, ff):
+    # One coordinate: theta[jj, ff] (a w_j when slot == 0, a v_jf when slot == 1).
+    old = theta[jj, ff]
     g = 0.0
     hh = 0.0
     for p in range(indptr[j], indptr[j + 1]):
         i = indices[p]
         x = data[p]
-        h = x * (Q[f, i] - old * x)
-        g += sw[i] * loss_derivative(loss, pred[i], target[i]) * h
-        hh += sw[i] * h * h
-    new = _step(old, g, hh, lam, mu, alpha, curv, noise[j], sample)
-    V[j, f] = new
+        h = x if slot == 0 else x * (E[i, 1] - old * x)
+        s = 1.0 if unit else sw[i]
+        g += s * _dloss(loss, E[i, 0], y, i) * h
+        hh += s * h * h
+    new = _step(old, g, hh, lam, mu, alpha, curv, noise, sample)
+    theta[jj, ff] = new
     delta = new - old
     if delta != 0.0:
         for p in range(indptr[j], indptr[j + 1]):
             i = indices[p]
             x = data[p]
-            pred[i] += delta * x * (Q[f, i] - old * x)
-            Q[f, i] += delta * x
+            if slot == 0:
+                E[i, 0] += delta * x
+            else:
+                E[i, 0] += delta * x * (E[i, 1] - old * x)
+                E[i, 1] += delta * x
 
 
-@njit(cache=True)
-def linear_sweep_serial(indptr, indices, data, order, w, pred, target, sw, loss, curv, lam, mu,
-                        alpha, noise, sample):
-    for t in range(order.shape[0]):
-        _update_linear(order[t], indptr, indices, data, w, pred, target, sw, loss, curv, lam, mu,
-                       alpha, noise, sample)
-
-
-@njit(cache=True, parallel=True)
-def linear_sweep_colored(indptr, indices, data, order, color_ptr, w, pred, target, sw, loss,
-                         curv, lam, mu, alpha, noise, sample):
-    for c in range(color_ptr.shape[0] - 1):
-        for t in prange(color_ptr[c], color_ptr[c + 1]):
-            _update_linear(order[t], indptr, indices, data, w, pred, target, sw, loss, curv, lam,
-                           mu, alpha, noise, sample)
-
-
-@njit(cache=True)
-def factor_sweep_serial(indptr, indices, data, order, f, V, Q, pred, target, sw, loss, curv, lam,
-                        mu, alpha, noise, sample):
-    for t in range(order.shape[0]):
-        _update_factor(order[t], f, indptr, indices, data, V, Q, pred, target, sw, loss, curv,
-                       lam, mu, alpha, noise, sample)
+# Entries below which a colour class is swept serially: a parallel region costs microseconds,
+# and far more when the machine is oversubscribed.
+MIN_PARALLEL_NNZ = 50_000
 
 
 @njit(cache=True, parallel=True)
-def factor_sweep_colored(indptr, indices, data, order, color_ptr, f, V, Q, pred, target, sw,
-                         loss, curv, lam, mu, alpha, noise, sample):
-    for c in range(color_ptr.shape[0] - 1):
-        for t in prange(color_ptr[c], color_ptr[c + 1]):
-            _update_factor(order[t], f, indptr, indices, data, V, Q, pred, target, sw, loss,
-                           curv, lam, mu, alpha, noise, sample)
+def coordinate_sweep(indptr, indices, data, order, color_ptr, class_nnz, parallel, slot, theta,
+                     col, E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample):
+    """Update ``theta[j, col]`` for every feature j in ``order`` (``slot`` 0: linear weights,
+    ``theta`` = w[:, None]; ``slot`` 1: factor ``col`` of V, with E[:, 1] holding its sums).
+
+    A colour class with fewer than ``MIN_PARALLEL_NNZ`` entries (``class_nnz[c]``) runs serially.
+    ``E[i, 0]`` is the cached row state: pred - target for the squared loss, pred otherwise;
+    ``noise[j]`` the pre-drawn normal of feature j. With ``parallel`` the colour classes cut by
+    ``color_ptr`` run one after another and their features in parallel; otherwise the same
+    order is visited serially (identical result).
+    """
+    if parallel:
+        for c in range(color_ptr.shape[0] - 1):
+            if class_nnz[c] >= MIN_PARALLEL_NNZ:
+                for t in prange(color_ptr[c], color_ptr[c + 1]):
+                    j = order[t]
+                    _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
+                            alpha, noise[j], sample, theta, j, col)
+            else:  # too little work to pay for waking the threads; same order, same result
+                for t in range(color_ptr[c], color_ptr[c + 1]):
+                    j = order[t]
+                    _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
+                            alpha, noise[j], sample, theta, j, col)
+    else:
+        for t in range(order.shape[0]):
+            j = order[t]
+            _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu, alpha,
+                    noise[j], sample, theta, j, col)
 
 
 @njit(cache=True)
@@ -154,13 +153,20 @@ def greedy_coloring(col_indptr, col_indices, row_indptr, row_indices, n_features
 
 
 @njit(cache=True, parallel=True)
-def factor_sums(indptr, indices, data, V, Q):
-    """Q[f, i] = sum_j V[j, f] x_ij for a CSR matrix (rows independent)."""
+def factor_column_sums(indptr, indices, data, V, f, E):
+    """E[i, 1] = sum_j V[j, f] x_ij for a CSR matrix (rows independent)."""
     n = indptr.shape[0] - 1
-    k = V.shape[1]
-    for i in prange(n):
-        for f in range(k):
-            s = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                s += V[indices[p], f] * data[p]
-            Q[f, i] = s
+    if indptr[n] < MIN_PARALLEL_NNZ:
+        for i in range(n):
+            E[i, 1] = _column_sum(indptr, indices, data, V, f, i)
+    else:
+        for i in prange(n):
+            E[i, 1] = _column_sum(indptr, indices, data, V, f, i)
+
+
+@njit(cache=True, nogil=True)
+def _column_sum(indptr, indices, data, V, f, i):
+    s = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        s += V[indices[p], f] * data[p]
+    return s

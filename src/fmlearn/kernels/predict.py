@@ -14,31 +14,50 @@ from numba import njit, prange
 
 
 @njit(cache=True, nogil=True)
-def fm_row(indptr, indices, data, i, w0, w, V):
-    """FM prediction for row ``i`` of a CSR matrix (accumulated in float64)."""
+def fm_row(indptr, indices, data, i, w0, w, V, q, qq):
+    """FM prediction for row ``i`` of a CSR matrix, accumulated in float64.
+
+    Leaves ``q[f] = sum_j v_jf x_ij`` (used by gradients); ``q`` and ``qq`` are caller-owned
+    buffers of length k. The inner loop runs over the factors, contiguous in ``V``.
+    """
     k = V.shape[1]
-    start = indptr[i]
-    end = indptr[i + 1]
-    acc = np.float64(w0)
-    for p in range(start, end):
-        acc += w[indices[p]] * data[p]
     for f in range(k):
-        s = 0.0
-        ss = 0.0
-        for p in range(start, end):
-            t = V[indices[p], f] * data[p]
-            s += t
-            ss += t * t
-        acc += 0.5 * (s * s - ss)
+        q[f] = 0.0
+        qq[f] = 0.0
+    acc = np.float64(w0)
+    for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
+        x = data[p]
+        acc += w[j] * x
+        for f in range(k):
+            t = V[j, f] * x
+            q[f] += t
+            qq[f] += t * t
+    for f in range(k):
+        acc += 0.5 * (q[f] * q[f] - qq[f])
     return acc
+
+
+# Rows per task of the parallel loops: buffers are allocated once per chunk, not per row.
+CHUNK = 512
 
 
 @njit(cache=True, parallel=True)
 def fm_predict_csr(indptr, indices, data, w0, w, V, out):
     """Write f(x_i) for every row of a CSR matrix into ``out`` (float64)."""
     n = indptr.shape[0] - 1
-    for i in prange(n):
-        out[i] = fm_row(indptr, indices, data, i, w0, w, V)
+    k = V.shape[1]
+    if n <= CHUNK:  # one chunk: not worth a parallel region
+        q = np.empty(k)
+        qq = np.empty(k)
+        for i in range(n):
+            out[i] = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
+        return out
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        q = np.empty(k)
+        qq = np.empty(k)
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            out[i] = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
     return out
 
 
@@ -72,12 +91,16 @@ def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, out):
     """
     n = indptr.shape[0] - 1
     S = W0s.shape[0]
-    for i in prange(n):
-        acc = 0.0
-        for s in range(S):
-            f = fm_row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s])
-            if probit:
-                f = 0.5 * math.erfc(-f / math.sqrt(2.0))
-            acc += f
-        out[i] = acc / S
+    k = Vs.shape[2]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        q = np.empty(k)
+        qq = np.empty(k)
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            acc = 0.0
+            for s in range(S):
+                f = fm_row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s], q, qq)
+                if probit:
+                    f = 0.5 * math.erfc(-f / math.sqrt(2.0))
+                acc += f
+            out[i] = acc / S
     return out

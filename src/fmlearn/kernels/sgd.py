@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from ..losses import SMOOTHNESS, SQUARED, loss_derivative
+from .predict import fm_row
 
 CONSTANT = 0
 INVSCALING = 1
@@ -24,24 +25,6 @@ def learning_rate_at(schedule, eta0, power_t, t):
     if schedule == INVSCALING:
         return eta0 / math.pow(1.0 + t, power_t)
     return eta0
-
-
-@njit(cache=True, nogil=True)
-def _pred_and_sums(indptr, indices, data, i, w0, w, V, q):
-    # FM prediction of row i; leaves q[f] = sum_j v_jf x_ij for the gradient.
-    pred = np.float64(w0)
-    for p in range(indptr[i], indptr[i + 1]):
-        pred += w[indices[p]] * data[p]
-    for f in range(V.shape[1]):
-        s = 0.0
-        ss = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            v = V[indices[p], f] * data[p]
-            s += v
-            ss += v * v
-        q[f] = s
-        pred += 0.5 * (s * s - ss)
-    return pred
 
 
 @njit(cache=True, nogil=True)
@@ -73,6 +56,7 @@ def sgd_epoch(indptr, indices, data, y, sw, order, params0, w, V, loss, eta0, sc
     """
     k = V.shape[1]
     q = np.empty(k, dtype=np.float64)
+    qq = np.empty(k, dtype=np.float64)
     curv = SMOOTHNESS[loss]
     for r in range(order.shape[0]):
         i = order[r]
@@ -83,7 +67,7 @@ def sgd_epoch(indptr, indices, data, y, sw, order, params0, w, V, loss, eta0, sc
         reps = max(1, int(math.ceil(sw[i])))
         scale = sw[i] / reps
         for _ in range(reps):  # later visits of the same row see the updated model
-            pred = _pred_and_sums(indptr, indices, data, i, params0[0], w, V, q)
+            pred = fm_row(indptr, indices, data, i, params0[0], w, V, q, qq)
             if not (abs(pred) <= limit):
                 return t, i
             if loss == SQUARED:

@@ -5,8 +5,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._data import raw
-from ..kernels.cd import cooccurrence_work, factor_sums, greedy_coloring
+from ..kernels.cd import cooccurrence_work, greedy_coloring
 from ..kernels.predict import fm_predict_csr
+from ..losses import SQUARED
 
 
 @dataclass
@@ -21,7 +22,8 @@ class FMState:
         return FMState(float(self.w0), self.w.copy(), self.V.copy())
 
     def is_finite(self):
-        return bool(np.isfinite(self.w0) and np.all(np.isfinite(self.w)) and np.all(np.isfinite(self.V)))
+        return bool(np.isfinite(self.w0) and np.all(np.isfinite(self.w))
+                    and np.all(np.isfinite(self.V)))
 
 
 @dataclass
@@ -30,6 +32,7 @@ class ColumnData:
 
     ``order`` lists the features in visit order; ``color_ptr`` (or None) cuts it into colour
     classes of features that never share a row (updated in parallel, see ``kernels.cd``).
+    ``unit`` is True when every weight is 1 (the kernels then skip reading them).
     """
 
     csr: tuple
@@ -38,6 +41,8 @@ class ColumnData:
     sw: np.ndarray
     order: np.ndarray
     color_ptr: object
+    class_nnz: np.ndarray
+    unit: bool
 
     @property
     def n_samples(self):
@@ -59,24 +64,33 @@ def column_data(X_csr, y, sw):
     d = X_csr.shape[1]
     order = np.arange(d, dtype=np.int64)
     color_ptr = None
+    class_nnz = np.zeros(1, dtype=np.int64)
     if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
         color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
         if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
             order = np.argsort(color, kind="stable").astype(np.int64)
             color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
-    return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64),
-                      np.ascontiguousarray(sw, dtype=np.float64), order, color_ptr)
+            col_nnz = np.diff(csc[0])[order]
+            class_nnz = np.add.reduceat(col_nnz, color_ptr[:-1]).astype(np.int64)
+    sw = np.ascontiguousarray(sw, dtype=np.float64)
+    return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64), sw, order, color_ptr,
+                      class_nnz, bool(np.all(sw == 1.0)))
 
 
-def predict_with_sums(csr, state):
-    """Cached predictions (float64, n) and factor sums ``Q`` (k, n) of ``state`` on ``csr``."""
+def predict_rows(csr, state):
+    """Predictions (float64, n) of ``state`` on the CSR arrays ``csr``."""
     indptr, indices, data = csr
-    n = indptr.shape[0] - 1
-    pred = np.empty(n, dtype=np.float64)
+    pred = np.empty(indptr.shape[0] - 1, dtype=np.float64)
     fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, pred)
-    Q = np.empty((state.V.shape[1], n), dtype=np.float64)
-    factor_sums(indptr, indices, data, state.V, Q)
-    return pred, Q
+    return pred
+
+
+def row_state(csr, state, target, loss_code):
+    """The (n, 2) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or pred."""
+    pred = predict_rows(csr, state)
+    E = np.zeros((pred.shape[0], 2), dtype=np.float64)
+    E[:, 0] = pred - target if loss_code == SQUARED else pred
+    return E
 
 
 def init_state(n_features, n_factors, init_stdev, rng, dtype):

@@ -2,22 +2,17 @@
 
 Each sweep updates w0, every w_j, then every v_jf factor by factor, each to the minimizer of
 its one-dimensional problem given the others (exact for the squared loss; for the logistic loss
-a majorization step with curvature bound 1/4, which never increases the objective). Predictions
-and factor sums are cached, so a sweep costs O(nnz * k).
+a majorization step with curvature bound 1/4, which never increases the objective). The row
+cache (``kernels.cd``) makes a sweep cost O(nnz * k).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import (
-    factor_sweep_colored,
-    factor_sweep_serial,
-    linear_sweep_colored,
-    linear_sweep_serial,
-)
-from ..losses import SMOOTHNESS, loss_derivative_np, loss_value_np
-from ._fm_common import predict_with_sums
+from ..kernels.cd import coordinate_sweep, factor_column_sums
+from ..losses import SMOOTHNESS, SQUARED, loss_derivative_np, loss_value_np
+from ._fm_common import predict_rows, row_state
 
 
 @dataclass
@@ -28,13 +23,12 @@ class ALSSettings:
     reg_bias: float
     reg_linear: float
     reg_pairwise: float
-    refresh_every: int = 10  # recompute cached sums from scratch to stop round-off drift
+    refresh_every: int = 10  # rebuild the row cache from scratch against round-off drift
 
 
-def objective(data, state, settings, pred=None):
+def objective(data, state, settings):
     """Weighted sum of losses plus the L2 penalties (the quantity ALS never increases)."""
-    if pred is None:
-        pred, _ = predict_with_sums(data.csr, state)
+    pred = predict_rows(data.csr, state)
     loss = np.dot(data.sw, loss_value_np(settings.loss, pred, data.y))
     return float(
         loss
@@ -44,42 +38,46 @@ def objective(data, state, settings, pred=None):
     )
 
 
-def bias_step(sw, target, pred, w0, loss, loss_code, lam, alpha=1.0, mu=0.0, noise=0.0,
-              sample=False):
-    """The coordinate step for w0 (h_i = 1); returns the new value and updates ``pred``."""
-    g = float(np.dot(sw, loss_derivative_np(loss, pred, target)))
-    hh = float(sw.sum())
+def loss_derivatives(E, y, loss_code):
+    """l'_i for every row from the row cache."""
+    if loss_code == SQUARED:
+        return E[:, 0]
+    return loss_derivative_np("logistic", E[:, 0], y)
+
+
+def bias_step(data, E, y, w0, loss_code, lam, alpha=1.0, mu=0.0, noise=0.0, sample=False):
+    """The coordinate step for w0 (h_i = 1); returns the new value and updates ``E``."""
+    g = float(np.dot(data.sw, loss_derivatives(E, y, loss_code)))
+    hh = float(data.sw.sum())
     if sample:
         prec = alpha * hh + lam
         new = w0 - (alpha * g + lam * (w0 - mu)) / prec + noise / np.sqrt(prec)
     else:
         new = w0 - (g + lam * (w0 - mu)) / (SMOOTHNESS[loss_code] * hh + lam)
-    pred += new - w0
+    E[:, 0] += new - w0
     return new
 
 
-def sweep(data, state, pred, Q, target, loss_code, curv, lams, mus, alpha, noises, sample):
-    """One pass over w (then V factor by factor) with the shared coordinate kernels."""
-    indptr, indices, vals = data.csc
-    lam_w, lam_v = lams
-    mu_w, mu_v = mus
-    noise_w, noise_v = noises
-    colored = data.color_ptr is not None
-    if colored:
-        linear_sweep_colored(indptr, indices, vals, data.order, data.color_ptr, state.w, pred,
-                             target, data.sw, loss_code, curv, lam_w, mu_w, alpha, noise_w, sample)
-    else:
-        linear_sweep_serial(indptr, indices, vals, data.order, state.w, pred, target, data.sw,
-                            loss_code, curv, lam_w, mu_w, alpha, noise_w, sample)
+_NO_COLORS = np.zeros(1, dtype=np.int64)
+
+
+def sweep(data, state, E, y, loss_code, lams, mus, alpha, noises, sample):
+    """One pass over w, then over V factor by factor, with the shared coordinate kernel.
+
+    ``lams``/``mus``/``noises`` are ``(for w, [for each factor])``.
+    """
+    cindptr, cindices, cdata = data.csc
+    parallel = data.color_ptr is not None
+    cptr = data.color_ptr if parallel else _NO_COLORS
+    curv = SMOOTHNESS[loss_code]
+    common = (data.sw, data.unit, loss_code, curv)
+    coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 0,
+                     state.w.reshape(-1, 1), 0, E, y, *common, lams[0], mus[0], alpha, noises[0],
+                     sample)
     for f in range(state.V.shape[1]):
-        if colored:
-            factor_sweep_colored(indptr, indices, vals, data.order, data.color_ptr, f, state.V, Q,
-                                 pred, target, data.sw, loss_code, curv, lam_v[f], mu_v[f], alpha,
-                                 noise_v[f], sample)
-        else:
-            factor_sweep_serial(indptr, indices, vals, data.order, f, state.V, Q, pred, target,
-                                data.sw, loss_code, curv, lam_v[f], mu_v[f], alpha, noise_v[f],
-                                sample)
+        factor_column_sums(*data.csr, state.V, f, E)
+        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 1,
+                         state.V, f, E, y, *common, lams[1][f], mus[1][f], alpha, noises[1][f], sample)
 
 
 def als_solver(data, state, settings, callback=None):
@@ -91,31 +89,31 @@ def als_solver(data, state, settings, callback=None):
     state : FMState
     settings : ALSSettings
     callback : callable(iteration, pred) -> bool, optional
-        Called after each sweep with the cached training predictions; returning True stops.
+        Called after each sweep with the training predictions; returning True stops.
 
     Returns
     -------
     state, n_iter, info : info has ``"diverged"`` (None or a message).
     """
     k = state.V.shape[1]
-    curv = SMOOTHNESS[settings.loss_code]
-    zeros_d = np.zeros(data.csc[0].shape[0] - 1)
-    noises = (zeros_d, [zeros_d] * k)
+    y = data.y
+    zeros = np.zeros(data.csc[0].shape[0] - 1)
+    noises = (zeros, [zeros] * k)
     lams = (settings.reg_linear, [settings.reg_pairwise] * k)
     mus = (0.0, [0.0] * k)
-    pred, Q = predict_with_sums(data.csr, state)
+    E = row_state(data.csr, state, y, settings.loss_code)
     n_done = 0
     for it in range(settings.n_iter):
         if it and it % settings.refresh_every == 0:
-            pred, Q = predict_with_sums(data.csr, state)
-        state.w0 = bias_step(data.sw, data.y, pred, state.w0, settings.loss, settings.loss_code,
-                             settings.reg_bias)
-        sweep(data, state, pred, Q, data.y, settings.loss_code, curv, lams, mus, 1.0, noises,
-              False)
+            E = row_state(data.csr, state, y, settings.loss_code)
+        state.w0 = bias_step(data, E, y, state.w0, settings.loss_code, settings.reg_bias)
+        sweep(data, state, E, y, settings.loss_code, lams, mus, 1.0, noises, False)
         n_done = it + 1
-        if not np.all(np.isfinite(pred)):
+        if not np.all(np.isfinite(E[:, 0])):
             return state, n_done, {"diverged": f"ALS produced non-finite predictions at sweep "
                                                f"{n_done}; increase reg_linear/reg_pairwise"}
-        if callback is not None and callback(it, pred):
-            break
+        if callback is not None:
+            pred = E[:, 0] + y if settings.loss_code == SQUARED else E[:, 0].copy()
+            if callback(it, pred):
+                break
     return state, n_done, {"diverged": None}

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from ..losses import SQUARED
-from ._fm_common import predict_with_sums
+from ._fm_common import row_state
 from .als import bias_step, sweep
 
 
@@ -78,7 +78,9 @@ def draw_latent(pred, ysign, u):
 
 
 def draw_hyper(theta, mu_prev, rs, s):
-    """(lambda, mu) of a parameter group from their conditional (Normal-Gamma) posterior."""
+    """(lambda, mu) of a parameter group from their conditional (Normal-Gamma) posterior.
+
+    ``rs`` is a numpy Generator; ``s`` the MCMCSettings with the hyper-prior constants."""
     theta = np.asarray(theta, dtype=np.float64)
     p = theta.shape[0]
     rate = 0.5 * (s.beta_0 + s.gamma_0 * (mu_prev - s.mu_0) ** 2 + np.sum((theta - mu_prev) ** 2))
@@ -88,7 +90,7 @@ def draw_hyper(theta, mu_prev, rs, s):
     return float(lam), float(mu)
 
 
-def mcmc_solver(data, state, chain, settings, rs, callback=None):
+def mcmc_solver(data, state, chain, settings, seed, callback=None):
     """Run ``settings.n_iter`` Gibbs sweeps; ``state`` and ``chain`` are updated in place.
 
     Parameters
@@ -99,7 +101,9 @@ def mcmc_solver(data, state, chain, settings, rs, callback=None):
         The current sample.
     chain : Chain
     settings : MCMCSettings
-    rs : numpy.random.RandomState
+    seed : int
+        Sweep t draws from ``numpy.random.default_rng([seed, t])`` (t counts sweeps over the
+        chain's life), so a chain continued by a warm start equals one long run.
     callback : callable(iteration, pred, state) -> bool, optional
         Called after each sweep with the training predictions of the new sample.
 
@@ -111,22 +115,24 @@ def mcmc_solver(data, state, chain, settings, rs, callback=None):
     d = state.w.shape[0]
     sw = data.sw
     sw_total = float(sw.sum())
-    pred, Q = predict_with_sums(data.csr, state)
+    target = data.y if not settings.probit else np.zeros_like(data.y)
+    E = row_state(data.csr, state, target, SQUARED)  # E[:, 0] = pred - target
     n_done = 0
     for it in range(settings.n_iter):
+        rs = np.random.default_rng([seed, chain.t])
         if it and it % settings.refresh_every == 0:
-            pred, Q = predict_with_sums(data.csr, state)
+            E = row_state(data.csr, state, target, SQUARED)
         if settings.probit:
-            target = draw_latent(pred, data.y, 1.0 - rs.uniform(size=pred.shape[0]))
+            pred = E[:, 0] + target
+            target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
+            E[:, 0] = pred - target
             alpha = 1.0
         else:
-            target = data.y
-            err = target - pred
             alpha = rs.gamma(0.5 * (settings.alpha_0 + sw_total),
-                             2.0 / (settings.beta_0 + float(np.dot(sw, err * err))))
+                             2.0 / (settings.beta_0 + float(np.dot(sw, E[:, 0] ** 2))))
         chain.alpha = float(alpha)
-        state.w0 = bias_step(sw, target, pred, state.w0, "squared", SQUARED, settings.reg_bias,
-                             alpha=alpha, noise=rs.standard_normal(), sample=True)
+        state.w0 = bias_step(data, E, target, state.w0, SQUARED, settings.reg_bias, alpha=alpha,
+                             noise=rs.standard_normal(), sample=True)
         chain.lambda_w, chain.mu_w = draw_hyper(state.w, chain.mu_w, rs, settings)
         noise_w = rs.standard_normal(d)
         lam_v = np.empty(k)
@@ -135,14 +141,14 @@ def mcmc_solver(data, state, chain, settings, rs, callback=None):
             lam_v[f], mu_v[f] = draw_hyper(state.V[:, f], chain.mu_v[f], rs, settings)
         noise_v = rs.standard_normal((k, d))
         chain.lambda_v, chain.mu_v = lam_v, mu_v
-        sweep(data, state, pred, Q, target, SQUARED, 1.0, (chain.lambda_w, lam_v),
-              (chain.mu_w, mu_v), alpha, (noise_w, noise_v), True)
+        sweep(data, state, E, target, SQUARED, (chain.lambda_w, lam_v), (chain.mu_w, mu_v),
+              alpha, (noise_w, noise_v), True)
         chain.t += 1
         n_done = it + 1
-        if not (np.all(np.isfinite(pred)) and state.is_finite()):
+        if not (np.all(np.isfinite(E[:, 0])) and state.is_finite()):
             return state, n_done, {"diverged": f"MCMC produced non-finite values at sweep {n_done}"}
         _keep(chain, state, settings)
-        if callback is not None and callback(it, pred, state):
+        if callback is not None and callback(it, E[:, 0] + target, state):
             break
     return state, n_done, {"diverged": None}
 

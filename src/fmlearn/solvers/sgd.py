@@ -28,7 +28,7 @@ class SGDSettings:
     clip_hi: float = np.inf
 
 
-def sgd_solver(csr, y, sw, state, t, settings, rs, callback=None):
+def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None):
     """Run ``settings.n_iter`` epochs over the CSR rows ``csr`` from ``state`` (in place).
 
     Parameters
@@ -39,7 +39,9 @@ def sgd_solver(csr, y, sw, state, t, settings, rs, callback=None):
     t : int
         Steps taken so far (drives the schedule across calls).
     settings : SGDSettings
-    rs : numpy.random.RandomState, used only to shuffle.
+    seed : int
+        The epoch starting at step t is shuffled by ``numpy.random.default_rng([seed, t])``, so
+        a warm-started run equals one long run.
     callback : callable(epoch) -> bool, optional; returning True stops.
 
     Returns
@@ -53,7 +55,10 @@ def sgd_solver(csr, y, sw, state, t, settings, rs, callback=None):
     schedule = SCHEDULE_CODES[settings.schedule]
     n_done = 0
     for epoch in range(settings.n_iter):
-        order = rs.permutation(n).astype(np.int64) if settings.shuffle else np.arange(n, dtype=np.int64)
+        if settings.shuffle:
+            order = np.random.default_rng([seed, t]).permutation(n).astype(np.int64)
+        else:
+            order = np.arange(n, dtype=np.int64)
         t, bad = sgd_epoch(indptr, indices, data, y, sw, order, params0, state.w, state.V,
                            settings.loss_code, settings.learning_rate, schedule, settings.power_t,
                            t, settings.reg_bias, settings.reg_linear, settings.reg_pairwise,

@@ -1,0 +1,241 @@
+"""The ``fmlearn`` command: fit, predict, evaluate, demo and reproduce.
+
+A thin front end over the public estimators: it parses arguments, reads svmlight/libFM files,
+calls ``fit`` / ``predict`` / :func:`fmlearn.load` and prints results. libFM's single-dash flags
+are accepted by ``fmlearn fit`` (and by ``fmlearn libfm ...`` or a bare ``fmlearn -task ...``);
+see docs/cli.md.
+
+Exit status: 0 on success, 2 for an error the user can fix (a missing or malformed file, a model
+file that fails to load, a feature count mismatch, invalid options; one line on stderr, no
+traceback unless ``--debug``), 1 for an unexpected internal error, 130 when interrupted,
+141 when the reader of stdout went away (a broken pipe).
+"""
+
+import argparse
+import os
+import sys
+import warnings
+
+from ._common import CLIError
+
+__all__ = ["main", "build_parser"]
+
+_DEBUG = "--debug"
+
+
+def _number(kind, low, strict=False):
+    """argparse type: a finite ``kind`` (int or float) >= ``low`` (> ``low`` if ``strict``)."""
+    what = "an integer" if kind is int else "a finite number"
+    bound = f"{'>' if strict else '>='} {low}"
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (value > low if strict else value >= low) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _number(int, 1)
+_nonneg_int = _number(int, 0)
+_nonneg_float = _number(float, 0.0)
+_positive_float = _number(float, 0.0, strict=True)
+
+
+def _add_fit(sub):
+    from ._commands import parse_reg
+
+    p = sub.add_parser(
+        "fit", help="train an FM on an svmlight/libFM file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
+                    "svmlight/libFM file (feature indices are used as written).",
+        epilog="examples:\n"
+               "  fmlearn fit train.libfm --test test.libfm --solver mcmc --rank 8 \\\n"
+               "      --n-iter 100 --model model.fmz\n"
+               "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
+               "      -train train.libfm -test test.libfm -out pred.txt\n\n"
+               "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
+               "-regular -learn_rate -seed -verbosity -save_model -rlog (see docs/cli.md)")
+    p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
+    p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
+    p.add_argument("--test", metavar="TEST",
+                   help="held-out file: its metric is recorded after every iteration")
+    p.add_argument("--task", choices=["r", "c"], default="r",
+                   help="r: regression (RMSE), c: binary classification (error rate); default r")
+    p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default="mcmc",
+                   help="default mcmc (no regularization to tune)")
+    p.add_argument("--rank", type=_nonneg_int, default=8, metavar="K",
+                   help="number of factors k (default 8)")
+    p.add_argument("--n-iter", type=_positive_int, default=100, metavar="N",
+                   help="sweeps (MCMC, ALS) or epochs (SGD); default 100")
+    p.add_argument("--init-stdev", type=_nonneg_float, default=0.1, metavar="S",
+                   help="standard deviation of the initial factors (default 0.1)")
+    p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
+                   help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three")
+    p.add_argument("--learning-rate", type=_positive_float, default=0.01, metavar="LR",
+                   help="SGD step size (default 0.01)")
+    p.add_argument("--burn-in", type=_nonneg_int, default=None, metavar="N",
+                   help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
+    p.add_argument("--seed", type=_nonneg_int, default=None, metavar="S",
+                   help="random seed (default: fresh randomness)")
+    p.add_argument("--n-jobs", type=int, default=None, metavar="N",
+                   help="threads for the compiled loops (results do not depend on it)")
+    p.add_argument("--no-clip", action="store_true",
+                   help="regression: do not clip predictions to the training target range")
+    p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
+    p.add_argument("--out", metavar="PRED.txt",
+                   help="write predictions for --test here, one per line")
+    p.add_argument("--proba", action="store_true",
+                   help="with --out and --task c: write P(positive class) instead of labels")
+    p.add_argument("--log", metavar="FILE",
+                   help="write the per-iteration metrics as a tab-separated table")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="progress bar while fitting and a per-iteration table afterwards")
+    p.add_argument("--libfm-output", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def build_parser():
+    """The argparse parser of the ``fmlearn`` command."""
+    from fmlearn import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="fmlearn",
+        description="Factorization machines from the command line (see docs/cli.md).",
+        epilog="libFM style also works: fmlearn -task r -method mcmc -dim 1,1,8 -iter 100 "
+               "-train TRAIN -test TEST -out PRED")
+    parser.add_argument("--version", action="version", version=f"fmlearn {__version__}")
+    parser.add_argument(_DEBUG, action="store_true",
+                        help="show the full traceback on errors (accepted anywhere)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_fit(sub)
+
+    p = sub.add_parser("predict", help="predict with a saved model",
+                       description="Write one prediction per row of DATA (label column ignored).")
+    p.add_argument("model", metavar="MODEL", help="model file (.fmz)")
+    p.add_argument("data", metavar="DATA", help="svmlight/libFM file")
+    p.add_argument("--out", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument("--proba", action="store_true",
+                   help="classifiers: write P(classes_[1]) instead of labels")
+
+    p = sub.add_parser("evaluate", help="test metrics of a saved model",
+                       description="RMSE and MAE for regressors; error rate, AUC and log-loss "
+                                   "for classifiers.")
+    p.add_argument("model", metavar="MODEL", help="model file (.fmz)")
+    p.add_argument("data", metavar="DATA", help="labelled svmlight/libFM file")
+    p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+
+    p = sub.add_parser("demo", help="train FMs on generated data (no network, no files)",
+                       description="Fit FMs with every solver on generated data and on a small "
+                                   "generated recommendation set; print test metrics and times.")
+    p.add_argument("--quick", action="store_true", help="tiny data and few iterations (smoke test)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, metavar="S", help="default 0")
+    p.add_argument("--n-jobs", type=int, default=None, metavar="N",
+                   help="threads for the compiled loops (default: numba's)")
+
+    p = sub.add_parser("reproduce", help="run a paper experiment (table + PNG)",
+                       description="Run a registered paper experiment: it prints a table and "
+                                   "writes its figures as PNG into --out.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="experiment name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the registered experiments")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: ./fmlearn-reproduce/NAME)")
+    p.add_argument("--quick", action="store_true", help="a smaller run of the same experiment")
+    return parser
+
+
+def _route_libfm(argv):
+    """Send libFM-style command lines to ``fit`` with its flags rewritten."""
+    from ._libfm import is_libfm_style, translate
+
+    if argv and argv[0] == "libfm":
+        return ["fit"] + translate(argv[1:])
+    if is_libfm_style(argv):
+        return ["fit"] + translate(argv)
+    if argv and argv[0] == "fit" and any(is_libfm_style([a]) for a in argv[1:]):
+        return ["fit"] + translate(argv[1:])
+    return argv
+
+
+def _run(args):
+    if args.command == "fit":
+        from ._commands import cmd_fit
+
+        return cmd_fit(args)
+    if args.command == "predict":
+        from ._commands import cmd_predict
+
+        return cmd_predict(args)
+    if args.command == "evaluate":
+        from ._commands import cmd_evaluate
+
+        return cmd_evaluate(args)
+    if args.command == "demo":
+        from ._demo import cmd_demo
+
+        return cmd_demo(args)
+    from ._reproduce import cmd_reproduce
+
+    return cmd_reproduce(args)
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+    return text or type(exc).__name__
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"fmlearn: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def main(argv=None):
+    """Run the ``fmlearn`` command with ``argv`` (default ``sys.argv[1:]``); return the exit
+    status (0 ok, 1 internal error, 2 user error, 130 interrupted)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _DEBUG in argv
+    argv = [a for a in argv if a != _DEBUG]
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            argv = _route_libfm(argv)
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exc:  # --help, --version or a usage error already printed
+                return exc.code if isinstance(exc.code, int) else 2
+            return _run(args)
+        except BrokenPipeError:
+            # the reader went away (``fmlearn predict ... | head``): stop quietly, and keep
+            # Python from complaining again when it flushes stdout at exit
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError, AttributeError):
+                pass
+            return 141
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            print("fmlearn: interrupted", file=sys.stderr)
+            return 130
+        except (CLIError, OSError, ValueError, TypeError, ImportError,
+                FloatingPointError, MemoryError) as exc:
+            # Includes ModelFileError (a ValueError), DivergenceError (a FloatingPointError)
+            # and the estimators' input-validation errors.
+            if debug:
+                raise
+            print(f"fmlearn: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        except Exception as exc:
+            if debug:
+                raise
+            print(f"fmlearn: internal error: {type(exc).__name__}: {_one_line(exc)} "
+                  f"(rerun with --debug for the traceback)", file=sys.stderr)
+            return 1

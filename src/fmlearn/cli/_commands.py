@@ -1,0 +1,240 @@
+"""``fmlearn fit``, ``predict`` and ``evaluate``: svmlight/libFM files in, models and
+predictions out. Each command takes the parsed arguments and returns an exit status."""
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from ._common import CLIError, format_label, note, print_pairs, read_svmlight, widen, write_values
+
+
+# -- fit ------------------------------------------------------------------------------------
+def parse_reg(text):
+    """``R`` (all three) or ``R0,R1,R2`` -> (reg_bias, reg_linear, reg_pairwise), as libFM."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected R or R0,R1,R2 (numbers), got {text!r}") from None
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(f"expected 1 or 3 comma-separated values, got {text!r}")
+    if any(not np.isfinite(v) or v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"regularization must be finite and >= 0, got {text!r}")
+    return tuple(values)
+
+
+def build_estimator(args):
+    """The FMRegressor / FMClassifier described by the ``fit`` arguments."""
+    from fmlearn import FMClassifier, FMRegressor
+
+    reg = args.reg if args.reg is not None else (0.0, 0.0, 0.0)
+    if args.solver == "mcmc" and args.reg is not None and any(reg[1:]):
+        note("with --solver mcmc the linear and pairwise regularization are learned from the "
+             "data (as in libFM); --reg only sets the prior precision of the bias")
+    params = dict(n_factors=args.rank, solver=args.solver, n_iter=args.n_iter,
+                  init_stdev=args.init_stdev, reg_bias=reg[0], reg_linear=reg[1],
+                  reg_pairwise=reg[2], learning_rate=args.learning_rate,
+                  n_burn_in=args.burn_in, random_state=args.seed, n_jobs=args.n_jobs,
+                  verbose=1 if args.verbose else 0)
+    if args.task == "r":
+        return FMRegressor(clip_predictions=not args.no_clip, **params)
+    if args.no_clip:
+        raise CLIError("--no-clip applies to regression (--task r) only")
+    return FMClassifier(**params)
+
+
+def _metric_name(est):
+    return "error rate" if _is_classifier(est) else "rmse"
+
+
+def _is_classifier(est):
+    from sklearn.base import is_classifier
+
+    return is_classifier(est)
+
+
+def _final_metric(est, X, y):
+    pred = est.predict(X)
+    if _is_classifier(est):
+        return float(np.mean(pred != y))
+    return float(np.sqrt(np.mean((pred - y) ** 2)))
+
+
+def _history_rows(est):
+    """Per-iteration rows (iter, train, test, test average over sweeps) from ``history_``."""
+    h = getattr(est, "history_", {})
+    cols = [h.get("train", []), h.get("val", []), h.get("val_avg", [])]
+    n = max(len(c) for c in cols)
+    rows = []
+    for i in range(n):
+        rows.append([i] + [c[i] if i < len(c) else float("nan") for c in cols])
+    return rows
+
+
+def _print_libfm_iterations(est):
+    """libFM's per-iteration lines: ``#Iter= i  Train=..  Test=..`` (MCMC: running averages;
+    classification: accuracy, as libFM prints)."""
+    h = est.history_
+    mcmc = est.solver == "mcmc"
+    train = h.get("train_avg" if mcmc else "train", [])
+    test = h.get("val_avg" if mcmc else "val", [])
+    clf = _is_classifier(est)
+    for i in range(max(len(train), len(test))):
+        parts = [f"#Iter={i:3d}"]
+        for name, col in (("Train", train), ("Test", test)):
+            if i < len(col):
+                v = 1.0 - col[i] if clf else col[i]
+                parts.append(f"{name}={v:.6g}")
+        print("\t".join(parts))
+
+
+def _write_log(path, est):
+    rows = _history_rows(est)
+    lines = ["iter\ttrain\ttest\ttest_avg"]
+    lines += ["\t".join([str(r[0])] + [repr(float(v)) for v in r[1:]]) for r in rows]
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def cmd_fit(args):
+    if args.train and args.train_opt and args.train != args.train_opt:
+        raise CLIError("give the training file once (TRAIN or --train/-train)")
+    train = args.train or args.train_opt
+    if not train:
+        raise CLIError("fit needs a training file: fmlearn fit TRAIN [--test TEST] ...")
+    if args.out and not args.test:
+        raise CLIError("--out writes the predictions for --test; give a test file")
+    if args.proba and args.task != "c":
+        raise CLIError("--proba needs a classifier (--task c)")
+    X, y = read_svmlight(train, "training")
+    X_test = y_test = None
+    if args.test:
+        X_test, y_test = read_svmlight(args.test, "test")
+        d = max(X.shape[1], X_test.shape[1])  # libFM sizes the model for both files
+        X, X_test = widen(X, d, train), widen(X_test, d, args.test)
+    est = build_estimator(args)
+    eval_set = (X_test, y_test) if args.test else None
+    t0 = time.perf_counter()
+    est.fit(X, y, eval_set=eval_set)
+    fit_s = time.perf_counter() - t0
+
+    if args.libfm_output:
+        _print_libfm_iterations(est)
+    elif args.verbose:
+        from fmlearn.reproduce import format_table
+
+        heads = ["iter", "train", "test"] + (["test avg"] if est.solver == "mcmc" else [])
+        rows = [r[:len(heads)] for r in _history_rows(est)]
+        print(format_table(rows, heads, floatfmt=".6g"))
+    metric = _metric_name(est)
+    pairs = [
+        ("model", f"{type(est).__name__}(solver={est.solver}, rank={est.n_factors}, "
+                  f"n_iter={est.n_iter})"),
+        ("train", f"{train}: {X.shape[0]} rows, {X.shape[1]} features"),
+        ("fit time", f"{fit_s:.3f} s"),
+        (f"train {metric}", _final_metric(est, X, y)),
+    ]
+    if args.test:
+        pairs.append(("test", f"{args.test}: {X_test.shape[0]} rows"))
+        label = f"test {metric}"
+        if est.solver == "mcmc":
+            label += f" (mean of {est.samples_w0_.shape[0]} kept samples)"
+        pairs.append((label, _final_metric(est, X_test, y_test)))
+        if est.solver == "mcmc" and est.history_.get("val_avg"):
+            pairs.append((f"test {metric} (average of all {len(est.history_['val_avg'])} "
+                          f"sweeps, libFM's figure)", est.history_["val_avg"][-1]))
+    print_pairs(pairs)
+    if args.log:
+        _write_log(args.log, est)
+    if args.model:
+        est.save(args.model)
+        print(f"model saved to {args.model}")
+    if args.out:
+        if args.proba:
+            write_values(args.out, est.predict_proba(X_test)[:, 1])
+        else:
+            write_values(args.out, est.predict(X_test), labels=_is_classifier(est))
+        if args.out != "-":
+            print(f"test predictions written to {args.out}")
+    return 0
+
+
+# -- predict / evaluate ---------------------------------------------------------------------
+def load_model(path):
+    """Load an fmlearn model file; a missing file is a user error (exit status 2)."""
+    import fmlearn
+
+    try:
+        return fmlearn.load(path)
+    except FileNotFoundError:
+        raise CLIError(f"model file not found: {path}") from None
+    except IsADirectoryError:
+        raise CLIError(f"model path is a directory, not a file: {path}") from None
+
+
+def cmd_predict(args):
+    model = load_model(args.model)
+    X, _ = read_svmlight(args.data, "data", n_features=model.n_features_in_)
+    if args.proba:
+        if not _is_classifier(model):
+            raise CLIError(f"--proba needs a classifier; {args.model} holds a "
+                           f"{type(model).__name__}")
+        write_values(args.out, model.predict_proba(X)[:, 1])
+    else:
+        write_values(args.out, model.predict(X), labels=_is_classifier(model))
+    return 0
+
+
+def _check_labels(model, y, path):
+    classes = model.classes_
+    unknown = np.setdiff1d(np.unique(y), classes) if classes.dtype.kind in "biuf" else np.unique(y)
+    if unknown.shape[0]:
+        shown = ", ".join(format_label(v) for v in unknown[:5])
+        raise CLIError(f"{path}: labels {shown} are not among the model's classes "
+                       f"({', '.join(format_label(c) for c in classes)})")
+
+
+def evaluate_metrics(model, X, y, path="data"):
+    """Metrics of ``model`` on (X, y) as an ordered list of (name, value) pairs."""
+    from sklearn import metrics
+
+    pairs = [("rows", int(X.shape[0]))]
+    if _is_classifier(model):
+        _check_labels(model, y, path)
+        proba = model.predict_proba(X)
+        pred = model.classes_[np.argmax(proba, axis=1)]
+        pairs.append(("error_rate", float(metrics.zero_one_loss(y, pred))))
+        positive = y == model.classes_[1]
+        if 0 < positive.sum() < positive.shape[0]:
+            auc = float(metrics.roc_auc_score(positive, proba[:, 1]))
+        else:
+            auc = float("nan")  # undefined with one class present
+            note(f"{path}: only one class present, AUC is undefined")
+        pairs.append(("auc", auc))
+        pairs.append(("log_loss", float(metrics.log_loss(y, proba, labels=model.classes_))))
+    else:
+        pred = model.predict(X)
+        pairs.append(("rmse", float(metrics.root_mean_squared_error(y, pred))))
+        pairs.append(("mae", float(metrics.mean_absolute_error(y, pred))))
+    return pairs
+
+
+def cmd_evaluate(args):
+    model = load_model(args.model)
+    X, y = read_svmlight(args.data, "data", n_features=model.n_features_in_)
+    pairs = evaluate_metrics(model, X, y, args.data)
+    if args.json:
+        json.dump({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in pairs},
+                  sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print_pairs(pairs)
+    return 0

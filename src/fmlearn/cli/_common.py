@@ -1,0 +1,101 @@
+"""Helpers shared by the subcommands: user-facing errors, reading svmlight/libFM files, writing
+predictions and printing small key/value reports."""
+
+import os
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class CLIError(Exception):
+    """An error the user can fix; printed as one line on stderr, exit status 2."""
+
+
+def note(message):
+    """A one-line remark on stderr (stdout carries results only)."""
+    print(f"fmlearn: {message}", file=sys.stderr)
+
+
+def _check_readable(path, what):
+    if not os.path.exists(path):
+        raise CLIError(f"{what} file not found: {path}")
+    if os.path.isdir(path):
+        raise CLIError(f"{what} path is a directory, not a file: {path}")
+
+
+def read_svmlight(path, what="data", n_features=None):
+    """Read an svmlight/libFM file as (CSR float64 X, float64 y) with
+    :func:`fmlearn.datasets.load_svmlight`.
+
+    Feature indices are used as written (libFM's convention): index ``j`` is column ``j``, so a
+    1-based file simply leaves column 0 empty. The loader's "auto" detection is not used
+    because it can shift a prediction file by one column relative to its training file.
+    ``n_features`` widens ``X`` to a model's width and refuses files that use a larger index.
+    """
+    from fmlearn.datasets import load_svmlight
+
+    _check_readable(path, what)
+    try:
+        X, y = load_svmlight(path, zero_based=True, dtype=np.float64)
+    except ValueError as exc:  # the message names the file and the offending line
+        raise CLIError(str(exc)) from None
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if X.shape[0] == 0:
+        raise CLIError(f"{path}: no data rows")
+    if n_features is not None:
+        X = widen(X, n_features, path)
+    return X, y
+
+
+def widen(X, n_features, path):
+    """``X`` with exactly ``n_features`` columns (appending empty ones); refuses wider data."""
+    if X.shape[1] > n_features:
+        raise CLIError(
+            f"{path}: feature count mismatch: the file uses feature index {X.shape[1] - 1} but "
+            f"the model has {n_features} features (indices 0..{n_features - 1})")
+    if X.shape[1] < n_features:
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X
+
+
+def format_label(value):
+    """A class label as text: integral floats read from svmlight files print as integers."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def write_values(path, values, labels=False):
+    """Write one value per line to ``path`` (``-`` or None: stdout).
+
+    Floats are written in the shortest form that reads back to the same double; class labels
+    (``labels=True``) as :func:`format_label` prints them.
+    """
+    if not labels:
+        text = "\n".join(map(repr, values.astype(np.float64).tolist()))
+    else:
+        text = "\n".join(format_label(v) for v in values)
+    if len(values):
+        text += "\n"
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def print_pairs(pairs, file=None):
+    """Print ``(name, value)`` pairs as an aligned two-column report."""
+    if not pairs:
+        return
+    width = max(len(name) for name, _ in pairs)
+    for name, value in pairs:
+        if isinstance(value, float):
+            value = f"{value:.6g}"
+        print(f"{name.ljust(width)}  {value}", file=file or sys.stdout)

@@ -1,0 +1,455 @@
+"""svmlight / libFM text files, whole and in chunks, on top of scikit-learn's parser.
+
+libFM's text format is the svmlight format: one sample per line, ``y idx:val idx:val ...``,
+``#`` starts a comment. Parsing is scikit-learn's (:func:`sklearn.datasets.load_svmlight_file`,
+which also opens ``.gz`` / ``.bz2`` files and reads byte ranges with ``offset`` / ``length``);
+this module adds out-of-core chunks of a consistent width, error messages that name the file
+and the offending line, and compressed / atomic writing.
+"""
+
+import bz2
+import gzip
+import io
+import os
+
+import numpy as np
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from ._files import atomic_write
+
+# Largest feature count the kernels accept (int32 indices); used as a provisional width when
+# the true width is unknown and scikit-learn insists on one (offset/length reads).
+_MAX_FEATURES = np.iinfo(np.int32).max
+
+_PARSE_ERRORS = (ValueError, OverflowError)
+# A corrupt gzip/bz2 stream surfaces as OSError (BadGzipFile, "Invalid data stream") or EOFError.
+_STREAM_ERRORS = (OSError, EOFError)
+
+# Bytes of whole lines handed to the parser at a time when a bad line is searched for.
+_SCAN_BLOCK = 1 << 22
+
+
+def _compression(path):
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    return {".gz": "gzip", ".bz2": "bz2"}.get(ext)
+
+
+def _open_binary(path):
+    # Same rule as scikit-learn's loader: compression is chosen by the file extension.
+    kind = _compression(path)
+    if kind == "gzip":
+        return gzip.open(path, "rb")
+    if kind == "bz2":
+        return bz2.BZ2File(path, "rb")
+    return open(path, "rb")
+
+
+def _check_path(path):
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"svmlight/libFM file not found: {os.fspath(path)!r}")
+    return os.fspath(path)
+
+
+def _check_zero_based(zero_based):
+    if zero_based == "auto" or isinstance(zero_based, (bool, np.bool_)):
+        return zero_based if zero_based == "auto" else bool(zero_based)
+    raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+
+
+def _check_n_features(n_features):
+    if n_features is None:
+        return None
+    if isinstance(n_features, (bool, np.bool_)) or not isinstance(n_features, (int, np.integer)):
+        raise TypeError(f"n_features must be a positive int or None, got {n_features!r}")
+    if not 1 <= n_features < _MAX_FEATURES:
+        raise ValueError(f"n_features must be in [1, {_MAX_FEATURES - 1}], got {n_features}")
+    return int(n_features)
+
+
+def _line_blocks(path, block_size):
+    """Yield ``(first_line_number, bytes)`` blocks of whole lines of the (decompressed) file.
+
+    A block is ``block_size`` bytes give or take one line, and ends at a line end, so that the
+    parser never sees a truncated line. Line numbers start at 1 and count ``\\n`` as the
+    parser does (binary line iteration).
+    """
+    line_no = 1
+    carry = b""
+    with _open_binary(path) as f:
+        while True:
+            buf = f.read(block_size)
+            if not buf:
+                break
+            buf = carry + buf
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than block_size: keep reading until it ends
+                carry = buf
+                continue
+            block, carry = buf[:cut], buf[cut:]
+            yield line_no, block
+            line_no += block.count(b"\n")
+    if carry:
+        yield line_no, carry
+
+
+def _parse(data, zero_based, n_features, dtype):
+    return load_svmlight_file(
+        io.BytesIO(data), n_features=n_features, dtype=dtype, zero_based=zero_based
+    )
+
+
+def _find_bad_line(path, zero_based, n_features, dtype):
+    """``(line_number, line, message)`` of the first line the parser rejects, or None.
+
+    One sequential pass in blocks of whole lines; inside the first failing block the lines are
+    bisected (parser errors are per line: each line is parsed on its own), so the cost is
+    about twice the parse of the file, and the memory one block.
+    """
+    for first, block in _line_blocks(path, _SCAN_BLOCK):
+        try:
+            _parse(block, zero_based, n_features, dtype)
+            continue
+        except _PARSE_ERRORS:
+            pass
+        # Split on b'\n' only, like the parser (bytes.splitlines would also cut at b'\r').
+        lines = [line + b"\n" for line in block.split(b"\n")]
+        if block.endswith(b"\n"):
+            lines.pop()
+        else:
+            lines[-1] = lines[-1][:-1]
+        lo, hi = 0, len(lines)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            try:
+                _parse(b"".join(lines[lo:mid]), zero_based, n_features, dtype)
+                lo = mid
+            except _PARSE_ERRORS:
+                hi = mid
+        try:
+            _parse(lines[lo], zero_based, n_features, dtype)
+        except _PARSE_ERRORS as exc:
+            return first + lo, lines[lo], str(exc)
+        return None  # the block fails only as a whole: not a per-line error
+    return None
+
+
+def _malformed(path, exc, zero_based, n_features, dtype):
+    """The ValueError to raise for a parser error ``exc`` on ``path``."""
+    if isinstance(exc, _STREAM_ERRORS):
+        return ValueError(
+            f"cannot read {path!r}: the {_compression(path)} stream is corrupt or truncated ({exc})"
+        )
+    try:
+        found = _find_bad_line(path, zero_based, n_features, dtype)
+    except _STREAM_ERRORS as exc2:
+        return ValueError(f"cannot read {path!r}: corrupt or truncated file ({exc2})")
+    if found is None:
+        return ValueError(f"cannot load svmlight/libFM file {path!r}: {exc}")
+    line_no, line, message = found
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    if len(text) > 120:
+        text = text[:117] + "..."
+    if message.startswith("n_features"):
+        what, hint = "svmlight/libFM file", ""
+    else:
+        what, hint = "malformed svmlight/libFM file", "expected 'target index:value ...'; "
+    return ValueError(f"{what} {path!r}, line {line_no}: {message} ({hint}the line reads {text!r})")
+
+
+def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
+    """Load a whole svmlight / libFM file into a CSR matrix and a target vector.
+
+    Each line is one sample ``y idx:val idx:val ...`` (indices increasing; ``#`` starts a
+    comment; an optional ``qid:...`` is ignored). This is libFM's text format. ``.gz`` and
+    ``.bz2`` files are decompressed on the fly (chosen by the extension). Parsing is done by
+    :func:`sklearn.datasets.load_svmlight_file`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to read.
+    n_features : int, default=None
+        Number of columns of ``X``. Pass the same value for a training and a test file so that
+        they have the same width; ``None`` infers it from the largest index in the file.
+    dtype : {np.float64, np.float32}, default=np.float64
+        dtype of ``X``.
+    zero_based : bool or "auto", default="auto"
+        Whether indices start at 0 (libFM) or 1 (SVMlight, LIBSVM). ``"auto"`` treats the file
+        as one-based when no index 0 occurs in it (scikit-learn's rule): with ``"auto"`` a
+        zero-based file that happens to lack feature 0 is read shifted by one column, so pass
+        the value explicitly when you know it.
+
+    Returns
+    -------
+    X : scipy.sparse CSR matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,), float64
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If a line is malformed (the message names the file, the line number and the line), if
+        the file has an index ``>= n_features``, or if a compressed file is corrupt.
+
+    See Also
+    --------
+    iter_svmlight : the same file in chunks of bounded memory.
+    save_svmlight : write ``(X, y)`` in this format.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from fmlearn.datasets import load_svmlight
+    >>> path = os.path.join(tempfile.mkdtemp(), "train.libfm")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("5 0:1 3:1\\n3 1:1 2:0.5\\n")
+    >>> X, y = load_svmlight(path, zero_based=True)
+    >>> X.shape, y.tolist()
+    ((2, 4), [5.0, 3.0])
+    """
+    path = _check_path(path)
+    zero_based = _check_zero_based(zero_based)
+    n_features = _check_n_features(n_features)
+    try:
+        X, y = load_svmlight_file(path, n_features=n_features, dtype=dtype, zero_based=zero_based)
+    except _PARSE_ERRORS + _STREAM_ERRORS as exc:
+        # With "auto" the file's base is unknown here; the most permissive base finds syntax
+        # errors (an index too large for n_features is reported without a line number).
+        zb = True if zero_based == "auto" else zero_based
+        nf = None if zero_based == "auto" else n_features
+        raise _malformed(path, exc, zb, nf, dtype) from None
+    return X, y
+
+
+def _index_range(path, dtype, block_size):
+    """(smallest, largest) raw feature index in the file, or None when it has no feature."""
+    lo, hi = None, None
+    for _, block in _line_blocks(path, block_size):
+        X, _ = _parse(block, True, None, dtype)
+        if X.nnz:
+            bmin, bmax = int(X.indices.min()), int(X.indices.max())
+            lo = bmin if lo is None else min(lo, bmin)
+            hi = bmax if hi is None else max(hi, bmax)
+    return None if lo is None else (lo, hi)
+
+
+def iter_svmlight(
+    path, chunk_size_bytes=64 * 2**20, n_features=None, dtype=np.float64, zero_based="auto"
+):
+    """Read a svmlight / libFM file in chunks of rows, for out-of-core (streaming) learning.
+
+    Every chunk has the same number of columns, and the chunks, concatenated in order, equal
+    :func:`load_svmlight` of the whole file (same rows, same order, same width). Only one
+    chunk is held in memory at a time.
+
+    How the file is cut:
+
+    * Plain files are read with scikit-learn's ``offset`` / ``length`` arguments. With
+      ``s_i`` the first line start at or after byte ``i * chunk_size_bytes``, chunk ``i``
+      holds the lines that start in ``[s_i, s_{i+1})``. The ranges are aligned to line starts
+      here (one seek per chunk) because scikit-learn's own rule, "skip the line holding byte
+      ``offset``, stop after the line crossing ``offset + length``", reads a line twice when a
+      range falls inside a single line (a chunk smaller than a line).
+    * ``.gz`` and ``.bz2`` files cannot be cut that way: seeking in a compressed stream means
+      decompressing it from the start, which would make the whole read quadratic. They are
+      decompressed once, sequentially, and cut after the last line end of every
+      ``chunk_size_bytes`` of decompressed data; ``chunk_size_bytes`` then counts
+      decompressed bytes.
+
+    Chunks with no row (a range inside one long line) are skipped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to read.
+    chunk_size_bytes : int, default=64 MiB
+        Approximate size of one chunk in bytes of text. A chunk of text takes roughly 1.5
+        to 3 times that in memory once parsed.
+    n_features : int, default=None
+        Width of every chunk. ``None`` finds it with one extra pass over the file (so does
+        ``zero_based="auto"``): pass both to read the file only once.
+    dtype : {np.float64, np.float32}, default=np.float64
+        dtype of the chunks.
+    zero_based : bool or "auto", default="auto"
+        As in :func:`load_svmlight`, but decided once for the whole file (a per-chunk guess
+        could differ between chunks).
+
+    Yields
+    ------
+    X : scipy.sparse CSR matrix of shape (n_chunk_samples, n_features)
+    y : ndarray of shape (n_chunk_samples,), float64
+
+    Raises
+    ------
+    ValueError
+        As :func:`load_svmlight`: a malformed line (named by file and line number), an index
+        ``>= n_features``, a corrupt compressed file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from fmlearn.datasets import iter_svmlight, save_svmlight
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((1000, 5)) * (rng.random((1000, 5)) < 0.4)
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.libfm")
+    >>> save_svmlight(X, np.arange(1000.0), path)
+    >>> sizes = [Xc.shape for Xc, yc in iter_svmlight(path, chunk_size_bytes=8192,
+    ...                                                 n_features=5, zero_based=True)]
+    >>> sum(n for n, _ in sizes), {d for _, d in sizes}
+    (1000, {5})
+    """
+    path = _check_path(path)
+    zero_based = _check_zero_based(zero_based)
+    n_features = _check_n_features(n_features)
+    if isinstance(chunk_size_bytes, (bool, np.bool_)) or not isinstance(
+        chunk_size_bytes, (int, np.integer)
+    ):
+        raise TypeError(f"chunk_size_bytes must be an int, got {chunk_size_bytes!r}")
+    if chunk_size_bytes < 1:
+        raise ValueError(f"chunk_size_bytes must be >= 1, got {chunk_size_bytes}")
+    chunk_size_bytes = int(chunk_size_bytes)
+    return _iter_svmlight(path, chunk_size_bytes, n_features, dtype, zero_based)
+
+
+def _is_data_line(line):
+    # scikit-learn's test: what is left of the line before '#' has a token.
+    return bool(line.split(b"#", 1)[0].split())
+
+
+def _line_ranges(path, chunk):
+    """``(offset, length)`` arguments of scikit-learn's loader, one pair per chunk.
+
+    Chunk ``i`` holds the lines starting in ``[s_i, s_{i+1})``, where ``s_{i+1}`` is the end
+    of the first data line that starts after byte ``(i + 1) * chunk - 1``. Two quirks of
+    scikit-learn's ``offset``/``length`` reader fix the rest:
+
+    * it skips the line holding byte ``offset``, so ``offset = s_i - 1`` (the newline that
+      ends the previous chunk is what gets skipped) and ``offset = 0`` for the first chunk;
+    * it tests ``position > offset + length`` only after a data line, so after a comment or
+      blank line it reads on into the next chunk. Every chunk therefore ends with a data line
+      (the line ending at ``s_{i+1}``), and ``offset + length = s_{i+1} - 1`` stops exactly
+      there. The last chunk reads to the end (``length = -1``).
+    """
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as f:
+        for b in range(chunk, size, chunk):
+            if b <= starts[-1]:
+                continue
+            f.seek(b - 1)
+            f.readline()  # the rest of the line holding byte b - 1
+            while True:
+                line = f.readline()
+                if not line or _is_data_line(line):
+                    break
+            s = f.tell()
+            if not line or s >= size:
+                break
+            starts.append(s)
+    ranges = []
+    for i, s in enumerate(starts):
+        offset = max(s - 1, 0)
+        length = starts[i + 1] - 1 - offset if i + 1 < len(starts) else -1
+        ranges.append((offset, length))
+    return ranges
+
+
+def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
+    # A generator apart from the checks above, so that bad arguments fail at the call.
+    if n_features is None or zero_based == "auto":
+        try:
+            # Blocks of 1 to 16 MiB: no more memory than asked for, few parser calls.
+            rng = _index_range(path, dtype, min(max(chunk, 1 << 20), 1 << 24))
+        except _PARSE_ERRORS + _STREAM_ERRORS as exc:
+            zb = True if zero_based == "auto" else zero_based
+            raise _malformed(path, exc, zb, None, dtype) from None
+        if zero_based == "auto":
+            # scikit-learn's rule for a whole file: one-based unless index 0 occurs.
+            zero_based = not (rng is not None and rng[0] > 0)
+        width = 1 if rng is None else rng[1] + (1 if zero_based else 0)
+        if n_features is None:
+            n_features = width
+        elif n_features < width:
+            raise ValueError(
+                f"n_features={n_features} is too small for {path!r}: it has feature index "
+                f"{rng[1]} ({'zero' if zero_based else 'one'}-based), which needs "
+                f"n_features >= {width}"
+            )
+
+    def fail(exc):
+        return _malformed(path, exc, zero_based, n_features, dtype)
+
+    if _compression(path) is None:
+        for offset, length in _line_ranges(path, chunk):
+            try:
+                X, y = load_svmlight_file(
+                    path,
+                    n_features=n_features,
+                    dtype=dtype,
+                    zero_based=zero_based,
+                    offset=offset,
+                    length=length,
+                )
+            except _PARSE_ERRORS as exc:
+                raise fail(exc) from None
+            if X.shape[0]:
+                yield X, y
+    else:
+        blocks = _line_blocks(path, chunk)
+        while True:
+            try:
+                _, block = next(blocks)
+                X, y = _parse(block, zero_based, n_features, dtype)
+            except StopIteration:
+                return
+            except _PARSE_ERRORS + _STREAM_ERRORS as exc:
+                raise fail(exc) from None
+            if X.shape[0]:
+                yield X, y
+
+
+def save_svmlight(X, y, path, zero_based=True, comment=None):
+    """Write ``(X, y)`` as a svmlight / libFM text file.
+
+    A thin wrapper of :func:`sklearn.datasets.dump_svmlight_file` that compresses by the
+    extension (``.gz``, ``.bz2``, like the loaders) and writes atomically: the data go to a
+    temporary file in the same folder which is then renamed over ``path``, so an interrupted
+    write never leaves a truncated file behind. scikit-learn writes values with 16 significant
+    digits: numbers that have at most 16 (integers, one-hot data, decimals that came from a text
+    file) come back exactly, other float64 values within a relative 1e-15.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    path : str or os.PathLike
+    zero_based : bool, default=True
+        Write indices from 0 (libFM's convention) or from 1 (SVMlight / LIBSVM).
+    comment : str, default=None
+        Written as ``#`` lines at the top of the file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from fmlearn.datasets import load_svmlight, save_svmlight
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.libfm.bz2")
+    >>> save_svmlight(np.array([[0.0, 2.5], [1.0, 0.0]]), [1.0, -1.0], path)
+    >>> X, y = load_svmlight(path, n_features=2, zero_based=True)
+    >>> X.toarray().tolist(), y.tolist()
+    ([[0.0, 2.5], [1.0, 0.0]], [1.0, -1.0])
+    """
+    kind = _compression(path)
+    with atomic_write(path) as raw:
+        if kind == "gzip":
+            with gzip.GzipFile(fileobj=raw, mode="wb", filename="") as out:
+                dump_svmlight_file(X, y, out, zero_based=zero_based, comment=comment)
+        elif kind == "bz2":
+            with bz2.BZ2File(raw, "wb") as out:
+                dump_svmlight_file(X, y, out, zero_based=zero_based, comment=comment)
+        else:
+            dump_svmlight_file(X, y, raw, zero_based=zero_based, comment=comment)

@@ -1,0 +1,130 @@
+"""Paper reproductions, run by ``fmlearn reproduce NAME``.
+
+Each experiment is a module of this package exposing ``run(out_dir, quick=False)``: it builds its
+data, fits the models, prints a table of results and writes its figure(s) as PNG into
+``out_dir`` (which exists when ``run`` is called). ``quick=True`` is a smaller version of the
+same experiment for smoke tests, with the same outputs. ``run`` may return a dict of results.
+
+To add an experiment, write ``fmlearn/reproduce/<module>.py`` and add one line to
+:data:`REGISTRY`::
+
+    "gfm-synthetic": Experiment("fmlearn.reproduce.gfm_synthetic",
+                                "seed 000 Fig. 2: one-pass gFM recovery on Gaussian data"),
+
+Modules are imported only when their experiment runs, so ``fmlearn reproduce --list`` stays
+fast and one broken or heavy module never affects the others. Besides the registry, this module
+offers the small helpers experiments share: :func:`format_table` and :func:`pyplot`.
+"""
+
+import difflib
+import importlib
+import os
+from dataclasses import dataclass
+
+__all__ = ["Experiment", "REGISTRY", "names", "get", "load_runner", "run", "format_table",
+           "pyplot", "save_figure"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: the module that implements it and a one-line summary."""
+
+    module: str
+    summary: str
+
+
+#: name -> Experiment, one line per paper experiment (kept sorted by name).
+REGISTRY = {}
+
+
+def names():
+    """Sorted names of the registered experiments."""
+    return sorted(REGISTRY)
+
+
+def get(name):
+    """The :class:`Experiment` registered as ``name``; ``KeyError`` with suggestions if none."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        pass
+    known = names()
+    if not known:
+        raise KeyError(f"unknown experiment {name!r}: no experiments are registered")
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"unknown experiment {name!r} (known: {', '.join(known)}){hint}")
+
+
+def load_runner(name):
+    """Import the module of experiment ``name`` and return its ``run`` function."""
+    exp = get(name)
+    module = importlib.import_module(exp.module)
+    runner = getattr(module, "run", None)
+    if not callable(runner):
+        raise TypeError(f"experiment {name!r}: module {exp.module} has no run(out_dir, quick)")
+    return runner
+
+
+def run(name, out_dir, quick=False):
+    """Run experiment ``name``, writing its outputs into ``out_dir`` (created if needed)."""
+    runner = load_runner(name)
+    os.makedirs(out_dir, exist_ok=True)
+    return runner(out_dir, quick=quick)
+
+
+def _cell(value, floatfmt):
+    if isinstance(value, float):
+        return format(value, floatfmt)
+    return str(value)
+
+
+def format_table(rows, headers, floatfmt=".4f"):
+    """Plain-text table: one header line, a rule, then one line per row.
+
+    Floats are formatted with ``floatfmt``; numbers are right-aligned, text left-aligned.
+
+    Examples
+    --------
+    >>> print(format_table([["als", 0.91234, 2], ["mcmc", 0.9, 10]], ["solver", "rmse", "s"]))
+    solver    rmse   s
+    ------  ------  --
+    als     0.9123   2
+    mcmc    0.9000  10
+    """
+    cells = [[_cell(v, floatfmt) for v in row] for row in rows]
+    numeric = [all(isinstance(row[j], (int, float)) and not isinstance(row[j], bool)
+                   for row in rows) and bool(rows) for j in range(len(headers))]
+    widths = [max([len(h)] + [len(r[j]) for r in cells]) for j, h in enumerate(headers)]
+
+    def line(values):
+        parts = [v.rjust(w) if num else v.ljust(w)
+                 for v, w, num in zip(values, widths, numeric, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(headers)), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in cells)
+    return "\n".join(out)
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (figures go to files only).
+
+    Raises ``ImportError`` naming the extra to install when matplotlib is missing.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("figures need matplotlib: pip install 'fmlearn[plot]'") from None
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, out_dir, filename):
+    """Save ``fig`` as ``out_dir/filename`` (PNG), close it and return the path."""
+    path = os.path.join(out_dir, filename)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    pyplot().close(fig)
+    return path

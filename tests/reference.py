@@ -1,0 +1,94 @@
+"""Slow NumPy oracles for the compiled kernels and solver steps (tests only).
+
+Each oracle is written from the model's definition, not from the kernel's algebra: predictions
+sum over explicit pairs j < l, gradients come from the definition of the FM, coordinate steps
+minimise the 1-D objective written out in full.
+"""
+
+import numpy as np
+
+
+def fm_predict(X, w0, w, V):
+    """f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l, by explicit pairs."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    n, d = X.shape
+    out = np.full(n, float(w0)) + X @ w
+    G = V.astype(np.float64) @ V.T.astype(np.float64)
+    for i in range(n):
+        nz = np.flatnonzero(X[i])
+        for a in range(len(nz)):
+            for b in range(a + 1, len(nz)):
+                j, l = nz[a], nz[b]
+                out[i] += G[j, l] * X[i, j] * X[i, l]
+    return out
+
+
+def fm_gradient(x, w0, w, V):
+    """d f(x) / d(w0, w, V) from the definition (dense x)."""
+    x = np.asarray(x, dtype=np.float64)
+    q = V.T @ x
+    gV = np.outer(x, q) - V * (x**2)[:, None]
+    return 1.0, x.copy(), gV
+
+
+def sgd_epoch(X, y, sw, order, w0, w, V, lr, reg, loss="squared", clip=(-np.inf, np.inf),
+              implicit=True):
+    """Plain per-row SGD as in libFM, with the implicit step normalisation (dense X)."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    w, V = w.astype(np.float64).copy(), V.astype(np.float64).copy()
+    L = 1.0 if loss == "squared" else 0.25
+    for i in order:
+        if sw[i] <= 0:
+            continue
+        reps = max(1, int(np.ceil(sw[i])))
+        s = sw[i] / reps
+        for _ in range(reps):
+            x = X[i]
+            p = fm_predict(x[None, :], w0, w, V)[0]
+            if loss == "squared":
+                p = min(max(p, clip[0]), clip[1])
+                g = s * (p - y[i])
+            else:
+                g = s * (-y[i] / (1.0 + np.exp(y[i] * p)))
+            _, gw, gV = fm_gradient(x, w0, w, V)
+            nz = x != 0
+            if implicit:
+                norm2 = 1.0 + np.sum(gw[nz] ** 2) + np.sum(gV[nz] ** 2)
+                g = g / (1.0 + lr * s * L * norm2)
+            w0 = w0 - lr * (g + reg[0] * w0)
+            w[nz] -= lr * (g * gw[nz] + reg[1] * w[nz])
+            V[nz] -= lr * (g * gV[nz] + reg[2] * V[nz])
+    return w0, w, V
+
+
+def squared_objective(X, y, sw, w0, w, V, reg):
+    p = fm_predict(X, w0, w, V)
+    return (0.5 * np.sum(sw * (p - y) ** 2) + 0.5 * reg[0] * w0**2 + 0.5 * reg[1] * w @ w
+            + 0.5 * reg[2] * np.sum(V**2))
+
+
+def als_sweep(X, y, sw, order, w0, w, V, reg):
+    """One ALS sweep (w0, w_j in ``order``, then v_jf factor by factor in ``order``) where each
+    coordinate is set to the minimiser of the squared objective along it: the objective is a
+    quadratic a t^2 + b t + c in the coordinate, found from three evaluations."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    w, V = w.astype(np.float64).copy(), V.astype(np.float64).copy()
+
+    def argmin_along(get, put):
+        t0 = get()
+        vals = []
+        for t in (t0 - 1.0, t0, t0 + 1.0):
+            put(t)
+            vals.append(squared_objective(X, y, sw, state[0], w, V, reg))
+        a = 0.5 * (vals[0] + vals[2] - 2 * vals[1])
+        b = 0.5 * (vals[2] - vals[0])
+        put(t0 - b / (2 * a) if a > 0 else t0)
+
+    state = [w0]
+    argmin_along(lambda: state[0], lambda t: state.__setitem__(0, t))
+    for j in order:
+        argmin_along(lambda j=j: w[j], lambda t, j=j: w.__setitem__(j, t))
+    for f in range(V.shape[1]):
+        for j in order:
+            argmin_along(lambda j=j, f=f: V[j, f], lambda t, j=j, f=f: V.__setitem__((j, f), t))
+    return state[0], w, V

@@ -1,0 +1,447 @@
+"""Classic FM: kernels against slow oracles, solver properties, estimator behaviour, bad input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import reference as ref
+from fmlearn import FMClassifier, FMRegressor
+from fmlearn._data import merge_duplicate_rows, raw, to_csr
+from fmlearn.datasets import make_fm
+from fmlearn.exceptions import DivergenceError
+from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
+from fmlearn.kernels.sgd import sgd_epoch
+from fmlearn.losses import LOGISTIC, SQUARED
+from fmlearn.solvers._fm_common import FMState, column_data
+from fmlearn.solvers.als import ALSSettings, als_solver, objective
+from fmlearn.solvers.mcmc import MCMCSettings, draw_latent
+from fmlearn.solvers.als import sweep as coordinate_sweep_all
+from fmlearn.solvers._fm_common import row_state
+
+
+def _random_model(d, k, rng, dtype=np.float64):
+    return (float(rng.normal()), rng.normal(size=d).astype(dtype),
+            (0.5 * rng.normal(size=(d, k))).astype(dtype))
+
+
+def _sparse_X(n, d, density, rng, dtype=np.float64):
+    X = sp.random(n, d, density=density, random_state=rng, format="csr", dtype=dtype)
+    X.data = rng.normal(size=X.nnz).astype(dtype)
+    return X
+
+
+# -- kernels against oracles ----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_predict_kernels_match_pairwise_oracle(dtype):
+    rng = np.random.default_rng(0)
+    X = _sparse_X(40, 12, 0.3, rng, dtype).toarray()
+    X[3] = 0  # an empty row predicts w0
+    X = to_csr(sp.csr_matrix(X))
+    w0, w, V = _random_model(12, 3, rng, dtype)
+    expected = ref.fm_predict(X, w0, w, V)
+    out = np.empty(40)
+    fm_predict_csr(*raw(X), w0, w, V, out)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    assert out[3] == pytest.approx(w0)
+    dense = np.ascontiguousarray(X.toarray())
+    np.testing.assert_allclose(fm_predict_dense(dense, w0, w, V, np.empty(40)), expected,
+                               rtol=tol, atol=tol)
+
+
+def test_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=7)
+    w0, w, V = _random_model(7, 3, rng)
+    _, gw, gV = ref.fm_gradient(x, w0, w, V)
+    eps = 1e-6
+    f = lambda w_, V_: ref.fm_predict(x[None, :], w0, w_, V_)[0]  # noqa: E731
+    for j in range(7):
+        e = np.zeros(7)
+        e[j] = eps
+        assert (f(w + e, V) - f(w - e, V)) / (2 * eps) == pytest.approx(gw[j], rel=1e-6)
+        for c in range(3):
+            E = np.zeros_like(V)
+            E[j, c] = eps
+            assert (f(w, V + E) - f(w, V - E)) / (2 * eps) == pytest.approx(gV[j, c], rel=1e-5,
+                                                                            abs=1e-8)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("implicit", [True, False])
+def test_sgd_epoch_matches_oracle(loss, implicit):
+    rng = np.random.default_rng(2)
+    n, d, k = 30, 8, 3
+    X = to_csr(_sparse_X(n, d, 0.4, rng))
+    y = rng.normal(size=n) if loss == "squared" else np.sign(rng.normal(size=n))
+    sw = rng.choice([0.0, 0.5, 1.0, 2.5], size=n)
+    order = rng.permutation(n).astype(np.int64)
+    w0, w, V = _random_model(d, k, rng)
+    reg = (0.01, 0.02, 0.03)
+    clip = (-1.5, 1.5)
+    ew0, ew, eV = ref.sgd_epoch(X, y, sw, order, w0, w, V, 0.05, reg, loss, clip, implicit)
+    p0 = np.array([w0])
+    w_, V_ = w.copy(), V.copy()
+    code = SQUARED if loss == "squared" else LOGISTIC
+    t, bad = sgd_epoch(*raw(X), y, sw, order, p0, w_, V_, code, 0.05, 0, 0.5, 0, *reg,
+                       clip[0], clip[1], 1e12, implicit)
+    assert bad == -1
+    assert t == int(sum(max(1, np.ceil(s)) for s in sw if s > 0))
+    np.testing.assert_allclose(p0[0], ew0, rtol=1e-10)
+    np.testing.assert_allclose(w_, ew, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
+
+
+def test_als_sweep_matches_exact_coordinate_minimizer():
+    rng = np.random.default_rng(3)
+    n, d, k = 40, 9, 2
+    X = to_csr(_sparse_X(n, d, 0.35, rng))
+    y = rng.normal(size=n)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    w0, w, V = _random_model(d, k, rng)
+    reg = (0.1, 0.2, 0.3)
+    data = column_data(X, y, sw)
+    state = FMState(w0, w.copy(), V.copy())
+    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
+    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, reg)
+    assert state.w0 == pytest.approx(ew0, rel=1e-9)
+    np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
+
+
+def test_als_coordinate_update_zeroes_its_partial_derivative():
+    # After a sweep, the last coordinate updated is at the minimum of its 1-D objective.
+    rng = np.random.default_rng(4)
+    X = to_csr(_sparse_X(50, 6, 0.5, rng))
+    y = rng.normal(size=50)
+    sw = np.ones(50)
+    reg = (0.0, 0.5, 0.5)
+    data = column_data(X, y, sw)
+    state = FMState(*_random_model(6, 2, rng))
+    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
+    j, f = data.order[-1], 1
+    eps = 1e-5
+
+    def obj(t):
+        V = state.V.copy()
+        V[j, f] = t
+        return ref.squared_objective(X, y, sw, state.w0, state.w, V, reg)
+
+    t0 = state.V[j, f]
+    assert abs(obj(t0 + eps) - obj(t0 - eps)) / (2 * eps) < 1e-6
+    assert obj(t0) <= min(obj(t0 + 1e-3), obj(t0 - 1e-3))
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_als_objective_never_increases(loss):
+    rng = np.random.default_rng(5)
+    b = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
+                task="regression" if loss == "squared" else "classification", random_state=0)
+    X = to_csr(b.X)
+    data = column_data(X, b.y, np.ones(300))
+    code = SQUARED if loss == "squared" else LOGISTIC
+    settings = ALSSettings(1, loss, code, 0.01, 0.1, 0.1)
+    state = FMState(*_random_model(15, 3, rng))
+    values = [objective(data, state, settings)]
+    for _ in range(15):
+        als_solver(data, state, settings)
+        values.append(objective(data, state, settings))
+    assert np.all(np.diff(values) <= 1e-9 * abs(values[0]))
+    assert values[-1] < 0.8 * values[0]
+
+
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals():
+    # With given hyper-parameters and noise, a sweep must set each coordinate to
+    # mean + noise / sqrt(precision) of its full conditional, computed here from the
+    # quadratic log-posterior along that coordinate (evaluated on the full model).
+    rng = np.random.default_rng(6)
+    n, d, k = 30, 5, 2
+    X = to_csr(_sparse_X(n, d, 0.5, rng))
+    y = rng.normal(size=n)
+    sw = rng.uniform(0.5, 1.5, size=n)
+    data = column_data(X, y, sw)
+    w0, w, V = _random_model(d, k, rng)
+    alpha, lam_w, mu_w = 2.0, 3.0, 0.1
+    lam_v, mu_v = np.array([1.5, 0.7]), np.array([-0.2, 0.3])
+    noise_w, noise_v = rng.normal(size=d), rng.normal(size=(k, d))
+    state = FMState(w0, w.copy(), V.copy())
+    E = row_state(data.csr, state, y, SQUARED)
+    coordinate_sweep_all(data, state, E, y, SQUARED, (lam_w, lam_v), (mu_w, mu_v), alpha,
+                         (noise_w, noise_v), True)
+    # oracle, in the same visiting order
+    ew, eV = w.copy(), V.copy()
+
+    def neg_log_post(ww, VV, lam, mu, t):
+        p = ref.fm_predict(X, w0, ww, VV)
+        return 0.5 * alpha * np.sum(sw * (p - y) ** 2) + 0.5 * lam * (t - mu) ** 2
+
+    def draw(get, put, lam, mu, z):
+        t0 = get()
+        vals = []
+        for t in (t0 - 1.0, t0, t0 + 1.0):
+            put(t)
+            vals.append(neg_log_post(ew, eV, lam, mu, t))
+        a = 0.5 * (vals[0] + vals[2] - 2 * vals[1])
+        b = 0.5 * (vals[2] - vals[0])
+        prec = 2 * a
+        put(t0 - b / (2 * a) + z / np.sqrt(prec))
+
+    for j in data.order:
+        draw(lambda j=j: ew[j], lambda t, j=j: ew.__setitem__(j, t), lam_w, mu_w, noise_w[j])
+    for f in range(k):
+        for j in data.order:
+            draw(lambda j=j, f=f: eV[j, f], lambda t, j=j, f=f: eV.__setitem__((j, f), t),
+                 lam_v[f], mu_v[f], noise_v[f][j])
+    np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
+
+
+def test_probit_latent_draws_are_truncated_normals():
+    rng = np.random.default_rng(7)
+    m = np.array([-3.0, -0.5, 0.0, 2.0, -45.0])
+    for ysign in (1.0, -1.0):
+        for mu in m:
+            u = 1.0 - rng.random(20000)
+            z = draw_latent(np.full(20000, mu), np.full(20000, ysign), u)
+            assert np.all(ysign * z > 0)
+            # E[Z | Z > 0] for Z ~ N(m, 1), m = ysign * mu: m + phi(m) / Phi(m)
+            from scipy.stats import norm
+            mm = ysign * mu
+            expected = mm + np.exp(norm.logpdf(mm) - norm.logcdf(mm))
+            assert np.mean(ysign * z) == pytest.approx(expected, rel=0.03, abs=0.02)
+
+
+def test_merge_duplicate_rows_is_order_invariant_and_sums_weights():
+    rng = np.random.default_rng(8)
+    X = to_csr(sp.csr_matrix(np.array([[1.0, 0, 2], [0, 1, 0], [1, 0, 2], [0, 1, 0], [3, 0, 0]])))
+    y = np.array([1.0, 2.0, 1.0, 5.0, 1.0])
+    sw = np.array([1.0, 1.0, 2.0, 1.0, 0.0])
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
+    assert Xm.shape[0] == 3 and sorted(wm.tolist()) == [1.0, 1.0, 3.0]
+    perm = rng.permutation(5)
+    Xp, yp, wp = merge_duplicate_rows(to_csr(X[perm]), y[perm], sw[perm])
+    assert (Xp != Xm).nnz == 0 and np.array_equal(yp, ym) and np.array_equal(wp, wm)
+
+
+# -- solver behaviour through the estimators ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def planted():
+    b = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
+    X = to_csr(b.X)
+    return X[:1600], b.y[:1600], X[1600:], b.y[1600:]
+
+
+def _rmse(m, X, y):
+    return float(np.sqrt(np.mean((m.predict(X) - y) ** 2)))
+
+
+def test_mcmc_beats_unregularized_als_on_held_out_data():
+    # One-hot user x item data with few ratings per feature and a rank-8 model of a rank-3
+    # truth: unregularized ALS overfits, MCMC's hyper-priors do not (measured: 0.48-0.54
+    # against 1.45-1.76 over four seeds).
+    b = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
+    Xtr, ytr, Xte, yte = b.X[:1500], b.y[:1500], b.X[1500:], b.y[1500:]
+    mcmc = FMRegressor(8, solver="mcmc", n_iter=100, random_state=0).fit(Xtr, ytr)
+    als = FMRegressor(8, solver="als", n_iter=100, random_state=0).fit(Xtr, ytr)
+    r_mcmc, r_als = _rmse(mcmc, Xte, yte), _rmse(als, Xte, yte)
+    assert r_mcmc < 0.5 * r_als
+    assert r_mcmc < 0.5 * np.std(yte)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_recovers_planted_model_better_than_the_mean(planted, solver):
+    Xtr, ytr, Xte, yte = planted
+    kw = {"sgd": dict(learning_rate=0.02, reg_linear=0.01, reg_pairwise=0.01),
+          "als": dict(reg_linear=1.0, reg_pairwise=2.0), "mcmc": {}}[solver]
+    m = FMRegressor(3, solver=solver, n_iter=100, random_state=0, **kw).fit(Xtr, ytr)
+    assert _rmse(m, Xte, yte) < 0.7 * np.std(yte)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_sparse_equals_dense(planted, solver):
+    Xtr, ytr, Xte, _ = planted
+    Xtr, ytr = Xtr[:300], ytr[:300]
+    a = FMRegressor(3, solver=solver, n_iter=10, random_state=0).fit(Xtr, ytr)
+    b = FMRegressor(3, solver=solver, n_iter=10, random_state=0).fit(Xtr.toarray(), ytr)
+    np.testing.assert_array_equal(a.predict(Xte), b.predict(Xte.toarray()))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_float32_close_to_float64(planted, solver):
+    Xtr, ytr, Xte, _ = planted
+    # SGD's shuffled order is keyed by the rows' bits, which float32 rounding changes: compare
+    # the same visiting order.
+    kw = dict(solver=solver, n_iter=10, random_state=0, shuffle=solver != "sgd")
+    a = FMRegressor(3, **kw).fit(Xtr, ytr)
+    b = FMRegressor(3, **kw).fit(Xtr.astype(np.float32), ytr)
+    assert b.V_.dtype == np.float32
+    np.testing.assert_allclose(a.predict(Xte), b.predict(Xte.astype(np.float32)), rtol=1e-3,
+                               atol=1e-3)
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_thread_count_does_not_change_results(solver):
+    # one-hot user x item data: the colouring puts users and items in two parallel classes
+    b = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(b.X)
+    assert column_data(X, b.y, np.ones(3000)).color_ptr is not None
+    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, b.y)
+    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, b.y)
+    np.testing.assert_array_equal(a.V_, c.V_)
+    np.testing.assert_array_equal(a.predict(X), c.predict(X))
+
+
+def test_sgd_fit_equals_partial_fit_on_batches(planted):
+    Xtr, ytr, Xte, _ = planted
+    kw = dict(solver="sgd", learning_rate=0.02, reg_pairwise=0.01, random_state=0)
+    whole = FMRegressor(3, n_iter=1, shuffle=False, **kw).fit(Xtr, ytr)
+    stream = FMRegressor(3, **kw)
+    for start in range(0, Xtr.shape[0], 250):
+        stream.partial_fit(Xtr[start:start + 250], ytr[start:start + 250])
+    assert stream.t_ == whole.t_ == Xtr.shape[0]
+    np.testing.assert_allclose(stream.predict(Xte), whole.predict(Xte), rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_warm_start_five_plus_five_equals_ten(planted, solver):
+    Xtr, ytr, Xte, _ = planted
+    ten = FMRegressor(3, solver=solver, n_iter=10, random_state=0, n_burn_in=0).fit(Xtr, ytr)
+    warm = FMRegressor(3, solver=solver, n_iter=5, random_state=0, n_burn_in=0, warm_start=True)
+    warm.fit(Xtr, ytr).fit(Xtr, ytr)
+    np.testing.assert_allclose(warm.V_, ten.V_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(warm.predict(Xte), ten.predict(Xte), rtol=1e-7, atol=1e-9)
+
+
+def test_stronger_regularization_raises_train_error(planted):
+    Xtr, ytr, _, _ = planted
+    errs = [_rmse(FMRegressor(3, solver="als", n_iter=30, reg_linear=r, reg_pairwise=r,
+                              random_state=0).fit(Xtr, ytr), Xtr, ytr) for r in (0.1, 10, 1000)]
+    assert errs[0] < errs[1] < errs[2]
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_integer_weights_equal_repeated_rows(planted, solver):
+    Xtr, ytr, Xte, _ = planted
+    X, y = Xtr[:200], ytr[:200]
+    w = np.random.default_rng(0).integers(0, 3, size=200)
+    rep = np.repeat(np.arange(200), w)
+    a = FMRegressor(3, solver=solver, n_iter=10, random_state=0).fit(X, y, sample_weight=w)
+    b = FMRegressor(3, solver=solver, n_iter=10, random_state=0).fit(X[rep], y[rep])
+    np.testing.assert_allclose(a.predict(Xte), b.predict(Xte), rtol=1e-9)
+
+
+def test_regression_predictions_are_clipped_to_training_range(planted):
+    Xtr, ytr, Xte, _ = planted
+    m = FMRegressor(3, solver="als", n_iter=5, random_state=0).fit(Xtr, ytr)
+    p = m.predict(Xte * 10)
+    assert p.min() >= ytr.min() and p.max() <= ytr.max()
+    raw_m = FMRegressor(3, solver="als", n_iter=5, random_state=0, clip_predictions=False)
+    assert np.ptp(raw_m.fit(Xtr, ytr).predict(Xte * 10)) > np.ptp(ytr)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_classifier_any_two_labels(solver):
+    b = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
+                random_state=3)
+    labels = np.where(b.y > 0, "spam", "ham")
+    clf = FMClassifier(3, solver=solver, n_iter=60, random_state=0, reg_linear=0.01,
+                       reg_pairwise=0.01).fit(b.X[:1000], labels[:1000])
+    assert list(clf.classes_) == ["ham", "spam"]
+    proba = clf.predict_proba(b.X[1000:])
+    assert proba.shape == (500, 2) and np.allclose(proba.sum(1), 1)
+    assert np.mean(clf.predict(b.X[1000:]) == labels[1000:]) > 0.75
+    assert np.array_equal(clf.predict(b.X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
+
+
+def test_history_records_train_and_validation_metrics(planted):
+    Xtr, ytr, Xte, yte = planted
+    m = FMRegressor(3, solver="mcmc", n_iter=30, random_state=0).fit(Xtr, ytr,
+                                                                    eval_set=(Xte, yte))
+    h = m.history_
+    assert len(h["train"]) == len(h["val"]) == len(h["val_avg"]) == 30
+    # libFM's running average of all samples ends better than the first sample
+    assert h["val_avg"][-1] < h["val"][0]
+
+
+# -- divergence and bad input ---------------------------------------------------------------
+
+def test_sgd_divergence_is_reported_and_leaves_previous_model(planted):
+    Xtr, ytr, Xte, _ = planted
+    m = FMRegressor(3, solver="sgd", n_iter=2, learning_rate=0.01, random_state=0,
+                    warm_start=True).fit(Xtr, ytr)
+    before = m.predict(Xte)
+    m.set_params(learning_rate=1e3, implicit_sgd=False, clip_predictions=False)
+    with pytest.raises(DivergenceError, match="learning_rate"):
+        m.fit(Xtr * 100, ytr * 100)
+    m.set_params(clip_predictions=True)
+    np.testing.assert_array_equal(m.predict(Xte), before)
+    assert np.all(np.isfinite(m.V_))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1.0, np.nan], [0.0, 1.0]]), "NaN"),
+    (np.array([[1.0, np.inf], [0.0, 1.0]]), "infinity"),
+    (np.empty((0, 3)), "0 sample"),
+    (np.array([1.0, 2.0]), "2D array"),
+])
+def test_bad_X_is_rejected_with_a_clear_message(bad, match):
+    with pytest.raises(ValueError, match=match):
+        FMRegressor(solver="als", n_iter=2).fit(bad, np.ones(bad.shape[0] if bad.ndim else 1))
+
+
+def test_sparse_nan_is_rejected():
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 2.0]]))
+    X.data[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        FMRegressor(solver="als", n_iter=2).fit(X, [1.0, 2.0])
+
+
+def test_feature_count_change_at_predict_time():
+    X = np.random.default_rng(0).normal(size=(20, 4))
+    m = FMRegressor(2, solver="als", n_iter=2).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="4 features"):
+        m.predict(X[:, :3])
+
+
+def test_nan_target_is_rejected():
+    X = np.ones((3, 2))
+    with pytest.raises(ValueError, match="NaN"):
+        FMRegressor(solver="als", n_iter=2).fit(X, [1.0, np.nan, 2.0])
+
+
+@pytest.mark.parametrize("y, match", [
+    (["a", "a", "a"], "two classes"),
+    ([0, 1, 2], "Only binary"),
+    ([0.5, 1.5, 2.5], "Unknown label type"),
+])
+def test_classifier_label_errors(y, match):
+    with pytest.raises(ValueError, match=match):
+        FMClassifier(solver="als", n_iter=2).fit(np.eye(3), y)
+
+
+def test_unknown_or_invalid_parameters():
+    with pytest.raises(TypeError):
+        FMRegressor(n_factor=3)
+    with pytest.raises(ValueError, match="solver"):
+        FMRegressor(solver="adam").fit(np.eye(3), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="n_factors"):
+        FMRegressor(n_factors=-1).fit(np.eye(3), [1.0, 2.0, 3.0])
+
+
+def test_bad_sample_weight():
+    X, y = np.eye(3), [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="non-negative"):
+        FMRegressor(solver="als").fit(X, y, sample_weight=[1, -1, 1])
+    with pytest.raises(ValueError, match="3 samples"):
+        FMRegressor(solver="als").fit(X, y, sample_weight=[1, 1])
+    with pytest.raises(ValueError, match="zero"):
+        FMRegressor(solver="als").fit(X, y, sample_weight=[0, 0, 0])
+
+
+def test_partial_fit_only_for_sgd():
+    assert not hasattr(FMRegressor(solver="als"), "partial_fit")
+    assert hasattr(FMRegressor(solver="sgd"), "partial_fit")
+    with pytest.raises(AttributeError, match="partial_fit"):
+        FMRegressor(solver="mcmc").partial_fit(np.eye(2), [1.0, 2.0])

@@ -1,0 +1,451 @@
+"""Model files (fmlearn.io): exact round trips, refusal of corrupt or tampered files, no
+unpickling, atomic saves."""
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import stat
+import zipfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fmlearn
+import fmlearn.io as fio
+from fmlearn import FMClassifier, FMRegressor
+from fmlearn.exceptions import ModelFileError, NotFittedError
+
+SOLVERS = {
+    "mcmc": {"n_iter": 12, "n_burn_in": 2},
+    "als": {"n_iter": 8, "reg_linear": 0.1, "reg_pairwise": 0.1},
+    "sgd": {"n_iter": 8, "learning_rate": 0.05},
+}
+
+
+def _data(seed=0, n=80, d=7, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    y = X[:, 0] * X[:, 1] + X[:, 2] + 0.1 * rng.normal(size=n)
+    return X.astype(dtype), y
+
+
+def _fit(cls, solver, X, y, **kw):
+    if cls is FMClassifier:
+        y = np.where(y > np.median(y), "up", "down")
+    return cls(n_factors=3, solver=solver, random_state=0, **SOLVERS[solver], **kw).fit(X, y)
+
+
+def _outputs(model, X):
+    out = {"predict": model.predict(X)}
+    if hasattr(model, "classes_"):
+        out["decision"] = model.decision_function(X)
+        out["proba"] = model.predict_proba(X)
+    return out
+
+
+def _same_attributes(a, b):
+    names = {n for n in vars(a) if n.endswith("_") and not n.startswith("_")}
+    assert names == {n for n in vars(b) if n.endswith("_") and not n.startswith("_")}
+    for name in names:
+        va, vb = getattr(a, name), getattr(b, name)
+        if isinstance(va, np.ndarray):
+            assert isinstance(vb, np.ndarray) and va.dtype == vb.dtype, name
+            assert np.array_equal(va, vb), name
+        else:
+            assert va == vb, name
+
+
+@pytest.mark.parametrize("fit_input", ["dense", "csr"])
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+@pytest.mark.parametrize("cls", [FMRegressor, FMClassifier])
+def test_round_trip_is_bit_identical(tmp_path, cls, solver, fit_input):
+    X, y = _data()
+    model = _fit(cls, solver, sp.csr_matrix(X) if fit_input == "csr" else X, y)
+    path = model.save(tmp_path / "m.fmz")
+    loaded = fmlearn.load(path)
+    assert type(loaded) is cls
+    assert loaded.get_params() == model.get_params()
+    _same_attributes(model, loaded)
+    X_new, _ = _data(seed=1)
+    for data in (X_new, sp.csr_matrix(X_new), sp.csc_matrix(X_new)):
+        expected, got = _outputs(model, data), _outputs(loaded, data)
+        for key in expected:
+            assert np.array_equal(expected[key], got[key]), key
+    if solver == "mcmc":
+        # the prediction averages the kept samples, and all of them were saved
+        assert loaded.samples_V_.shape[0] > 1
+        assert np.array_equal(loaded.samples_V_, model.samples_V_)
+
+
+def test_float32_model_keeps_its_dtype(tmp_path):
+    X, y = _data(dtype=np.float32)
+    model = _fit(FMRegressor, "als", X, y)
+    loaded = fmlearn.load(model.save(tmp_path / "m.fmz"))
+    assert loaded.V_.dtype == np.float32 and loaded.w_.dtype == np.float32
+    assert np.array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_feature_names_round_trip_without_warnings(tmp_path, recwarn):
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    model = _fit(FMClassifier, "sgd", frame, y)
+    loaded = fmlearn.load(model.save(tmp_path / "m.fmz"))
+    assert list(loaded.feature_names_in_) == list(frame.columns)
+    assert np.array_equal(loaded.predict_proba(frame), model.predict_proba(frame))
+    assert not [w for w in recwarn if "feature names" in str(w.message)]
+
+
+def test_saved_model_can_warm_start(tmp_path):
+    X, y = _data()
+    model = _fit(FMRegressor, "mcmc", X, y, warm_start=True)
+    loaded = fmlearn.load(model.save(tmp_path / "m.fmz"))
+    model.fit(X, y)
+    loaded.fit(X, y)
+    assert np.array_equal(model.predict(X), loaded.predict(X))
+
+
+def test_unfitted_and_foreign_estimators_are_not_saved(tmp_path):
+    with pytest.raises(NotFittedError):
+        FMRegressor().save(tmp_path / "m.fmz")
+    from sklearn.linear_model import Ridge
+
+    X, y = _data()
+    with pytest.raises(TypeError, match="not a public fmlearn estimator"):
+        fio.save_model(Ridge().fit(X, y), tmp_path / "r.fmz")
+    assert os.listdir(tmp_path) == []
+
+
+# -- corrupt and tampered files -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A saved MCMC regressor and a saved classifier (bytes) with the models themselves."""
+    folder = tmp_path_factory.mktemp("saved")
+    X, y = _data()
+    out = {}
+    for key, model in (("reg", _fit(FMRegressor, "mcmc", X, y)),
+                       ("clf", _fit(FMClassifier, "als", X, y))):
+        out[key] = (model, open(model.save(folder / f"{key}.fmz"), "rb").read())
+    return out
+
+
+def _members(blob):
+    with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def _rebuild(blob, path, edit, redigest=True, compression=zipfile.ZIP_STORED):
+    """Write to ``path`` a well-formed archive whose metadata / members went through ``edit``.
+
+    ``edit(meta, members)`` mutates the parsed metadata and the member dict in place. With
+    ``redigest`` the metadata digest is recomputed, so only deeper checks can catch the edit.
+    """
+    members = _members(blob)
+    meta = json.loads(members.pop(fio._META))
+    edit(meta, members)
+    if redigest:
+        meta["digest"] = fio.manifest_digest(meta)
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        zf.writestr(fio._META, json.dumps(meta))
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _set_array(meta, members, name, blob):
+    spec = meta["arrays"][name]
+    members[spec["file"]] = blob
+    spec["sha256"] = hashlib.sha256(blob).hexdigest()
+
+
+def test_untouched_rebuild_loads(saved, tmp_path):
+    # the helper itself produces loadable files, so the refusals below are due to the edits
+    model, blob = saved["reg"]
+    loaded = fmlearn.load(_rebuild(blob, tmp_path / "m.fmz", lambda meta, members: None))
+    X, _ = _data(seed=2)
+    assert np.array_equal(loaded.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5, 0.9, 0.999])
+def test_truncated_file_is_refused(saved, tmp_path, keep):
+    _, blob = saved["reg"]
+    path = tmp_path / "t.fmz"
+    path.write_bytes(blob[: int(len(blob) * keep)])
+    with pytest.raises(ModelFileError):
+        fmlearn.load(path)
+
+
+def test_flipped_byte_in_array_is_refused(saved, tmp_path):
+    _, blob = saved["reg"]
+    data = _members(blob)["arrays/samples_V_.npy"]
+    start = blob.find(data)
+    assert start > 0
+    pos = start + len(data) - 5  # inside the array values, past the .npy header
+    corrupt = bytearray(blob)
+    corrupt[pos] ^= 0x10
+    path = tmp_path / "flip.fmz"
+    path.write_bytes(bytes(corrupt))
+    with pytest.raises(ModelFileError):
+        fmlearn.load(path)
+
+
+def test_flipped_byte_with_valid_zip_crc_fails_the_array_checksum(saved, tmp_path):
+    _, blob = saved["reg"]
+
+    def flip(meta, members):
+        data = bytearray(members["arrays/samples_V_.npy"])
+        data[-5] ^= 0x10
+        members["arrays/samples_V_.npy"] = bytes(data)
+
+    with pytest.raises(ModelFileError, match="checksum"):
+        fmlearn.load(_rebuild(blob, tmp_path / "f.fmz", flip))
+
+
+def test_edited_manifest_bytes_are_refused(saved, tmp_path):
+    # an in-place edit of the JSON text (same length) breaks the archive's CRC
+    _, blob = saved["reg"]
+    assert b'"class": "FMRegressor"' in blob
+    path = tmp_path / "e.fmz"
+    path.write_bytes(blob.replace(b'"class": "FMRegressor"', b'"class": "FMRegresso1"'))
+    with pytest.raises(ModelFileError):
+        fmlearn.load(path)
+
+
+def _edit_shape(meta, members):
+    meta["arrays"]["w_"]["shape"] = [meta["arrays"]["w_"]["shape"][0] + 1]
+
+
+def _edit_class(meta, members):
+    meta["class"] = "FMClassifier"
+    del meta["params"]["clip_predictions"]  # so that only the learned state is inconsistent
+
+
+def _edit_factors(meta, members):
+    meta["params"]["n_factors"] = 2
+
+
+def _edit_attribute(meta, members):
+    meta["attributes"]["n_features_in_"] = 3
+
+
+@pytest.mark.parametrize("edit", [_edit_shape, _edit_class, _edit_factors, _edit_attribute])
+def test_edited_manifest_fails_its_digest(saved, tmp_path, edit):
+    _, blob = saved["reg"]
+    with pytest.raises(ModelFileError, match="metadata fails its checksum"):
+        fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit, redigest=False))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_edit_shape, "does not match its manifest"),
+    (_edit_class, "lacks classes_"),
+    (_edit_factors, "inconsistent model state"),
+    (_edit_attribute, "inconsistent model state"),
+])
+def test_consistently_edited_manifest_is_refused(saved, tmp_path, edit, match):
+    # even with a recomputed digest, the state must be coherent
+    _, blob = saved["reg"]
+    with pytest.raises(ModelFileError, match=match):
+        fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
+
+
+@pytest.mark.parametrize("which, new_class, match", [
+    ("clf", "FMRegressor", "has classes_"),
+    ("reg", "Ridge", "unknown estimator class"),
+])
+def test_renamed_class_is_refused(saved, tmp_path, which, new_class, match):
+    _, blob = saved[which]
+
+    def edit(meta, members):
+        meta["class"] = new_class
+
+    with pytest.raises(ModelFileError, match=match):
+        fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_wrong_format_version_is_refused(saved, tmp_path, version):
+    _, blob = saved["reg"]
+
+    def edit(meta, members):
+        meta["format_version"] = version
+
+    with pytest.raises(ModelFileError, match="format version"):
+        fmlearn.load(_rebuild(blob, tmp_path / "v.fmz", edit))
+
+
+class _Boom:
+    pass
+
+
+def test_extra_pickle_member_is_refused(saved, tmp_path):
+    _, blob = saved["reg"]
+
+    def edit(meta, members):
+        members["arrays/evil.pkl"] = pickle.dumps(_Boom())
+
+    with pytest.raises(ModelFileError, match="unexpected"):
+        fmlearn.load(_rebuild(blob, tmp_path / "p.fmz", edit))
+
+
+def test_array_member_holding_a_pickle_is_refused(saved, tmp_path):
+    _, blob = saved["reg"]
+
+    def edit(meta, members):
+        _set_array(meta, members, "w_", pickle.dumps(np.zeros(7)))
+
+    with pytest.raises(ModelFileError, match="cannot be read"):
+        fmlearn.load(_rebuild(blob, tmp_path / "p.fmz", edit))
+
+
+def _object_npy(values):
+    buf = io.BytesIO()
+    np.save(buf, np.array(values, dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("declared", ["|O", "<f8"])
+def test_object_dtype_array_is_refused(saved, tmp_path, declared):
+    _, blob = saved["reg"]
+
+    def edit(meta, members):
+        _set_array(meta, members, "w_", _object_npy([_Boom()] * 7))
+        meta["arrays"]["w_"]["dtype"] = declared
+
+    with pytest.raises(ModelFileError, match="disallowed dtype|does not match"):
+        fmlearn.load(_rebuild(blob, tmp_path / "o.fmz", edit))
+
+
+def test_header_claiming_a_huge_array_is_refused_before_allocation(saved, tmp_path):
+    _, blob = saved["reg"]
+    huge = 10**13  # 80 TB of float64: reading it would fail with MemoryError or worse
+
+    def edit(meta, members):
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            buf, {"descr": "<f8", "fortran_order": False, "shape": (huge,)})
+        _set_array(meta, members, "w_", buf.getvalue() + b"\0" * 56)
+        meta["arrays"]["w_"]["shape"] = [huge]
+
+    with pytest.raises(ModelFileError, match="does not match its manifest"):
+        fmlearn.load(_rebuild(blob, tmp_path / "h.fmz", edit))
+
+
+def test_compressed_member_is_refused(saved, tmp_path):
+    _, blob = saved["reg"]
+    path = _rebuild(blob, tmp_path / "c.fmz", lambda meta, members: None,
+                    compression=zipfile.ZIP_DEFLATED)
+    with pytest.raises(ModelFileError, match="compressed"):
+        fmlearn.load(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip file\n", b"PK\x03\x04garbage",
+                                     b"\x93NUMPY"])
+def test_non_zip_file_is_refused(tmp_path, content):
+    path = tmp_path / "x.fmz"
+    path.write_bytes(content)
+    with pytest.raises(ModelFileError):
+        fmlearn.load(path)
+
+
+def test_zip_without_manifest_and_directory_are_refused(tmp_path):
+    path = tmp_path / "z.fmz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("hello.txt", "hi")
+    with pytest.raises(ModelFileError, match="no fmlearn.json"):
+        fmlearn.load(path)
+    with pytest.raises(ModelFileError):
+        fmlearn.load(tmp_path)
+
+
+def test_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        fmlearn.load(tmp_path / "nope.fmz")
+
+
+def test_loading_never_unpickles(saved, tmp_path, monkeypatch):
+    model, blob = saved["reg"]
+    good = tmp_path / "good.fmz"
+    good.write_bytes(blob)
+
+    def edit(meta, members):
+        _set_array(meta, members, "w_", _object_npy([_Boom()] * 7))
+
+    bad = _rebuild(blob, tmp_path / "bad.fmz", edit)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("model loading must not unpickle")
+
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    monkeypatch.setattr(pickle, "Unpickler", forbidden)
+    calls = []
+    real_read_array = np.lib.format.read_array
+
+    def spy(fp, allow_pickle=False, **kwargs):
+        calls.append(allow_pickle)
+        return real_read_array(fp, allow_pickle=allow_pickle, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "read_array", spy)
+    loaded = fmlearn.load(good)
+    X, _ = _data(seed=3)
+    assert np.array_equal(loaded.predict(X), model.predict(X))
+    assert calls and not any(calls)
+    with pytest.raises(ModelFileError):
+        fmlearn.load(bad)
+    assert not any(calls)
+
+
+# -- atomic save ----------------------------------------------------------------------------
+@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()])
+def test_interrupted_save_keeps_the_previous_file(tmp_path, monkeypatch, exc):
+    X, y = _data()
+    old = _fit(FMRegressor, "als", X, y)
+    new = _fit(FMRegressor, "sgd", X, y)
+    path = tmp_path / "m.fmz"
+    old.save(path)
+    before = path.read_bytes()
+    real_writestr = zipfile.ZipFile.writestr
+    count = {"n": 0}
+
+    def failing_writestr(self, *args, **kwargs):
+        count["n"] += 1
+        if count["n"] == 2:  # after the manifest, in the middle of the arrays
+            raise exc
+        return real_writestr(self, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", failing_writestr)
+    with pytest.raises(type(exc)):
+        new.save(path)
+    monkeypatch.undo()
+    assert count["n"] == 2
+    assert sorted(os.listdir(tmp_path)) == ["m.fmz"]  # no temporary file left behind
+    assert path.read_bytes() == before
+    assert np.array_equal(fmlearn.load(path).predict(X), old.predict(X))
+
+
+def test_failed_rename_leaves_nothing_behind(tmp_path, monkeypatch):
+    X, y = _data()
+    model = _fit(FMRegressor, "als", X, y)
+
+    def failing_replace(src, dst):
+        raise OSError("rename failed")
+
+    monkeypatch.setattr(fio.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="rename failed"):
+        model.save(tmp_path / "m.fmz")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+
+
+def test_saved_file_has_ordinary_permissions(tmp_path):
+    X, y = _data()
+    model = _fit(FMRegressor, "als", X, y)
+    old = os.umask(0o027)
+    try:
+        path = model.save(tmp_path / "m.fmz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
