@@ -1,6 +1,7 @@
 """fmlearn: factorization machines with classic, generalized, convex and online solvers."""
 
 from .fm import FMClassifier, FMRegressor
+from .evaluate import evaluate_prequential
 from .io import load
 from .online import (
     CCFMClassifier,
@@ -22,6 +23,7 @@ __all__ = [
     "OnlineCFMRegressor",
     "OnlineFMClassifier",
     "OnlineFMRegressor",
+    "evaluate_prequential",
     "load",
     "__version__",
 ]

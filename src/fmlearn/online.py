@@ -57,6 +57,9 @@ class _OnlineBase(BaseFM):
 
     def _learner(self):
         """The learner rebuilt around the fitted state (arrays are shared, not copied)."""
+        if getattr(self, "learner_", self.learner) != self.learner:
+            raise ValueError(f"the model was fitted with learner={self.learner_!r}; "
+                             f"set learner={self.learner_!r} or fit again")
         learner = self._new_learner(int(self.n_features_in_), None)
         prefix = _STATE_PREFIX
         values = {k[len(prefix):-1]: v for k, v in vars(self).items()
@@ -253,7 +256,7 @@ class _CCFMBase(_OnlineBase):
     }
 
     def __init__(self, learner="ocg", *, delta=10.0, eta=1.0, gamma_power=0.5, gamma_offset=0.0,
-                 power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True, eig_iter=0,
+                 power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True, eig_iter=4,
                  eig_tol=1e-2, max_rank=None, memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1,
                  shuffle=True, warm_start=False, random_state=None, verbose=0):
         self.learner = learner
@@ -296,13 +299,6 @@ class _CCFMBase(_OnlineBase):
                           eig_iter=max(self.eig_iter, 10), eig_tol=min(self.eig_tol, 1e-6),
                           budget_mb=budget)
         return CCFMFTRLLearner(n_features, st, loss, si)
-
-    def _learner(self):
-        learner = super()._learner()
-        if learner.name != self.learner:
-            raise ValueError(f"the model was fitted with learner={learner.name!r}; "
-                             f"set learner={learner.name!r} or fit again")
-        return learner
 
     def _check_scale(self, X):
         # |y^| <= delta / 2 * ||x^||^2 for every C in the ball: refuse rows that would overflow
@@ -359,12 +355,13 @@ _CCFM_DOC = """
         ``"pa"`` regression: width of the insensitive zone.
     self_interaction : bool, default=True
         Model the terms x_j^2 (002's CCFM does).
-    eig_iter : int, default=0
-        ``"ocg"``: refinement steps of the eigenvector per round (two sparse products each); 0
-        uses the tracked subspace expanded with the round's row (see docs/online.md for the
-        accuracy this gives).
+    eig_iter : int, default=4
+        ``"ocg"``: the eigenvector comes from a small tracked subspace expanded with each row;
+        while its residual ||H q - theta q|| exceeds ``eig_tol * |theta|``, up to this many
+        Davidson steps (one sparse product each) refine it. 0 skips refinement (faster, less
+        accurate: see docs/online.md). For d + 1 <= 64 the step is an exact eigendecomposition.
     eig_tol : float, default=1e-2
-        ``"ocg"``: refinement stops when ||H q - theta q|| <= eig_tol |theta|.
+        ``"ocg"``: relative residual at which refinement stops.
     max_rank : int or None, default=None
         Rank cap of C kept as a basis and a small core (None: 16 for ``"ocg"``, 128 for
         ``"ogd"``/``"pa"``); when the cap reaches d+1, C is kept dense. Directions beyond the cap
@@ -431,7 +428,7 @@ class CCFMRegressor(_RegressorRange, FMRegressorMixin, _CCFMBase):
                               "clip_predictions": ["boolean"]}
 
     def __init__(self, learner="ocg", *, delta=10.0, eta=1.0, gamma_power=0.5, gamma_offset=0.0,
-                 power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True, eig_iter=0,
+                 power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True, eig_iter=4,
                  eig_tol=1e-2, max_rank=None, memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1,
                  shuffle=True, clip_predictions=True, warm_start=False, random_state=None,
                  verbose=0):
@@ -568,9 +565,9 @@ class _OnlineFMBase(_OnlineBase):
 
     def _learner(self):
         learner = super()._learner()
-        if learner.name != self.learner or learner.V.shape[1] != self.n_factors:
-            raise ValueError(f"the model was fitted with learner={learner.name!r} and "
-                             f"n_factors={learner.V.shape[1]}; fit again to change them")
+        if learner.V.shape[1] != self.n_factors:
+            raise ValueError(f"the model was fitted with n_factors={learner.V.shape[1]}; "
+                             "fit again to change it")
         return learner
 
     def _snapshot(self, learner):

@@ -200,59 +200,6 @@ def _ccfm_pred(U, K, r, ident, idx, val, n, self_inter, d, z, w):
     return 0.5 * acc
 
 
-@njit(cache=True, nogil=True)
-def _lr_apply(U, K, r, ident, v, t1, t2, out):
-    """out = C v for a dense vector v."""
-    D = v.shape[0]
-    if ident:
-        for j in range(D):
-            s = 0.0
-            for l in range(D):
-                s += K[j, l] * v[l]
-            out[j] = s
-        return
-    for a in range(r):
-        s = 0.0
-        for j in range(D):
-            s += U[a, j] * v[j]
-        t1[a] = s
-    for a in range(r):
-        s = 0.0
-        for b in range(r):
-            s += K[a, b] * t1[b]
-        t2[a] = s
-    out[:] = 0.0
-    for a in range(r):
-        c = t2[a]
-        if c != 0.0:
-            for j in range(D):
-                out[j] += c * U[a, j]
-
-
-@njit(cache=True, nogil=True)
-def _lr_from_coords(U, K, r, ident, z, t2, out):
-    """out = C v given z = U v (saves the first product when z is known)."""
-    D = out.shape[0]
-    if ident:
-        for j in range(D):
-            s = 0.0
-            for l in range(D):
-                s += K[j, l] * z[l]
-            out[j] = s
-        return
-    for a in range(r):
-        s = 0.0
-        for b in range(r):
-            s += K[a, b] * z[b]
-        t2[a] = s
-    out[:] = 0.0
-    for a in range(r):
-        c = t2[a]
-        if c != 0.0:
-            for j in range(D):
-                out[j] += c * U[a, j]
-
-
 @njit(cache=True)
 def lr_compress(U, K, r, keep, UB, nb):
     """Eigendecompose the core, keep the ``keep`` largest-|eigenvalue| directions (dropping
@@ -297,30 +244,6 @@ def lr_compress(U, K, r, keep, UB, nb):
         for b in range(nb):
             UB[k, b] = 0.0
     return n_keep, dropped
-
-
-@njit(cache=True, nogil=True)
-def _orth_against(U, r, v, a):
-    """Two passes of classical Gram-Schmidt of v against U[:r]; coefficients accumulate in a."""
-    D = v.shape[0]
-    a[:r] = 0.0
-    for _ in range(2):
-        for k in range(r):
-            s = 0.0
-            for j in range(D):
-                s += U[k, j] * v[j]
-            a[k] += s
-            for j in range(D):
-                v[j] -= s * U[k, j]
-    s = 0.0
-    for j in range(D):
-        s += v[j] * v[j]
-    return math.sqrt(s)
-
-
-# ----------------------------------------------------------------------------------------------
-# projection of a symmetric core onto the trace-norm ball (exact, by eigendecomposition)
-# ----------------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
@@ -381,14 +304,16 @@ def project_core(K, r, delta, psd):
 # ----------------------------------------------------------------------------------------------
 # the eigen tracker
 # ----------------------------------------------------------------------------------------------
-# B (m_max, D): orthonormal rows spanning the tracked subspace. GS = B S B' is kept exact through
-# every rank-one change of S; UB = U B' (r_max, m_max) links B to the basis of C, so that
-# B C B' = UB' K UB costs O(r^2 m) and C is never applied to a long vector in a plain round.
+# B (m_max, D): orthonormal rows spanning the tracked subspace, with SB = B S (rows S B_a) and
+# GS = B S B' kept exact through every rank-one change of S, and UB = U B' (r_max, m_max) linking
+# B to the basis of C, so that B C B' = UB' K UB costs O(r^2 m). The Ritz residual of any vector
+# of span(B) is then known without a product with S; a product is only needed to add a new
+# direction to the subspace.
 
 
 @njit(cache=True, nogil=True)
-def _gs_rank1(B, GS, nb, idx, val, n, coef, self_inter, d, cb):
-    """cb = B x^ and GS += coef * B G(x) B'."""
+def _gs_rank1(B, SB, GS, nb, idx, val, n, coef, self_inter, d, cb):
+    """cb = B x^; S B' and B S B' follow S += coef * G(x)."""
     for a in range(nb):
         s = 0.0
         for p in range(n):
@@ -396,6 +321,12 @@ def _gs_rank1(B, GS, nb, idx, val, n, coef, self_inter, d, cb):
         cb[a] = s
     if coef == 0.0:
         return
+    for a in range(nb):
+        for p in range(n):
+            j = idx[p]
+            SB[a, j] += coef * val[p] * cb[a]
+            if not self_inter and j < d:
+                SB[a, j] -= coef * val[p] * val[p] * B[a, j]
     for a in range(nb):
         for b in range(a, nb):
             s = cb[a] * cb[b]
@@ -409,34 +340,32 @@ def _gs_rank1(B, GS, nb, idx, val, n, coef, self_inter, d, cb):
 
 
 @njit(cache=True, nogil=True)
-def _append(B, GS, UB, nb, r, ident, v, Sv, Uv, c, c_known, bsv, work):
+def _append(B, SB, GS, UB, nb, r, ident, v, Sv, Uv, c, c_known, work):
     """Append v orthonormalized against B, given S v and (unless ``ident``) U v.
 
-    ``c`` holds B v on entry when ``c_known`` and the total Gram-Schmidt coefficients on exit.
-    GS and UB gain the new row/column from the known products, so no product with S or C is
-    recomputed. Returns the new size (unchanged when v lies in span(B))."""
+    ``c`` holds B v on entry when ``c_known``. SB, GS and UB gain the new row/column from the
+    known products (b = (v - B'c) / rho, so S b = (S v - SB'c) / rho). Returns the new size
+    (unchanged when v lies in span(B)); ``v`` is overwritten."""
     D = B.shape[1]
     n0 = 0.0
-    vsv = 0.0
     for j in range(D):
         n0 += v[j] * v[j]
-        vsv += v[j] * Sv[j]
     if n0 == 0.0:
         return nb
-    for a in range(nb):
-        s = 0.0
-        s2 = 0.0
-        for j in range(D):
-            s += B[a, j] * Sv[j]
-            s2 += B[a, j] * v[j]
-        bsv[a] = s
-        if not c_known:
-            c[a] = s2
+    if not c_known:
+        for a in range(nb):
+            s = 0.0
+            for j in range(D):
+                s += B[a, j] * v[j]
+            c[a] = s
+    for j in range(D):
+        SB[nb, j] = Sv[j]
     for a in range(nb):
         ca = c[a]
         if ca != 0.0:
             for j in range(D):
                 v[j] -= ca * B[a, j]
+                SB[nb, j] -= ca * SB[a, j]
     rho2 = 0.0
     for j in range(D):
         rho2 += v[j] * v[j]
@@ -452,6 +381,7 @@ def _append(B, GS, UB, nb, r, ident, v, Sv, Uv, c, c_known, bsv, work):
                 c[a] += ca
                 for j in range(D):
                     v[j] -= ca * B[a, j]
+                    SB[nb, j] -= ca * SB[a, j]
         rho2 = 0.0
         for j in range(D):
             rho2 += v[j] * v[j]
@@ -460,21 +390,13 @@ def _append(B, GS, UB, nb, r, ident, v, Sv, Uv, c, c_known, bsv, work):
     inv = 1.0 / math.sqrt(rho2)
     for j in range(D):
         B[nb, j] = v[j] * inv
-    # b = (v0 - B'c) / rho: B_a S b = (B_a S v0 - (GS c)_a) / rho, b S b likewise
-    cgc = 0.0
-    cbs = 0.0
-    for a in range(nb):
+        SB[nb, j] *= inv
+    for a in range(nb + 1):
         s = 0.0
-        for k in range(nb):
-            s += GS[a, k] * c[k]
-        work[a] = s
-        cgc += c[a] * s
-        cbs += c[a] * bsv[a]
-    for a in range(nb):
-        g = (bsv[a] - work[a]) * inv
-        GS[a, nb] = g
-        GS[nb, a] = g
-    GS[nb, nb] = (vsv - 2.0 * cbs + cgc) * inv * inv
+        for j in range(D):
+            s += B[a, j] * SB[nb, j]
+        GS[a, nb] = s
+        GS[nb, a] = s
     if not ident:
         for k in range(r):
             s = Uv[k]
@@ -527,10 +449,11 @@ def _ritz(GS, GC, nb, alpha, beta):
 
 
 @njit(cache=True, nogil=True)
-def _rotate(B, GS, UB, nb, r, ident, Y, sel, n_sel):
+def _rotate(B, SB, GS, UB, nb, r, ident, Y, sel, n_sel):
     """Replace the subspace by its Ritz vectors Y[:, sel[:n_sel]] (a thick restart)."""
     D = B.shape[1]
     nB = np.zeros((n_sel, D))
+    nS = np.zeros((n_sel, D))
     for k in range(n_sel):
         col = sel[k]
         for a in range(nb):
@@ -538,6 +461,7 @@ def _rotate(B, GS, UB, nb, r, ident, Y, sel, n_sel):
             if c != 0.0:
                 for j in range(D):
                     nB[k, j] += c * B[a, j]
+                    nS[k, j] += c * SB[a, j]
     gS = np.zeros((n_sel, n_sel))
     for k in range(n_sel):
         for l in range(n_sel):
@@ -560,14 +484,15 @@ def _rotate(B, GS, UB, nb, r, ident, Y, sel, n_sel):
                 UB[k, l] = nUB[k, l]
     for k in range(n_sel):
         B[k, :] = nB[k, :]
+        SB[k, :] = nS[k, :]
         for l in range(n_sel):
             GS[k, l] = gS[k, l]
     return n_sel
 
 
 @njit(cache=True)
-def tracker_refresh(Sp, Si, Sd, U, r, ident, B, GS, UB, nb):
-    """Re-orthonormalize B and recompute GS and UB exactly (removes rounding drift)."""
+def tracker_refresh(Sp, Si, Sd, U, r, ident, B, SB, GS, UB, nb):
+    """Re-orthonormalize B and recompute S B', B S B' and U B' exactly (removes rounding drift)."""
     D = B.shape[1]
     m = 0
     v = np.empty(D)
@@ -584,7 +509,6 @@ def tracker_refresh(Sp, Si, Sd, U, r, ident, B, GS, UB, nb):
         if nrm > 1e-6:
             B[m, :] = v / nrm
             m += 1
-    SB = np.empty((m, D))
     for a in range(m):
         _sym_matvec(Sp, Si, Sd, B[a], SB[a])
     for a in range(m):
@@ -673,9 +597,9 @@ def _apply_c(U, K, r, ident, UB, y, col, nb, q, t1, t2, out):
 
 
 @njit(cache=True)
-def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, ident, B, GS, UB,
-              ist, fst, eta, delta, gamma_power, gamma_offset, eig_tol, eig_iter, m_keep, r_keep,
-              refresh, limit, out):
+def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, ident, B, SB, GS,
+              UB, ist, fst, eta, delta, gamma_power, gamma_offset, eig_tol, eig_iter, m_keep,
+              r_keep, refresh, limit, out):
     """OCCFM rounds over the rows ``order`` of a CSR batch; returns the first bad row or -1.
 
     Round t (1-based, counted over the learner's life in ``ist[0]``):
@@ -683,9 +607,10 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
     1. predict y^_t = y^(x_t; C_t) and write it to ``out``;
     2. S_t = S_{t-1} + l'(y^_t, y_t) 1/2 G(x_t), so grad F_t(C) = eta S_t + 2 (C - C_1), C_1 = 0;
     3. (theta, q) = the eigenpair of H_t = -eta S_t - 2 C_t of largest |theta| (002 Thm. 1 and
-       Lemma 5: the top singular pair of a symmetric matrix is (|theta|, sign(theta) q, q)),
-       from the tracked subspace expanded with x^_t and refined by up to ``eig_iter`` residual
-       steps (two sparse products each) until ||H q - theta q|| <= eig_tol |theta|;
+       Lemma 5: the top singular pair of a symmetric matrix is (|theta|, sign(theta) q, q)):
+       the Ritz pair of the tracked subspace expanded with x^_t; while its residual
+       ||H q - theta q|| exceeds eig_tol |theta|, up to ``eig_iter`` Davidson steps add the
+       residual to the subspace (one sparse product with S each);
     4. C_{t+1} = (1 - gamma_t) C_t + gamma_t delta sign(theta) q q',
        gamma_t = min(1, (t + gamma_offset) ** -gamma_power). When H_t = 0 every point of the
        ball solves the linear step and C_t itself is taken (no move).
@@ -710,7 +635,6 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
     t1 = np.zeros(rr_)
     aU = np.zeros(rr_ + 1)
     cb = np.zeros(m_max)
-    bsv = np.zeros(m_max)
     work = np.zeros(m_max)
     GC = np.zeros((m_max, m_max))
     kb = np.zeros(max(D, rr_))
@@ -738,74 +662,80 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
             g = scale * loss_derivative(loss, pred, y[i])
             t = ist[0] + 1
             ist[0] = t
-            # -- 2. accumulated gradient (S and B S B')
+            # -- 2. accumulated gradient (S, S B', B S B')
             coef = 0.5 * g
             if coef != 0.0:
                 if not _sym_add(Sp, Si, Sd, idx, val, n, coef, self_inter, d):
                     return -2
-            _gs_rank1(B, GS, nb, idx, val, n, coef, self_inter, d, cb)
+            _gs_rank1(B, SB, GS, nb, idx, val, n, coef, self_inter, d, cb)
+            full = nb >= D  # the subspace is the whole space: Ritz pairs are eigenpairs
             ist[3] += 1
-            if ist[3] >= refresh and nb > 0:
-                nb = tracker_refresh(Sp, Si, Sd, U, r, ident, B, GS, UB, nb)
-                _gs_rank1(B, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
+            if ist[3] >= refresh and nb > 0 and not full:
+                nb = tracker_refresh(Sp, Si, Sd, U, r, ident, B, SB, GS, UB, nb)
+                _gs_rank1(B, SB, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
                 ist[3] = 0
             # -- 3. linear step
-            if nb >= m_max and m_max < D:
-                _gram_c(K, UB, r, ident, B, nb, GC, kb)
-                theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
-                nb = _rotate(B, GS, UB, nb, r, ident, Y, _top_by_magnitude(theta, m_keep, 0), m_keep)
-                _gs_rank1(B, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
-            v[:] = 0.0
-            for p in range(n):
-                v[idx[p]] = val[p]
-            _sym_rows(Sp, Si, Sd, idx, val, n, Sv)
-            nb = _append(B, GS, UB, nb, r, ident, v, Sv, z, cb, True, bsv, work)
+            if not full:
+                if nb >= m_max:
+                    _gram_c(K, UB, r, ident, B, nb, GC, kb)
+                    theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
+                    nb = _rotate(B, SB, GS, UB, nb, r, ident, Y,
+                                 _top_by_magnitude(theta, m_keep, 0), m_keep)
+                    _gs_rank1(B, SB, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
+                v[:] = 0.0
+                for p in range(n):
+                    v[idx[p]] = val[p]
+                _sym_rows(Sp, Si, Sd, idx, val, n, Sv)
+                nb = _append(B, SB, GS, UB, nb, r, ident, v, Sv, z, cb, True, work)
             ist[2] = nb
             if nb == 0:
                 continue
             _gram_c(K, UB, r, ident, B, nb, GC, kb)
             theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
             best = _argmax_abs(theta)
-            if eig_iter > 0:
-                it = 0
-                while True:
-                    th = theta[best]
-                    _combine(B, nb, Y, best, q)
-                    _sym_matvec(Sp, Si, Sd, q, Sv)
-                    _apply_c(U, K, r, ident, UB, Y, best, nb, q, t1, w, Cq)
-                    res = 0.0
-                    for j in range(D):
-                        v[j] = -eta * Sv[j] - 2.0 * Cq[j] - th * q[j]
-                        res += v[j] * v[j]
-                    res = math.sqrt(res)
-                    if th == 0.0 or res <= eig_tol * abs(th):
+            it = 0
+            while not full:
+                th = theta[best]
+                # the Ritz residual H q - theta q, with S q = SB' y known
+                _combine(B, nb, Y, best, q)
+                _apply_c(U, K, r, ident, UB, Y, best, nb, q, t1, w, Cq)
+                for j in range(D):
+                    v[j] = -2.0 * Cq[j] - th * q[j]
+                for a in range(nb):
+                    c = -eta * Y[a, best]
+                    if c != 0.0:
+                        for j in range(D):
+                            v[j] += c * SB[a, j]
+                res = 0.0
+                for j in range(D):
+                    res += v[j] * v[j]
+                res = math.sqrt(res)
+                if th == 0.0 or res <= eig_tol * abs(th):
+                    break
+                if it >= eig_iter:
+                    ist[4] += 1
+                    break
+                it += 1
+                if nb >= m_max:
+                    nb = _rotate(B, SB, GS, UB, nb, r, ident, Y,
+                                 _top_by_magnitude(theta, m_keep, 0), m_keep)
+                else:
+                    _sym_matvec(Sp, Si, Sd, v, Sv)
+                    if not ident:
+                        for k in range(r):
+                            s = 0.0
+                            for j in range(D):
+                                s += U[k, j] * v[j]
+                            Uv[k] = s
+                    nb2 = _append(B, SB, GS, UB, nb, r, ident, v, Sv, Uv, cb, False, work)
+                    if nb2 == nb:
                         break
-                    if it >= eig_iter:
-                        ist[4] += 1
-                        break
-                    it += 1
-                    if nb >= D:
-                        break
-                    if nb >= m_max:
-                        nb = _rotate(B, GS, UB, nb, r, ident, Y,
-                                     _top_by_magnitude(theta, m_keep, 0), m_keep)
-                    else:
-                        _sym_matvec(Sp, Si, Sd, v, Sv)
-                        if not ident:
-                            for k in range(r):
-                                s = 0.0
-                                for j in range(D):
-                                    s += U[k, j] * v[j]
-                                Uv[k] = s
-                        nb2 = _append(B, GS, UB, nb, r, ident, v, Sv, Uv, cb, False, bsv, work)
-                        if nb2 == nb:
-                            break
-                        nb = nb2
-                    _gram_c(K, UB, r, ident, B, nb, GC, kb)
-                    theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
-                    best = _argmax_abs(theta)
-                if theta[best] != 0.0:
-                    fst[1] += res / abs(theta[best])
+                    nb = nb2
+                _gram_c(K, UB, r, ident, B, nb, GC, kb)
+                theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
+                best = _argmax_abs(theta)
+            if not full and theta[best] != 0.0:
+                fst[1] += res / abs(theta[best])
             ist[2] = nb
             th = theta[best]
             fst[2] = th
@@ -934,9 +864,15 @@ PA = 1
 
 @njit(cache=True, nogil=True)
 def _extend_coordinates(U, K, r, idx, n, keep, fst, v, work):
-    """Extend the basis with e_j (j in the row) so that G(x) lies in span(U); returns r."""
+    """Extend the basis with e_j (j in the row) so that G(x) lies in span(U); returns r.
+
+    Room for all n directions is made first (compressing to ``keep`` <= r_max - n), so that a
+    coordinate already in span(U) cannot be lost by a later compression."""
     D = U.shape[1]
     r_max = U.shape[0]
+    if r + n > r_max:
+        r, dropped = lr_compress(U, K, r, min(keep, r_max - n), work, 0)
+        fst[0] += dropped
     for p in range(n):
         j = idx[p]
         # e_j - U' U e_j: its norm^2 is 1 - ||U[:, j]||^2
@@ -945,9 +881,6 @@ def _extend_coordinates(U, K, r, idx, n, keep, fst, v, work):
             s += U[k, j] * U[k, j]
         if 1.0 - s <= 1e-18:
             continue
-        if r >= r_max:
-            r, dropped = lr_compress(U, K, r, keep, work, 0)
-            fst[0] += dropped
         v[:] = 0.0
         v[j] = 1.0
         for _ in range(2):
@@ -1107,14 +1040,23 @@ def _row(indptr, indices, data, i, d, augment, idx, val):
 
 
 @njit(cache=True, nogil=True)
-def _eig_pred(V, lam, k, idx, val, n, self_inter, d, lin, augment):
-    """Linear part (CFM) + 1/2 x~' (sum_k lam_k v_k v_k') x~ - self-interactions."""
+def _eig_pred(V, lam, k, alpha, Sp, Si, Sd, idx, val, n, self_inter, d, lin, augment):
+    """Linear part (CFM) + 1/2 x~' M x~ - self-interactions, M = alpha S + sum_k lam_k v_k v_k'."""
     acc = 0.0
     if not augment:
         acc = lin[d, 2]
         for p in range(n):
             acc += lin[idx[p], 2] * val[p]
     quad = 0.0
+    if alpha != 0.0:
+        for a in range(n):
+            j = idx[a]
+            for b in range(n):
+                if a == b and not self_inter and j < d:
+                    continue
+                pos = _find(Sp, Si, j, idx[b])
+                if pos >= 0:
+                    quad += alpha * Sd[pos] * val[a] * val[b]
     for a in range(k):
         s = 0.0
         diag = 0.0
@@ -1153,7 +1095,6 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
     idx = np.empty(maxn, dtype=np.int64)
     val = np.empty(maxn)
     cb = np.zeros(m_max)
-    bsv = np.zeros(m_max)
     work = np.zeros(m_max)
     v = np.zeros(D)
     Sv = np.zeros(D)
@@ -1163,12 +1104,14 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
         i = order[rr]
         n = _row(Xp, Xi, Xd, i, d, augment, idx, val)
         if sw[i] <= 0.0:
-            out[i] = _eig_pred(V, lam, ist[1], idx, val, n, self_inter, d, lin, augment)
+            out[i] = _eig_pred(V, lam, ist[1], fst[1], Sp, Si, Sd, idx, val, n, self_inter, d, lin,
+                               augment)
             continue
         reps = max(1, int(math.ceil(sw[i])))
         scale = sw[i] / reps
         for rep in range(reps):
-            pred = _eig_pred(V, lam, ist[1], idx, val, n, self_inter, d, lin, augment)
+            pred = _eig_pred(V, lam, ist[1], fst[1], Sp, Si, Sd, idx, val, n, self_inter, d, lin,
+                             augment)
             if rep == 0:
                 out[i] = pred
             if not (abs(pred) <= limit):
@@ -1186,6 +1129,19 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
                 if not _sym_add(Sp, Si, Sd, idx, val, n, coef, self_inter, d):
                     return -2
             eta_t = eta0 / math.pow(t, power_t)
+            # ||S_t||_tr <= sum_tau |l'_tau| / 2 ||G(x_tau)||_tr: while eta_t times this bound is
+            # at most delta the projection is the identity and M = -eta_t S_t exactly
+            gtr = 0.0
+            for p in range(n):
+                gtr += val[p] * val[p]
+                if not self_inter and idx[p] < d:
+                    gtr += val[p] * val[p]
+            fst[2] += abs(coef) * gtr
+            fst[1] = 0.0
+            if not dense and eta_t * fst[2] <= delta and not psd:
+                fst[1] = -eta_t
+                ist[1] = 0
+                continue
             if dense:
                 sym_dense(Sp, Si, Sd, Sdense)
                 for a in range(D):
@@ -1208,43 +1164,22 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
                 ist[1] = k
                 continue
             # -- tracked subspace: S B (rank-one), B S B', expansion with x~
-            for a in range(nb):
-                s = 0.0
-                for p in range(n):
-                    s += B[a, idx[p]] * val[p]
-                cb[a] = s
-            if coef != 0.0:
-                for a in range(nb):
-                    for p in range(n):
-                        j = idx[p]
-                        SB[a, j] += coef * val[p] * cb[a]
-                        if not self_inter and j < d:
-                            SB[a, j] -= coef * val[p] * val[p] * B[a, j]
-                _gs_rank1(B, GS, nb, idx, val, n, coef, self_inter, d, work)
+            _gs_rank1(B, SB, GS, nb, idx, val, n, coef, self_inter, d, cb)
             ist[3] += 1
             if ist[3] >= refresh and nb > 0:
-                nb = tracker_refresh(Sp, Si, Sd, dummy, 0, True, B, GS, dummy, nb)
-                for a in range(nb):
-                    _sym_matvec(Sp, Si, Sd, B[a], SB[a])
-                    s = 0.0
-                    for p in range(n):
-                        s += B[a, idx[p]] * val[p]
-                    cb[a] = s
+                nb = tracker_refresh(Sp, Si, Sd, dummy, 0, True, B, SB, GS, dummy, nb)
+                _gs_rank1(B, SB, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
                 ist[3] = 0
             if nb >= m_max:
                 th, Y = _ritz(GS, GS, nb, -1.0, 0.0)
                 sel = _top_by_magnitude(th, m_keep, 1 if psd else 0)
-                nb = _rotate_sb(B, SB, GS, nb, Y, sel, m_keep)
-                for a in range(nb):
-                    s = 0.0
-                    for p in range(n):
-                        s += B[a, idx[p]] * val[p]
-                    cb[a] = s
+                nb = _rotate(B, SB, GS, dummy, nb, 0, True, Y, sel, m_keep)
+                _gs_rank1(B, SB, GS, nb, idx, val, n, 0.0, self_inter, d, cb)
             v[:] = 0.0
             for p in range(n):
                 v[idx[p]] = val[p]
             _sym_rows(Sp, Si, Sd, idx, val, n, Sv)
-            nb = _append_sb(B, SB, GS, nb, v, Sv, cb, True, bsv, work)
+            nb = _append(B, SB, GS, dummy, nb, 0, True, v, Sv, dummy[0], cb, True, work)
             ist[2] = nb
             if nb == 0:
                 continue
@@ -1280,7 +1215,7 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
                 it += 1
                 if nb >= m_max:
                     sel = _top_by_magnitude(th, m_keep, 1 if psd else 0)
-                    nb = _rotate_sb(B, SB, GS, nb, Y, sel, m_keep)
+                    nb = _rotate(B, SB, GS, dummy, nb, 0, True, Y, sel, m_keep)
                 else:
                     for j in range(D):
                         s = 0.0
@@ -1290,7 +1225,7 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
                             qj += Y[b, wcol] * B[b, j]
                         v[j] = s - th[wcol] * qj
                     _sym_matvec(Sp, Si, Sd, v, Sv)
-                    nb2 = _append_sb(B, SB, GS, nb, v, Sv, cb, False, bsv, work)
+                    nb2 = _append(B, SB, GS, dummy, nb, 0, True, v, Sv, dummy[0], cb, False, work)
                     if nb2 == nb:
                         break
                     nb = nb2
@@ -1312,55 +1247,14 @@ def trace_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, augment, psd, d
                             V[k, j] += c * B[b, j]
                     lam[k] = m
                     k += 1
-            if k == nb and tau > 0.0:
+            if k == nb:
                 fst[0] += 1.0  # every Ritz pair survived: the projection may miss mass
             ist[1] = k
     return -1
 
 
-@njit(cache=True, nogil=True)
-def _append_sb(B, SB, GS, nb, v, Sv, c, c_known, bsv, work):
-    """``_append`` for a tracker that also keeps S B (the FTRL learner): S b is known."""
-    D = B.shape[1]
-    v0 = v.copy()
-    Sv0 = Sv.copy()
-    dummy = np.zeros((1, 1))
-    nb2 = _append(B, GS, dummy, nb, 0, True, v, Sv, dummy[0], c, c_known, bsv, work)
-    if nb2 == nb:
-        return nb
-    # S b = (S v0 - sum_a c_a S B_a) / rho, rho = (v0 - B'c) . b = v0 . b (b is orthogonal to B)
-    rho = 0.0
-    for j in range(D):
-        rho += v0[j] * B[nb, j]
-    inv = 1.0 / rho
-    for j in range(D):
-        s = Sv0[j]
-        for a in range(nb):
-            s -= c[a] * SB[a, j]
-        SB[nb, j] = s * inv
-    return nb2
-
-
-@njit(cache=True, nogil=True)
-def _rotate_sb(B, SB, GS, nb, Y, sel, n_sel):
-    """``_rotate`` that also rotates S B."""
-    D = B.shape[1]
-    nS = np.zeros((n_sel, D))
-    for k in range(n_sel):
-        for a in range(nb):
-            c = Y[a, sel[k]]
-            if c != 0.0:
-                for j in range(D):
-                    nS[k, j] += c * SB[a, j]
-    dummy = np.zeros((1, 1))
-    _rotate(B, GS, dummy, nb, 0, True, Y, sel, n_sel)
-    for k in range(n_sel):
-        SB[k, :] = nS[k, :]
-    return n_sel
-
-
 @njit(cache=True, parallel=True)
-def eig_predict(Xp, Xi, Xd, V, lam, k, self_inter, augment, lin, out):
+def eig_predict(Xp, Xi, Xd, V, lam, k, alpha, Sp, Si, Sd, self_inter, augment, lin, out):
     """Predictions of a model kept as eigenpairs (the FTRL learners), rows in parallel."""
     n_rows = Xp.shape[0] - 1
     D = V.shape[1]
@@ -1372,5 +1266,5 @@ def eig_predict(Xp, Xi, Xd, V, lam, k, self_inter, augment, lin, out):
         idx = np.empty(maxn, dtype=np.int64)
         val = np.empty(maxn)
         n = _row(Xp, Xi, Xd, i, d, augment, idx, val)
-        out[i] = _eig_pred(V, lam, k, idx, val, n, self_inter, d, lin, augment)
+        out[i] = _eig_pred(V, lam, k, alpha, Sp, Si, Sd, idx, val, n, self_inter, d, lin, augment)
     return out

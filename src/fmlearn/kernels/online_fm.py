@@ -14,7 +14,8 @@ from numba import njit
 
 from ..losses import LOGISTIC, SMOOTHNESS, loss_derivative
 from .online import ftrl_coord
-from .sgd import _grad_norm2, _pred_and_sums
+from .predict import fm_row
+from .sgd import _grad_norm2
 
 
 @njit(cache=True)
@@ -28,9 +29,10 @@ def fm_ogd_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, eta0, power
     SGD does), which cannot overshoot a row's target whatever the feature scale."""
     k = V.shape[1]
     q = np.empty(k)
+    qq = np.empty(k)
     for r in range(order.shape[0]):
         i = order[r]
-        pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
         out[i] = pred
         if sw[i] <= 0.0:
             continue
@@ -38,7 +40,7 @@ def fm_ogd_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, eta0, power
         scale = sw[i] / reps
         for rep in range(reps):
             if rep > 0:
-                pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
             if not (abs(pred) <= limit):
                 return i
             t = ist[0] + 1
@@ -67,9 +69,10 @@ def fm_pa_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, pa_c, epsilo
     theta <- theta - tau s h, s = d l_PA / d f."""
     k = V.shape[1]
     q = np.empty(k)
+    qq = np.empty(k)
     for r in range(order.shape[0]):
         i = order[r]
-        pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
         out[i] = pred
         if sw[i] <= 0.0:
             continue
@@ -77,7 +80,7 @@ def fm_pa_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, pa_c, epsilo
         scale = sw[i] / reps
         for rep in range(reps):
             if rep > 0:
-                pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
             if not (abs(pred) <= limit):
                 return i
             ist[0] += 1
@@ -114,9 +117,10 @@ def fm_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, zn0, znw, Vz, Vn, params0, w, 
     random initialization instead of 0 (from 0 every factor gradient would vanish)."""
     k = V.shape[1]
     q = np.empty(k)
+    qq = np.empty(k)
     for r in range(order.shape[0]):
         i = order[r]
-        pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
         out[i] = pred
         if sw[i] <= 0.0:
             continue
@@ -124,7 +128,7 @@ def fm_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, zn0, znw, Vz, Vn, params0, w, 
         scale = sw[i] / reps
         for rep in range(reps):
             if rep > 0:
-                pred = _pred_and_sums(Xp, Xi, Xd, i, params0[0], w, V, q)
+                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
             if not (abs(pred) <= limit):
                 return i
             ist[0] += 1

@@ -149,12 +149,14 @@ class LowRankSym:
 
 
 class Tracker:
-    """Subspace B (m_max x D, orthonormal rows) with B S B' and U B' (see kernels.online)."""
+    """Subspace B (m_max x D, orthonormal rows) with S B', B S B' and U B' (see
+    kernels.online)."""
 
-    FIELDS = ("B", "GS", "UB", "nb")
+    FIELDS = ("B", "SB", "GS", "UB", "nb")
 
     def __init__(self, D, m_max, r_max):
         self.B = np.zeros((m_max, D))
+        self.SB = np.zeros((m_max, D))
         self.GS = np.zeros((m_max, m_max))
         self.UB = np.zeros((max(r_max, 1), m_max))
         self.nb = 0

@@ -90,12 +90,13 @@ class _TraceFTRLLearner(OnlineLearner):
         cap = D if self.dense else m_max
         self.S = SymAccumulator(D, settings.budget_mb)
         self.tracker = Tracker(D, 1 if self.dense else m_max, 0)
-        self.tracker.SB = np.zeros_like(self.tracker.B)
         self.V = np.zeros((cap, D))
         self.lam = np.zeros(cap)
         self.lin = np.zeros((n_features + 1, 3))  # (z, n, w) of w_0..w_{d-1} and of w0 (CFM)
         self.ist = np.zeros(5, dtype=np.int64)  # t, k, nb, since refresh, inexact rounds
-        self.fst = np.zeros(1)  # rounds where every Ritz pair survived the projection
+        # rounds where every Ritz pair survived the projection, alpha (M = alpha S + ...),
+        # the bound on ||S||_tr
+        self.fst = np.zeros(3)
 
     def learn(self, csr, y, sw, order, out, limit=np.inf):
         indptr, indices, data = csr
@@ -120,15 +121,21 @@ class _TraceFTRLLearner(OnlineLearner):
     def predict(self, csr):
         indptr, indices, data = csr
         out = np.empty(indptr.shape[0] - 1)
-        eig_predict(indptr, indices, data, self.V, self.lam, int(self.ist[1]),
-                    self.self_interaction, self.augment, self.lin, out)
+        eig_predict(indptr, indices, data, self.V, self.lam, int(self.ist[1]), float(self.fst[1]),
+                    self.S.indptr, self.S.indices, self.S.data, self.self_interaction,
+                    self.augment, self.lin, out)
         return out
 
     def matrix(self):
         k = int(self.ist[1])
-        return (self.V[:k].T * self.lam[:k]) @ self.V[:k]
+        M = (self.V[:k].T * self.lam[:k]) @ self.V[:k]
+        if self.fst[1] != 0.0:
+            M = M + self.fst[1] * self.S.to_dense()
+        return M
 
     def trace_norm(self):
+        if self.fst[1] != 0.0:
+            return float(np.abs(np.linalg.eigvalsh(self.matrix())).sum())
         return float(np.abs(self.lam[: int(self.ist[1])]).sum())
 
     FIELDS = ("V", "lam", "lin", "ist", "fst")

@@ -32,9 +32,9 @@ class OCGSettings:
     delta : trace-norm bound of the decision set K.
     gamma_power, gamma_offset : gamma_t = min(1, (t + gamma_offset) ** -gamma_power)
         (the paper: power 1/2, offset 0).
-    eig_iter, eig_tol : up to ``eig_iter`` refinement steps (two sparse products each) per
-        round, until the Ritz residual is below ``eig_tol * |theta|``; 0 uses the tracked
-        subspace expanded with the round's row only.
+    eig_iter, eig_tol : while the Ritz residual exceeds ``eig_tol * |theta|``, up to
+        ``eig_iter`` Davidson steps per round (one sparse product with S each); 0 uses the
+        tracked subspace expanded with the round's row only.
     m_max, m_keep : size of the tracked subspace and how much a restart keeps.
     refresh : rounds between exact recomputations of the tracked products.
     max_rank, budget_mb : rank cap of C (see ``choose_rank``).
@@ -44,10 +44,10 @@ class OCGSettings:
     delta: float
     gamma_power: float = 0.5
     gamma_offset: float = 0.0
-    eig_iter: int = 0
+    eig_iter: int = 4
     eig_tol: float = 1e-2
-    m_max: int = 6
-    m_keep: int = 2
+    m_max: int = 8
+    m_keep: int = 3
     refresh: int = 5000
     max_rank: int = 16
     budget_mb: float = DEFAULT_BUDGET_MB
@@ -66,6 +66,12 @@ class OCGLearner(CCFMMatrixLearner):
         # up to FULL_SUBSPACE coordinates the tracked subspace is the whole space (exact step)
         m_max = self.D if self.D <= FULL_SUBSPACE else max(2, settings.m_max)
         self.tracker = Tracker(self.D, m_max, 0 if self.C.ident else self.C.r_max)
+        if m_max == self.D:
+            # the whole space from the first round on: S = 0 and C = 0, so B S B' = B C B' = 0
+            self.tracker.B[:] = np.eye(self.D)
+            self.tracker.nb = self.D
+            if not self.C.ident:
+                self.tracker.UB[:] = 0.0
 
     def learn(self, csr, y, sw, order, out, limit=np.inf):
         """Run the rounds ``order`` of the CSR batch; returns ``(bad_row, info)``."""
@@ -79,7 +85,8 @@ class OCGLearner(CCFMMatrixLearner):
         r_keep = max(1, self.C.r_max // 2)
         bad = ocg_batch(indptr, indices, data, y, sw, order, self.loss_code,
                         self.self_interaction, self.S.indptr, self.S.indices, self.S.data,
-                        self.C.U, self.C.K, self.C.ident, tr.B, tr.GS, tr.UB, self.ist, self.fst,
+                        self.C.U, self.C.K, self.C.ident, tr.B, tr.SB, tr.GS, tr.UB, self.ist,
+                        self.fst,
                         float(s.eta), float(s.delta), float(s.gamma_power), float(s.gamma_offset),
                         float(s.eig_tol), int(s.eig_iter), m_keep, r_keep, int(s.refresh),
                         float(limit), out)

@@ -49,7 +49,7 @@ def _ccfm_projected(learner, csr, y, sw, order, out, limit, mode, eta0, power_t,
     C = learner.C
     learner.ist[1] = C.r
     maxn = int(np.max(np.diff(indptr))) + 1 if indptr.shape[0] > 1 else 1
-    r_keep = max(1, C.r_max - 2 * maxn)
+    r_keep = max(1, C.r_max - maxn)
     bad = ccfm_proj_batch(indptr, indices, data, y, sw, order, learner.loss_code,
                           learner.self_interaction, mode, C.U, C.K, C.ident, learner.ist,
                           learner.fst, float(eta0), float(power_t), float(delta), float(pa_c),
