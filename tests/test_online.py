@@ -60,14 +60,16 @@ def _learn(learner, X, y, rows=None):
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("self_inter", [True, False])
 def test_ocg_small_d_is_exact_algorithm_2(loss, self_inter):
-    # d + 1 <= 64: the tracked subspace is the whole space, so every linear step is exact
+    # d + 1 <= 64: C is dense and the linear step is Lanczos on the whole H to a relative
+    # residual of 1e-6, so the iterates follow the exact algorithm (eigh) to ~1e-6
     rng = np.random.default_rng(1)
     X, y = _stream(300, 10, 0.4, rng, loss)
     p_ref, C_ref, _ = ref.ocg(X, y, 0.5, 4.0, self_inter, loss)
     L = OCGLearner(10, OCGSettings(eta=0.5, delta=4.0), LOSS[loss], self_inter)
+    assert L.C.ident
     out = _learn(L, X, y)
-    np.testing.assert_allclose(out, p_ref, atol=1e-8)
-    np.testing.assert_allclose(L.matrix(), C_ref, atol=1e-8)
+    np.testing.assert_allclose(out, p_ref, atol=1e-4)
+    np.testing.assert_allclose(L.matrix(), C_ref, atol=1e-4)
 
 
 @pytest.mark.parametrize("self_inter", [True, False])
@@ -226,15 +228,18 @@ def test_implicit_ogd_step_matches_oracle():
 # -- the decision set ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("learner", ["ocg", "ogd", "pa", "ftrl"])
-@pytest.mark.parametrize("d, max_rank", [(12, None), (150, 8)])
+@pytest.mark.parametrize("d, max_rank", [(12, None), (100, 30)])
 def test_iterate_never_leaves_the_ball(learner, d, max_rank):
+    # both representations (dense C; a basis of at most 30 vectors for d + 1 = 101, where the
+    # cap forces compressions), every learner, checked after every batch
     delta = 2.5
-    X, y, _ = make_ccfm_stream(1500, d, rank=3, trace_norm=4.0, density=min(1.0, 6.0 / d),
+    n = 600
+    X, y, _ = make_ccfm_stream(n, d, rank=3, trace_norm=4.0, density=min(1.0, 5.0 / d),
                                noise=0.3, random_state=10)
     m = CCFMRegressor(learner, delta=delta, eta=2.0, gamma_power=0.75, max_rank=max_rank,
                       shuffle=False)
-    for start in range(0, 1500, 150):
-        m.partial_fit(X[start:start + 150], y[start:start + 150])
+    for start in range(0, n, 100):
+        m.partial_fit(X[start:start + 100], y[start:start + 100])
         assert m.trace_norm() <= delta * (1 + 1e-9)
     C = m.augmented_matrix()
     np.testing.assert_allclose(C, C.T, atol=1e-12)
@@ -243,13 +248,13 @@ def test_iterate_never_leaves_the_ball(learner, d, max_rank):
 
 # -- regret against a planted comparator (002 Theorem 3) ---------------------------------------
 
-@pytest.mark.parametrize("fields", [None, [30, 30]])
+@pytest.mark.parametrize("fields", [None, [20, 20]])
 def test_average_regret_falls_with_log_log_slope_below_0_8(fields):
     # Theorem 3: regret_T <= 12 D G T^(3/4) + D G T^(1/4): cumulative regret against the planted
     # C* (inside the ball) must grow sublinearly; we assert the slope of log R(T) on log T over
     # the last decade, and that the average regret falls.
-    T, d = 40000, 60
-    X, y, C = make_ccfm_stream(T, d, rank=3, trace_norm=4.0, density=0.15, fields=fields,
+    T, d = 20000, 40
+    X, y, C = make_ccfm_stream(T, d, rank=3, trace_norm=4.0, density=0.2, fields=fields,
                                noise=0.1, random_state=11)
     X = to_csr(X)
     comparator = ccfm_losses(*raw(X), y, np.zeros((0, d + 1)), C, d + 1, True, True, SQUARED)
@@ -266,36 +271,38 @@ def test_average_regret_falls_with_log_log_slope_below_0_8(fields):
 
 # -- cost flat in t ---------------------------------------------------------------------------
 
-def test_per_round_time_is_flat_along_the_stream():
-    # one-hot user/item rows, d = 4000: the first and last 10% of a 40,000-round stream take the
-    # same time per round (within a factor 1.5; min over three timings of copies of the model)
-    n, fields = 40000, [2000, 2000]
-    X, y, _ = make_ccfm_stream(n, 4000, rank=3, trace_norm=5.0, fields=fields, noise=0.3,
-                               random_state=12)
+@pytest.mark.parametrize("eig_iter", [0, 4])
+def test_per_round_time_is_flat_along_the_stream(eig_iter):
+    # one-hot user/item rows, d = 2000, 30,000 rounds, the gradient pattern built beforehand:
+    # the last 10% of the stream costs no more per round than the first 10% (min of three
+    # timings on copies of the model). Without refinement the work per round is the same
+    # throughout (factor 1.5 both ways); the default refines the eigenvector more often early,
+    # while gamma_t is large and C moves fast, so there the bound is one-sided.
+    n = 30000
+    X, y, _ = make_ccfm_stream(n, 2000, rank=3, trace_norm=5.0, fields=[1000, 1000],
+                               noise=0.3, random_state=12)
     cut = n // 10
-    first, middle, last = slice(0, cut), slice(cut, n - cut), slice(n - cut, n)
-    m = CCFMRegressor(delta=5.0, eta=1.0, shuffle=False)
-    m.partial_fit(X[:10], y[:10])  # compile and build the pattern outside the timings
+    m = CCFMRegressor(delta=5.0, eta=1.0, shuffle=False, eig_iter=eig_iter)
+    m.partial_fit(X[:1], y[:1])
+    learner = m._learner()
+    learner.S.ensure_pattern(*raw(to_csr(X))[:2])
+    m._keep(learner)
 
     def timed(model, sl):
         best = np.inf
         for _ in range(3):
             mm = copy.deepcopy(model)
-            mm.partial_fit(X[:0 + 1], y[:1])  # pattern merge of a known row: cheap
             t0 = time.perf_counter()
             mm.partial_fit(X[sl], y[sl])
             best = min(best, time.perf_counter() - t0)
         return best
 
-    m0 = copy.deepcopy(m)
-    # the whole stream's pattern first, so that no timing includes growing it
-    m0._learner().S.ensure_pattern(*raw(to_csr(X))[:2])
-    early = timed(m0, first)
-    m0.partial_fit(X[first], y[first])
-    m0.partial_fit(X[middle], y[middle])
-    late = timed(m0, last)
+    early = timed(m, slice(1, cut + 1))
+    m.partial_fit(X[1:n - cut], y[1:n - cut])
+    late = timed(m, slice(n - cut, n))
     assert late / early < 1.5
-    assert early / late < 1.5
+    if eig_iter == 0:
+        assert early / late < 1.5
 
 
 def test_memory_does_not_grow_with_rounds():
@@ -501,6 +508,8 @@ def test_bad_input_raises_clear_errors():
         CCFMClassifier().fit(X, np.ones(len(X)))
     with pytest.raises(MemoryError, match="budget"):
         CCFMRegressor(memory_budget_mb=0.01).fit(np.ones((5, 200)), np.ones(5))
+    with pytest.raises(ValueError, match="max_rank"):
+        CCFMRegressor("ogd", max_rank=20).fit(np.ones((5, 100)), np.ones(5))
 
 
 def test_divergence_stops_and_keeps_the_previous_model():

@@ -589,11 +589,194 @@ def _apply_c(U, K, r, ident, UB, y, col, nb, q, t1, t2, out):
 
 
 # ----------------------------------------------------------------------------------------------
+# small dense case: Lanczos with full reorthogonalization for the extreme eigenpair
+# ----------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _sturm_count(a, b, k, x):
+    """Number of eigenvalues below x of the tridiagonal matrix (diagonal a, off-diagonal b)."""
+    count = 0
+    dd = a[0] - x
+    if dd < 0.0:
+        count += 1
+    for i in range(1, k):
+        if dd == 0.0:
+            dd = 1e-300
+        dd = a[i] - x - b[i - 1] * b[i - 1] / dd
+        if dd < 0.0:
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _tridiag_bisect(a, b, k, index, n_steps):
+    """Eigenvalue number ``index`` (ascending) of a k x k symmetric tridiagonal matrix
+    (diagonal a, off-diagonal b), bracketed by bisection on Sturm counts within the
+    Gershgorin interval (``n_steps`` halvings)."""
+    lo = 0.0
+    hi = 0.0
+    for i in range(k):
+        r = (abs(b[i - 1]) if i > 0 else 0.0) + (abs(b[i]) if i < k - 1 else 0.0)
+        if i == 0 or a[i] - r < lo:
+            lo = a[i] - r
+        if i == 0 or a[i] + r > hi:
+            hi = a[i] + r
+    for _ in range(n_steps):
+        mid = 0.5 * (lo + hi)
+        if _sturm_count(a, b, k, mid) <= index:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@njit(cache=True, nogil=True)
+def _tridiag_vector(a, b, k, lam, y, work):
+    """Unit eigenvector for the approximate eigenvalue ``lam`` by two steps of inverse
+    iteration (Thomas algorithm); returns the Rayleigh quotient y'Ty, which refines ``lam``
+    to about the square of the vector's accuracy."""
+    scale = 1e-300
+    for i in range(k):
+        scale = max(scale, abs(a[i]) + (abs(b[i]) if i < k - 1 else 0.0))
+    shift = lam + 1e-12 * scale
+    for i in range(k):
+        y[i] = 1.0
+    for _ in range(2):
+        dd = a[0] - shift
+        if dd == 0.0:
+            dd = 1e-300
+        work[0] = dd
+        for i in range(1, k):
+            m = b[i - 1] / work[i - 1]
+            dd = a[i] - shift - m * b[i - 1]
+            if dd == 0.0:
+                dd = 1e-300
+            work[i] = dd
+            y[i] -= m * y[i - 1]
+        y[k - 1] /= work[k - 1]
+        for i in range(k - 2, -1, -1):
+            y[i] = (y[i] - b[i] * y[i + 1]) / work[i]
+        nrm = 0.0
+        for i in range(k):
+            nrm += y[i] * y[i]
+        nrm = math.sqrt(nrm)
+        for i in range(k):
+            y[i] /= nrm
+    rq = 0.0
+    for i in range(k):
+        s = a[i] * y[i]
+        if i > 0:
+            s += b[i - 1] * y[i - 1]
+        if i < k - 1:
+            s += b[i] * y[i + 1]
+        rq += y[i] * s
+    return rq
+
+
+# Weight of the pseudo-random part of Lanczos' start vector: the warm start (the previous
+# eigenvector) usually lies near the new one, but after a conditional-gradient step the extreme
+# eigenvalue often moves to another eigenvector, which the start vector must not miss.
+PERTURB = 0.05
+
+
+@njit(cache=True, nogil=True)
+def _lanczos_top(S, K, eta, q0, seed, tol, H, V, a, b, y, work, w, q):
+    """Eigenpair of largest |eigenvalue| of H = -eta S - 2 K (dense, D x D) by Lanczos with
+    full reorthogonalization from q0 (slightly perturbed, deterministically from ``seed``, so
+    that every eigenvector is reachable). Stops when the Ritz residual beta |y_k| is at most
+    tol |theta| (checked at k = 6, 10, 14, ...), or at k = D (then exact up to rounding); an
+    invariant subspace found early is left with a fresh start vector orthogonal to it. Writes
+    the unit eigenvector to q and returns theta."""
+    D = q0.shape[0]
+    for j in range(D):
+        for l in range(D):
+            H[j, l] = -eta * S[j, l] - 2.0 * K[j, l]
+    h = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+    rn = 0.0
+    for j in range(D):
+        h = h * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+        w[j] = (float(h >> np.uint64(11)) / 9007199254740992.0) - 0.5
+        rn += w[j] * w[j]
+    rn = PERTURB / math.sqrt(rn)
+    nrm = 0.0
+    for j in range(D):
+        V[0, j] = q0[j] + rn * w[j]
+        nrm += V[0, j] * V[0, j]
+    nrm = math.sqrt(nrm)
+    for j in range(D):
+        V[0, j] /= nrm
+    theta = 0.0
+    kk = 0
+    for k in range(D):
+        for j in range(D):
+            s = 0.0
+            for l in range(D):
+                s += H[j, l] * V[k, l]
+            w[j] = s
+        s = 0.0
+        for j in range(D):
+            s += V[k, j] * w[j]
+        a[k] = s
+        for i in range(k + 1):  # full reorthogonalization (includes the three-term recurrence)
+            c = 0.0
+            for j in range(D):
+                c += V[i, j] * w[j]
+            for j in range(D):
+                w[j] -= c * V[i, j]
+        beta = 0.0
+        for j in range(D):
+            beta += w[j] * w[j]
+        beta = math.sqrt(beta)
+        kk = k + 1
+        # the tridiagonal eigen-solve costs O(k) per bisection step: check at k = 6, 10, 14, ...
+        check = kk == D or (kk >= 6 and kk % 4 == 2) or beta <= 1e-12 * max(abs(a[k]), 1e-300)
+        if check:
+            # both ends to ~1e-7 by bisection; the vector of the larger |theta| by inverse
+            # iteration, its Rayleigh quotient as theta
+            th_hi = _tridiag_bisect(a, b, kk, kk - 1, 24)
+            th_lo = _tridiag_bisect(a, b, kk, 0, 24)
+            theta = _tridiag_vector(a, b, kk, th_hi if abs(th_hi) >= abs(th_lo) else th_lo,
+                                    y, work)
+            if kk == D or beta * abs(y[kk - 1]) <= tol * abs(theta):
+                break
+        if beta <= 1e-12 * max(abs(theta), abs(a[k]), 1e-300):
+            # invariant subspace: continue from a deterministic vector orthogonal to it
+            for j in range(D):
+                h = h * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+                w[j] = (float(h >> np.uint64(11)) / 9007199254740992.0) - 0.5
+            for _ in range(2):
+                for i in range(k + 1):
+                    c = 0.0
+                    for j in range(D):
+                        c += V[i, j] * w[j]
+                    for j in range(D):
+                        w[j] -= c * V[i, j]
+            beta_n = math.sqrt(np.sum(w * w))
+            for j in range(D):
+                V[k + 1, j] = w[j] / beta_n
+            b[k] = 0.0
+            continue
+        b[k] = beta
+        for j in range(D):
+            V[k + 1, j] = w[j] / beta
+    q[:] = 0.0
+    for i in range(kk):
+        c = y[i]
+        for j in range(D):
+            q[j] += c * V[i, j]
+    nrm = math.sqrt(np.sum(q * q))
+    for j in range(D):
+        q[j] /= nrm
+    return theta
+
+
+# ----------------------------------------------------------------------------------------------
 # OCCFM (002 Algorithm 2)
 # ----------------------------------------------------------------------------------------------
 # integer state ``ist``: [t, r, nb, rounds since refresh, rounds whose linear step stopped above
-# the tolerance]; float state ``fst``: [dropped trace mass, sum of relative Ritz residuals,
-# last theta].
+# the tolerance, Davidson steps taken]; float state ``fst``: [dropped trace mass, sum of
+# relative Ritz residuals, last theta].
 
 
 @njit(cache=True)
@@ -643,6 +826,14 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
     Uv = np.zeros(rr_)
     q = np.zeros(D)
     Cq = np.zeros(D)
+    small = m_max >= D and ident
+    lanczos_tol = 1e-6
+    LV = np.zeros((D if small else 1, D))
+    LH = np.zeros((D if small else 1, D))
+    la = np.zeros(D)
+    lb = np.zeros(D)
+    ly = np.zeros(D)
+    lwork = np.zeros(D)
     for rr in range(order.shape[0]):
         i = order[rr]
         n = _xhat(Xp, Xi, Xd, i, d, idx, val)
@@ -690,6 +881,21 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
             ist[2] = nb
             if nb == 0:
                 continue
+            if full and ident:
+                # small dense case: B is the identity, so GS = S; Lanczos on H = -eta S - 2 C
+                # from the previous eigenvector, to a residual of 1e-6 |theta| (or k = D)
+                th = _lanczos_top(GS, K, eta, UB[0], t, lanczos_tol, LH, LV, la, lb, ly, lwork, Sv,
+                                  q)
+                UB[0, :] = q
+                fst[2] = th
+                if th == 0.0:
+                    continue
+                gamma = min(1.0, math.pow(t + gamma_offset, -gamma_power))
+                cstep = gamma * delta * (1.0 if th > 0.0 else -1.0)
+                for j in range(D):
+                    for l in range(D):
+                        K[j, l] = (1.0 - gamma) * K[j, l] + cstep * q[j] * q[l]
+                continue
             _gram_c(K, UB, r, ident, B, nb, GC, kb)
             theta, Y = _ritz(GS, GC, nb, -eta, -2.0)
             best = _argmax_abs(theta)
@@ -716,6 +922,7 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
                     ist[4] += 1
                     break
                 it += 1
+                ist[5] += 1
                 if nb >= m_max:
                     nb = _rotate(B, SB, GS, UB, nb, r, ident, Y,
                                  _top_by_magnitude(theta, m_keep, 0), m_keep)
@@ -870,6 +1077,8 @@ def _extend_coordinates(U, K, r, idx, n, keep, fst, v, work):
     coordinate already in span(U) cannot be lost by a later compression."""
     D = U.shape[1]
     r_max = U.shape[0]
+    if n > r_max:
+        return -1  # the caller checks max row length against the cap; never write past U
     if r + n > r_max:
         r, dropped = lr_compress(U, K, r, min(keep, r_max - n), work, 0)
         fst[0] += dropped
@@ -977,6 +1186,8 @@ def ccfm_proj_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, mode, U, K, iden
                 project_core(K, D, delta, False)
                 continue
             r = _extend_coordinates(U, K, r, idx, n, r_keep, fst, v, work)
+            if r < 0:
+                return -3
             # coordinates of x^ and of the e_j in the extended basis
             for k in range(r):
                 s = 0.0

@@ -22,14 +22,19 @@ from ..kernels.online import pattern_missing, remap_values
 DEFAULT_BUDGET_MB = 256.0
 
 
+# Up to this size (d + 1) the model matrix is always dense: 32 KB, cheaper than any basis.
+SMALL_D = 64
+
+
 def choose_rank(D, max_rank, budget_mb):
     """Rank cap of the model matrix and whether to store it dense (identity basis).
 
-    Dense when the cap reaches D (a basis would be as large as the matrix); otherwise the cap is
-    ``max_rank`` reduced until ``r_max * D * 8`` bytes fit ``budget_mb``.
+    Dense when D <= SMALL_D or when the cap reaches D (a basis would be as large as the
+    matrix); otherwise the cap is ``max_rank`` reduced until ``r_max * D * 8`` bytes fit
+    ``budget_mb``.
     """
     budget = budget_mb * 2**20
-    if max_rank >= D and D * D * 8 <= budget:
+    if (max_rank >= D or D <= SMALL_D) and D * D * 8 <= budget:
         return D, True
     r_max = int(min(max_rank, D, max(2, budget // (8 * D))))
     if r_max >= D:
@@ -234,7 +239,7 @@ class CCFMMatrixLearner(OnlineLearner):
         self.C = LowRankSym(D, r_max, ident)
         self.loss_code = loss_code
         self.self_interaction = bool(self_interaction)
-        self.ist = np.zeros(5, dtype=np.int64)
+        self.ist = np.zeros(6, dtype=np.int64)
         self.ist[1] = self.C.r
         self.fst = np.zeros(3)
 

@@ -93,7 +93,7 @@ class _TraceFTRLLearner(OnlineLearner):
         self.V = np.zeros((cap, D))
         self.lam = np.zeros(cap)
         self.lin = np.zeros((n_features + 1, 3))  # (z, n, w) of w_0..w_{d-1} and of w0 (CFM)
-        self.ist = np.zeros(5, dtype=np.int64)  # t, k, nb, since refresh, inexact rounds
+        self.ist = np.zeros(6, dtype=np.int64)  # t, k, nb, since refresh, inexact rounds, steps
         # rounds where every Ritz pair survived the projection, alpha (M = alpha S + ...),
         # the bound on ||S||_tr
         self.fst = np.zeros(3)

@@ -12,6 +12,7 @@ import numpy as np
 from ..kernels.online import ocg_batch
 from ._online_common import (
     DEFAULT_BUDGET_MB,
+    SMALL_D,
     CCFMMatrixLearner,
     SymAccumulator,
     Tracker,
@@ -19,9 +20,9 @@ from ._online_common import (
     set_fields,
 )
 
-# Up to this many coordinates (d + 1) the eigen tracker keeps a basis of the whole space, so the
-# linear step is an exact eigendecomposition; above it a small subspace is tracked.
-FULL_SUBSPACE = 64
+# Up to this many coordinates (d + 1) the linear step is an eigendecomposition of the whole
+# matrix (Lanczos on the dense H); above it a small subspace is tracked.
+FULL_SUBSPACE = SMALL_D
 
 
 @dataclass
@@ -67,11 +68,14 @@ class OCGLearner(CCFMMatrixLearner):
         m_max = self.D if self.D <= FULL_SUBSPACE else max(2, settings.m_max)
         self.tracker = Tracker(self.D, m_max, 0 if self.C.ident else self.C.r_max)
         if m_max == self.D:
-            # the whole space from the first round on: S = 0 and C = 0, so B S B' = B C B' = 0
+            # the whole space from the first round on: S = 0 and C = 0, so B S B' = B C B' = 0;
+            # with a dense C the kernel runs Lanczos on S and C directly and keeps the previous
+            # eigenvector (its warm start) in UB[0], unused otherwise
             self.tracker.B[:] = np.eye(self.D)
             self.tracker.nb = self.D
-            if not self.C.ident:
-                self.tracker.UB[:] = 0.0
+            self.tracker.UB[:] = 0.0
+            if self.C.ident:
+                self.tracker.UB[0, 0] = 1.0
 
     def learn(self, csr, y, sw, order, out, limit=np.inf):
         """Run the rounds ``order`` of the CSR batch; returns ``(bad_row, info)``."""
@@ -94,7 +98,8 @@ class OCGLearner(CCFMMatrixLearner):
             raise RuntimeError("internal error: accumulated-gradient pattern incomplete")
         self.C.r = int(self.ist[1])
         tr.nb = int(self.ist[2])
-        return int(bad), {"dropped_mass": float(self.fst[0]), "inexact_steps": int(self.ist[4])}
+        return int(bad), {"dropped_mass": float(self.fst[0]), "inexact_steps": int(self.ist[4]),
+                          "davidson_steps": int(self.ist[5])}
 
     def state(self):
         out = super().state()

@@ -49,11 +49,18 @@ def _ccfm_projected(learner, csr, y, sw, order, out, limit, mode, eta0, power_t,
     C = learner.C
     learner.ist[1] = C.r
     maxn = int(np.max(np.diff(indptr))) + 1 if indptr.shape[0] > 1 else 1
+    if not C.ident and maxn > C.r_max:
+        raise ValueError(
+            f"a row has {maxn - 1} nonzero features, but the projected learners keep C in a "
+            f"basis of at most max_rank={C.r_max} vectors, which must hold every row's "
+            f"features and the bias; raise max_rank above {maxn} (or memory_budget_mb)")
     r_keep = max(1, C.r_max - maxn)
     bad = ccfm_proj_batch(indptr, indices, data, y, sw, order, learner.loss_code,
                           learner.self_interaction, mode, C.U, C.K, C.ident, learner.ist,
                           learner.fst, float(eta0), float(power_t), float(delta), float(pa_c),
                           float(epsilon), r_keep, float(limit), out)
+    if bad == -3:  # pragma: no cover - excluded by the check above
+        raise RuntimeError("internal error: row longer than the rank cap")
     C.r = int(learner.ist[1])
     return int(bad), {"dropped_mass": float(learner.fst[0])}
 
