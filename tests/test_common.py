@@ -6,7 +6,16 @@ Nothing is excluded: the checks include sample-weight equivalence, which holds e
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fmlearn import FMClassifier, FMRegressor
+from fmlearn import (
+    CCFMClassifier,
+    CCFMRegressor,
+    FMClassifier,
+    FMRegressor,
+    OnlineCFMClassifier,
+    OnlineCFMRegressor,
+    OnlineFMClassifier,
+    OnlineFMRegressor,
+)
 
 ESTIMATORS = [
     FMRegressor(),
@@ -15,6 +24,24 @@ ESTIMATORS = [
     FMClassifier(),
     FMClassifier(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMClassifier(solver="sgd", n_iter=30),
+    # online learners: a few passes (fit = shuffled passes) so that the small check data sets
+    # are learned; delta suits standardized features
+    CCFMRegressor(delta=3.0, gamma_power=1.0, n_iter=10),
+    CCFMRegressor("ogd", delta=3.0, n_iter=10),
+    CCFMRegressor("pa", delta=3.0, n_iter=10),
+    CCFMRegressor("ftrl", delta=3.0, n_iter=10),
+    CCFMClassifier(),
+    CCFMClassifier("ogd"),
+    CCFMClassifier("pa"),
+    CCFMClassifier("ftrl"),
+    OnlineFMRegressor(n_iter=10),
+    OnlineFMRegressor("ogd", n_iter=10),
+    OnlineFMRegressor("pa", n_iter=10),
+    OnlineFMClassifier(),
+    OnlineFMClassifier("ogd"),
+    OnlineFMClassifier("pa"),
+    OnlineCFMRegressor(n_iter=10),
+    OnlineCFMClassifier(),
 ]
 
 

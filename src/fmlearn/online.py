@@ -508,12 +508,12 @@ class _OnlineFMBase(_OnlineBase):
         "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
         "pa_c": [Interval(numbers.Real, 0, None, closed="neither")],
         "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
-        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
-        "beta": [Interval(numbers.Real, 0, None, closed="left")],
+        "ftrl_alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "ftrl_beta": [Interval(numbers.Real, 0, None, closed="left")],
         "l1": [Interval(numbers.Real, 0, None, closed="left")],
         "l2": [Interval(numbers.Real, 0, None, closed="left")],
-        "alpha_v": [Interval(numbers.Real, 0, None, closed="neither")],
-        "beta_v": [Interval(numbers.Real, 0, None, closed="neither")],
+        "ftrl_alpha_v": [Interval(numbers.Real, 0, None, closed="neither")],
+        "ftrl_beta_v": [Interval(numbers.Real, 0, None, closed="neither")],
         "l1_v": [Interval(numbers.Real, 0, None, closed="left")],
         "l2_v": [Interval(numbers.Real, 0, None, closed="left")],
         "implicit": ["boolean"],
@@ -521,9 +521,9 @@ class _OnlineFMBase(_OnlineBase):
 
     def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, eta=0.05, power_t=0.5,
                  reg_bias=0.0, reg_linear=0.0, reg_pairwise=0.0, pa_c=0.1, epsilon=0.0,
-                 alpha=0.1, beta=1.0, l1=0.0, l2=0.0, alpha_v=0.05, beta_v=1.0, l1_v=0.0,
-                 l2_v=0.0, implicit=True, n_iter=1, shuffle=True, warm_start=False,
-                 random_state=None, verbose=0):
+                 ftrl_alpha=0.1, ftrl_beta=1.0, l1=0.0, l2=0.0, ftrl_alpha_v=0.05,
+                 ftrl_beta_v=1.0, l1_v=0.0, l2_v=0.0, implicit=True, n_iter=1, shuffle=True,
+                 warm_start=False, random_state=None, verbose=0):
         self.learner = learner
         self.n_factors = n_factors
         self.init_stdev = init_stdev
@@ -534,12 +534,12 @@ class _OnlineFMBase(_OnlineBase):
         self.reg_pairwise = reg_pairwise
         self.pa_c = pa_c
         self.epsilon = epsilon
-        self.alpha = alpha
-        self.beta = beta
+        self.ftrl_alpha = ftrl_alpha
+        self.ftrl_beta = ftrl_beta
         self.l1 = l1
         self.l2 = l2
-        self.alpha_v = alpha_v
-        self.beta_v = beta_v
+        self.ftrl_alpha_v = ftrl_alpha_v
+        self.ftrl_beta_v = ftrl_beta_v
         self.l1_v = l1_v
         self.l2_v = l2_v
         self.implicit = implicit
@@ -552,8 +552,8 @@ class _OnlineFMBase(_OnlineBase):
     def _new_learner(self, n_features, rng):
         args = (n_features, self.n_factors, self.init_stdev, rng, self._loss_code())
         if self.learner == "ftrl":
-            st = FTRLSettings(alpha=self.alpha, beta=self.beta, l1=self.l1, l2=self.l2,
-                              alpha_v=self.alpha_v, beta_v=self.beta_v, l1_v=self.l1_v,
+            st = FTRLSettings(alpha=self.ftrl_alpha, beta=self.ftrl_beta, l1=self.l1, l2=self.l2,
+                              alpha_v=self.ftrl_alpha_v, beta_v=self.ftrl_beta_v, l1_v=self.l1_v,
                               l2_v=self.l2_v)
             return FMFTRLLearner(*args, st)
         if self.learner == "ogd":
@@ -574,7 +574,7 @@ class _OnlineFMBase(_OnlineBase):
         return {k: np.array(v, copy=True) for k, v in learner.state().items()}
 
     def _divergence_hint(self):
-        hints = {"ogd": "lower eta", "ftrl": "lower alpha / alpha_v",
+        hints = {"ogd": "lower eta", "ftrl": "lower ftrl_alpha / ftrl_alpha_v",
                  "pa": "lower pa_c"}
         return hints[self.learner] + " or rescale the features"
 
@@ -621,9 +621,9 @@ _FM_DOC = """
         feature scale; for small steps it is the plain gradient step (``False``).
     pa_c, epsilon : float, default=0.1, 0.0
         ``"pa"`` aggressiveness and insensitive zone (regression).
-    alpha, beta, l1, l2 : float, default=0.1, 1.0, 0.0, 0.0
+    ftrl_alpha, ftrl_beta, l1, l2 : float, default=0.1, 1.0, 0.0, 0.0
         ``"ftrl"`` parameters of w0 and w (McMahan et al. 2013, Algorithm 1).
-    alpha_v, beta_v, l1_v, l2_v : float, default=0.05, 1.0, 0.0, 0.0
+    ftrl_alpha_v, ftrl_beta_v, l1_v, l2_v : float, default=0.05, 1.0, 0.0, 0.0
         ``"ftrl"`` parameters of the factors; their proximal term is centred at the random
         initial factors.
     n_iter, shuffle, warm_start, random_state, verbose :
@@ -666,15 +666,16 @@ class OnlineFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineFMBase):
 
     def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, eta=0.05, power_t=0.5,
                  reg_bias=0.0, reg_linear=0.0, reg_pairwise=0.0, pa_c=0.1, epsilon=0.0,
-                 alpha=0.1, beta=1.0, l1=0.0, l2=0.0, alpha_v=0.05, beta_v=1.0, l1_v=0.0,
-                 l2_v=0.0, implicit=True, n_iter=1, shuffle=True, clip_predictions=True,
-                 warm_start=False, random_state=None, verbose=0):
+                 ftrl_alpha=0.1, ftrl_beta=1.0, l1=0.0, l2=0.0, ftrl_alpha_v=0.05,
+                 ftrl_beta_v=1.0, l1_v=0.0, l2_v=0.0, implicit=True, n_iter=1, shuffle=True,
+                 clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, n_factors=n_factors, init_stdev=init_stdev, eta=eta,
                          power_t=power_t, reg_bias=reg_bias, reg_linear=reg_linear,
-                         reg_pairwise=reg_pairwise, pa_c=pa_c, epsilon=epsilon, alpha=alpha,
-                         beta=beta, l1=l1, l2=l2, alpha_v=alpha_v, beta_v=beta_v, l1_v=l1_v,
-                         l2_v=l2_v, implicit=implicit, n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
-                         random_state=random_state, verbose=verbose)
+                         reg_pairwise=reg_pairwise, pa_c=pa_c, epsilon=epsilon,
+                         ftrl_alpha=ftrl_alpha, ftrl_beta=ftrl_beta, l1=l1, l2=l2,
+                         ftrl_alpha_v=ftrl_alpha_v, ftrl_beta_v=ftrl_beta_v, l1_v=l1_v,
+                         l2_v=l2_v, implicit=implicit, n_iter=n_iter, shuffle=shuffle,
+                         warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -730,8 +731,8 @@ class _OnlineCFMBase(_OnlineBase):
         "delta": [Interval(numbers.Real, 0, None, closed="neither")],
         "eta": [Interval(numbers.Real, 0, None, closed="neither")],
         "power_t": [Interval(numbers.Real, 0, None, closed="left")],
-        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
-        "beta": [Interval(numbers.Real, 0, None, closed="left")],
+        "ftrl_alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "ftrl_beta": [Interval(numbers.Real, 0, None, closed="left")],
         "l1": [Interval(numbers.Real, 0, None, closed="left")],
         "l2": [Interval(numbers.Real, 0, None, closed="left")],
         "eig_iter": [Interval(numbers.Integral, 0, None, closed="left")],
@@ -739,16 +740,16 @@ class _OnlineCFMBase(_OnlineBase):
         "memory_budget_mb": [Interval(numbers.Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, learner="ftrl", *, delta=10.0, eta=1.0, power_t=0.5, alpha=0.1, beta=1.0,
-                 l1=0.0, l2=0.0, eig_iter=10, eig_tol=1e-6,
+    def __init__(self, learner="ftrl", *, delta=10.0, eta=1.0, power_t=0.5, ftrl_alpha=0.1,
+                 ftrl_beta=1.0, l1=0.0, l2=0.0, eig_iter=10, eig_tol=1e-6,
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True, warm_start=False,
                  random_state=None, verbose=0):
         self.learner = learner
         self.delta = delta
         self.eta = eta
         self.power_t = power_t
-        self.alpha = alpha
-        self.beta = beta
+        self.ftrl_alpha = ftrl_alpha
+        self.ftrl_beta = ftrl_beta
         self.l1 = l1
         self.l2 = l2
         self.eig_iter = eig_iter
@@ -762,7 +763,7 @@ class _OnlineCFMBase(_OnlineBase):
 
     def _new_learner(self, n_features, rng):
         st = FTRLSettings(eta0=self.eta, power_t=self.power_t, delta=self.delta,
-                          alpha=self.alpha, beta=self.beta, l1=self.l1, l2=self.l2,
+                          alpha=self.ftrl_alpha, beta=self.ftrl_beta, l1=self.l1, l2=self.l2,
                           eig_iter=self.eig_iter, eig_tol=self.eig_tol,
                           budget_mb=self.memory_budget_mb)
         return CFMFTRLLearner(n_features, st, self._loss_code())
@@ -799,7 +800,7 @@ _CFM_DOC = """
         Trace bound of W.
     eta, power_t : float, default=1.0, 0.5
         W_{t+1} = Proj(-eta_t S_t), eta_t = eta / t ** power_t.
-    alpha, beta, l1, l2 : float, default=0.1, 1.0, 0.0, 0.0
+    ftrl_alpha, ftrl_beta, l1, l2 : float, default=0.1, 1.0, 0.0, 0.0
         FTRL-Proximal of w0 and w.
     eig_iter, eig_tol : int, float, default=10, 1e-6
         For d above a few hundred, the projection uses a refined partial eigendecomposition
@@ -838,12 +839,12 @@ class OnlineCFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineCFMBase):
     _parameter_constraints = {**_OnlineCFMBase._parameter_constraints,
                               "clip_predictions": ["boolean"]}
 
-    def __init__(self, learner="ftrl", *, delta=10.0, eta=1.0, power_t=0.5, alpha=0.1, beta=1.0,
-                 l1=0.0, l2=0.0, eig_iter=10, eig_tol=1e-6,
+    def __init__(self, learner="ftrl", *, delta=10.0, eta=1.0, power_t=0.5, ftrl_alpha=0.1,
+                 ftrl_beta=1.0, l1=0.0, l2=0.0, eig_iter=10, eig_tol=1e-6,
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
-        super().__init__(learner, delta=delta, eta=eta, power_t=power_t, alpha=alpha, beta=beta,
-                         l1=l1, l2=l2, eig_iter=eig_iter, eig_tol=eig_tol,
+        super().__init__(learner, delta=delta, eta=eta, power_t=power_t, ftrl_alpha=ftrl_alpha,
+                         ftrl_beta=ftrl_beta, l1=l1, l2=l2, eig_iter=eig_iter, eig_tol=eig_tol,
                          memory_budget_mb=memory_budget_mb, n_iter=n_iter, shuffle=shuffle,
                          warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions

@@ -689,9 +689,14 @@ def _lanczos_top(S, K, eta, q0, seed, tol, H, V, a, b, y, work, w, q):
     invariant subspace found early is left with a fresh start vector orthogonal to it. Writes
     the unit eigenvector to q and returns theta."""
     D = q0.shape[0]
+    hmax = 0.0
     for j in range(D):
         for l in range(D):
             H[j, l] = -eta * S[j, l] - 2.0 * K[j, l]
+            hmax = max(hmax, abs(H[j, l]))
+    if hmax == 0.0:  # H = 0: every point of the ball is a linear minimizer (no move)
+        q[:] = q0
+        return 0.0
     h = np.uint64(seed) * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
     rn = 0.0
     for j in range(D):
