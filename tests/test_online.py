@@ -535,3 +535,32 @@ def test_doctests_of_the_online_modules():
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, mod.__name__
         assert result.attempted > 0, mod.__name__
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def test_cli_online_learns_saves_and_reports(tmp_path, capsys):
+    from fmlearn.cli import main
+    from fmlearn.datasets import save_svmlight
+
+    X, y, _ = make_ccfm_stream(600, 8, rank=2, trace_norm=20.0, density=0.5,
+                               task="classification", random_state=15)
+    train, test = os.fspath(tmp_path / "train.svm"), os.fspath(tmp_path / "test.svm")
+    save_svmlight(X[:500], y[:500], train)
+    save_svmlight(X[500:], y[500:], test)
+    model, curve = os.fspath(tmp_path / "m.fmz"), os.fspath(tmp_path / "c.tsv")
+    rc = main(["online", train, "--model", "ccfm", "--learner", "ocg", "--loss", "logistic",
+               "--delta", "20", "--test", test, "--save", model, "--curve", curve,
+               "--batch-size", "100", "--seed", "0", "--json"])
+    assert rc == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["rounds"] == 500
+    assert 0 <= report["prequential error_rate"] <= 1 and 0 <= report["test auc"] <= 1
+    m = load(model)
+    assert isinstance(m, CCFMClassifier) and m.n_rounds_ == 500
+    rows = open(curve).read().splitlines()
+    assert rows[0].split("\t") == ["rows", "seconds", "error_rate", "auc"] and len(rows) == 6
+    assert main(["online", train, "--model", "fm", "--learner", "ocg"]) == 2
+    assert "learners" in capsys.readouterr().err
