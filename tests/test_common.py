@@ -7,14 +7,21 @@ Nothing is excluded: the checks include sample-weight equivalence, which holds e
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fmlearn import (
+    AsymmetricRankOneSensing,
     CCFMClassifier,
     CCFMRegressor,
+    ConvexFMClassifier,
+    ConvexFMRegressor,
     FMClassifier,
     FMRegressor,
+    GFMRegressor,
+    IFMRegressor,
     OnlineCFMClassifier,
     OnlineCFMRegressor,
     OnlineFMClassifier,
     OnlineFMRegressor,
+    PhaseRetrieval,
+    SymmetricRankOneSensing,
 )
 
 ESTIMATORS = [
@@ -42,6 +49,15 @@ ESTIMATORS = [
     OnlineFMClassifier("pa"),
     OnlineCFMRegressor(n_iter=10),
     OnlineCFMClassifier(),
+    GFMRegressor(),
+    GFMRegressor(solver="moment"),
+    IFMRegressor(),
+    SymmetricRankOneSensing(),
+    PhaseRetrieval(),
+    AsymmetricRankOneSensing(),
+    ConvexFMRegressor(max_iter=10),
+    ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
+    ConvexFMClassifier(max_iter=10),
 ]
 
 

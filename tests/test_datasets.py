@@ -469,36 +469,38 @@ def test_movielens_split_follows_the_protocol():
 @pytest.mark.parametrize("x", ["gaussian", "onehot", "sparse"])
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_make_fm_truth_reproduces_y_without_noise(x, task):
-    d = make_fm(300, 12, 3, x=x, n_fields=3, density=0.3, noise=0.0, task=task, random_state=4)
-    assert d.X.shape == (300, 12) and d.w.shape == (12,) and d.V.shape == (12, 3)
-    assert sp.issparse(d.X) == (x != "gaussian")
-    f = fm_oracle(d.X, d.w0, d.w, d.V)
+    X, y, d = make_fm(300, 12, 3, x=x, n_fields=3, density=0.3, noise=0.0, task=task,
+                      random_state=4)
+    assert X.shape == (300, 12) and d.w.shape == (12,) and d.V.shape == (12, 3)
+    assert sp.issparse(X) == (x != "gaussian")
+    f = fm_oracle(X, d.w0, d.w, d.V)
     np.testing.assert_allclose(d.scores, f, rtol=1e-12, atol=1e-12)
     if task == "regression":
-        np.testing.assert_allclose(d.y, f, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(y, f, rtol=1e-12, atol=1e-12)
     else:
         clear = np.abs(f) > 1e-9
-        np.testing.assert_array_equal(d.y[clear], np.where(f[clear] >= 0, 1, -1))
-        assert set(np.unique(d.y)) == {-1, 1}
+        np.testing.assert_array_equal(y[clear], np.where(f[clear] >= 0, 1, -1))
+        assert set(np.unique(y)) == {-1, 1}
 
 
 def test_make_fm_is_reproducible_and_noise_only_changes_y():
-    a = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=7)
-    b = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=7)
-    c = make_fm(100, 6, 2, x="onehot", noise=0.0, random_state=7)
-    e = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=8)
-    for key in ("y", "w", "V", "scores"):
+    Xa, ya, a = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=7)
+    Xb, yb, b = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=7)
+    Xc, yc, c = make_fm(100, 6, 2, x="onehot", noise=0.0, random_state=7)
+    _, _, e = make_fm(100, 6, 2, x="onehot", noise=0.3, random_state=8)
+    np.testing.assert_array_equal(ya, yb)
+    for key in ("w", "V", "scores"):
         np.testing.assert_array_equal(a[key], b[key])
-    assert same_sparse(a.X, b.X) and a.w0 == b.w0
-    assert same_sparse(a.X, c.X) and np.array_equal(a.V, c.V) and not np.array_equal(a.y, c.y)
-    np.testing.assert_allclose(np.std(a.y - c.y), 0.3, rtol=0.3)
+    assert same_sparse(Xa, Xb) and a.w0 == b.w0
+    assert same_sparse(Xa, Xc) and np.array_equal(a.V, c.V) and not np.array_equal(ya, yc)
+    np.testing.assert_allclose(np.std(ya - yc), 0.3, rtol=0.3)
     assert not np.array_equal(a.V, e.V)
 
 
 def test_make_fm_onehot_has_one_active_feature_per_field():
-    d = make_fm(500, 10, 2, x="onehot", n_fields=3, random_state=0)
+    X, _, _ = make_fm(500, 10, 2, x="onehot", n_fields=3, random_state=0)
     bounds = [0, 3, 7, 10]  # 10 columns cut into 3 near-equal fields
-    X = d.X.toarray()
+    X = X.toarray()
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         np.testing.assert_array_equal(X[:, lo:hi].sum(axis=1), 1.0)
         assert np.all(X[:, lo:hi].sum(axis=0) > 0)  # every category drawn

@@ -12,11 +12,10 @@ from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import sgd_epoch
 from fmlearn.losses import LOGISTIC, SQUARED
-from fmlearn.solvers._fm_common import FMState, column_data
+from fmlearn.solvers._fm_common import FMState, column_data, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
-from fmlearn.solvers.mcmc import MCMCSettings, draw_latent
 from fmlearn.solvers.als import sweep as coordinate_sweep_all
-from fmlearn.solvers._fm_common import row_state
+from fmlearn.solvers.mcmc import draw_latent
 
 
 def _random_model(d, k, rng, dtype=np.float64):
@@ -93,15 +92,28 @@ def test_sgd_epoch_matches_oracle(loss, implicit):
     np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
 
 
-def test_als_sweep_matches_exact_coordinate_minimizer():
+def _onehot_X(n, sizes, rng):
+    # one active feature per field, like users x items (the colouring gives one class per field)
+    cols = np.column_stack([rng.integers(0, m, size=n) + off
+                            for m, off in zip(sizes, np.cumsum([0, *sizes[:-1]]), strict=True)])
+    X = sp.csr_matrix((np.ones(cols.size), cols.ravel(), np.arange(0, cols.size + 1, len(sizes))),
+                      shape=(n, sum(sizes)))
+    return to_csr(X)
+
+
+@pytest.mark.parametrize("layout", ["sparse", "onehot"])
+def test_als_sweep_matches_exact_coordinate_minimizer(layout):
+    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows), "sparse" the
+    # column-wise one.
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
-    X = to_csr(_sparse_X(n, d, 0.35, rng))
+    X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 2.0, size=n)
     w0, w, V = _random_model(d, k, rng)
     reg = (0.1, 0.2, 0.3)
     data = column_data(X, y, sw)
+    assert (data.row_pass is not None) == (layout == "onehot")
     state = FMState(w0, w.copy(), V.copy())
     als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
     ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, reg)
@@ -136,10 +148,10 @@ def test_als_coordinate_update_zeroes_its_partial_derivative():
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_als_objective_never_increases(loss):
     rng = np.random.default_rng(5)
-    b = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
+    X, y, _ = make_fm(300, 15, 3, x="sparse", density=0.3, noise=0.3,
                 task="regression" if loss == "squared" else "classification", random_state=0)
-    X = to_csr(b.X)
-    data = column_data(X, b.y, np.ones(300))
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(300))
     code = SQUARED if loss == "squared" else LOGISTIC
     settings = ALSSettings(1, loss, code, 0.01, 0.1, 0.1)
     state = FMState(*_random_model(15, 3, rng))
@@ -151,13 +163,14 @@ def test_als_objective_never_increases(loss):
     assert values[-1] < 0.8 * values[0]
 
 
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals():
+@pytest.mark.parametrize("layout", ["sparse", "onehot"])
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
     # quadratic log-posterior along that coordinate (evaluated on the full model).
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
-    X = to_csr(_sparse_X(n, d, 0.5, rng))
+    X = to_csr(_sparse_X(n, d, 0.5, rng)) if layout == "sparse" else _onehot_X(n, [2, 3], rng)
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 1.5, size=n)
     data = column_data(X, y, sw)
@@ -228,9 +241,9 @@ def test_merge_duplicate_rows_is_order_invariant_and_sums_weights():
 
 @pytest.fixture(scope="module")
 def planted():
-    b = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
-    X = to_csr(b.X)
-    return X[:1600], b.y[:1600], X[1600:], b.y[1600:]
+    X, y, _ = make_fm(2400, 30, 3, x="sparse", density=0.15, noise=0.3, random_state=1)
+    X = to_csr(X)
+    return X[:1600], y[:1600], X[1600:], y[1600:]
 
 
 def _rmse(m, X, y):
@@ -241,8 +254,8 @@ def test_mcmc_beats_unregularized_als_on_held_out_data():
     # One-hot user x item data with few ratings per feature and a rank-8 model of a rank-3
     # truth: unregularized ALS overfits, MCMC's hyper-priors do not (measured: 0.48-0.54
     # against 1.45-1.76 over four seeds).
-    b = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
-    Xtr, ytr, Xte, yte = b.X[:1500], b.y[:1500], b.X[1500:], b.y[1500:]
+    X, y, _ = make_fm(2500, 200, 3, x="onehot", n_fields=2, noise=0.3, random_state=0)
+    Xtr, ytr, Xte, yte = X[:1500], y[:1500], X[1500:], y[1500:]
     mcmc = FMRegressor(8, solver="mcmc", n_iter=100, random_state=0).fit(Xtr, ytr)
     als = FMRegressor(8, solver="als", n_iter=100, random_state=0).fit(Xtr, ytr)
     r_mcmc, r_als = _rmse(mcmc, Xte, yte), _rmse(als, Xte, yte)
@@ -284,11 +297,11 @@ def test_float32_close_to_float64(planted, solver):
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
 def test_thread_count_does_not_change_results(solver):
     # one-hot user x item data: the colouring puts users and items in two parallel classes
-    b = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
-    X = to_csr(b.X)
-    assert column_data(X, b.y, np.ones(3000)).color_ptr is not None
-    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, b.y)
-    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, b.y)
+    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(X)
+    assert column_data(X, y, np.ones(3000)).color_ptr is not None
+    a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, y)
+    c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
 
@@ -343,16 +356,16 @@ def test_regression_predictions_are_clipped_to_training_range(planted):
 
 @pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
 def test_classifier_any_two_labels(solver):
-    b = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
+    X, y, _ = make_fm(1500, 20, 3, x="sparse", density=0.2, noise=0.1, task="classification",
                 random_state=3)
-    labels = np.where(b.y > 0, "spam", "ham")
+    labels = np.where(y > 0, "spam", "ham")
     clf = FMClassifier(3, solver=solver, n_iter=60, random_state=0, reg_linear=0.01,
-                       reg_pairwise=0.01).fit(b.X[:1000], labels[:1000])
+                       reg_pairwise=0.01).fit(X[:1000], labels[:1000])
     assert list(clf.classes_) == ["ham", "spam"]
-    proba = clf.predict_proba(b.X[1000:])
+    proba = clf.predict_proba(X[1000:])
     assert proba.shape == (500, 2) and np.allclose(proba.sum(1), 1)
-    assert np.mean(clf.predict(b.X[1000:]) == labels[1000:]) > 0.75
-    assert np.array_equal(clf.predict(b.X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
+    assert np.mean(clf.predict(X[1000:]) == labels[1000:]) > 0.75
+    assert np.array_equal(clf.predict(X[1000:]), clf.classes_[(proba[:, 1] > 0.5).astype(int)])
 
 
 def test_history_records_train_and_validation_metrics(planted):
@@ -445,3 +458,38 @@ def test_partial_fit_only_for_sgd():
     assert hasattr(FMRegressor(solver="sgd"), "partial_fit")
     with pytest.raises(AttributeError, match="partial_fit"):
         FMRegressor(solver="mcmc").partial_fit(np.eye(2), [1.0, 2.0])
+
+
+def test_posterior_mean_kernel_averages_sample_predictions():
+    from scipy.stats import norm
+
+    from fmlearn.kernels.predict import fm_predict_samples_csr
+
+    rng = np.random.default_rng(9)
+    X = to_csr(_sparse_X(25, 7, 0.4, rng))
+    S = 4
+    W0s = rng.normal(size=S)
+    Ws = rng.normal(size=(S, 7))
+    Vs = 0.5 * rng.normal(size=(S, 7, 3))
+    per_sample = np.array([ref.fm_predict(X, W0s[s], Ws[s], Vs[s]) for s in range(S)])
+    for probit, expected in ((False, per_sample.mean(0)), (True, norm.cdf(per_sample).mean(0))):
+        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, 3, np.empty(25))
+        np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_coloring_classes_never_share_a_row_and_column_sums_match():
+    from fmlearn.kernels.cd import factor_column_sums
+
+    X, y, _ = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
+    X = to_csr(X)
+    data = column_data(X, y, np.ones(500))
+    assert data.color_ptr is not None
+    Xd = X.toarray() != 0
+    for c in range(len(data.color_ptr) - 1):
+        feats = data.order[data.color_ptr[c]:data.color_ptr[c + 1]]
+        assert Xd[:, feats].sum(axis=1).max() <= 1  # no row holds two features of a class
+    assert sorted(data.order.tolist()) == list(range(40))
+    V = np.random.default_rng(0).normal(size=(40, 3))
+    E = np.zeros((500, 2))
+    factor_column_sums(*data.csr, V, 2, E)
+    np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)

@@ -1,7 +1,10 @@
 """fmlearn: factorization machines with classic, generalized, convex and online solvers."""
 
-from .fm import FMClassifier, FMRegressor
+from .convex import ConvexFMClassifier, ConvexFMRegressor
 from .evaluate import evaluate_prequential
+from .fm import FMClassifier, FMRegressor
+from .gfm import GFMRegressor
+from .ifm import IFMRegressor
 from .io import load
 from .online import (
     CCFMClassifier,
@@ -11,18 +14,26 @@ from .online import (
     OnlineFMClassifier,
     OnlineFMRegressor,
 )
+from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsymmetricRankOneSensing",
     "CCFMClassifier",
     "CCFMRegressor",
+    "ConvexFMClassifier",
+    "ConvexFMRegressor",
     "FMClassifier",
     "FMRegressor",
+    "GFMRegressor",
+    "IFMRegressor",
     "OnlineCFMClassifier",
     "OnlineCFMRegressor",
     "OnlineFMClassifier",
     "OnlineFMRegressor",
+    "PhaseRetrieval",
+    "SymmetricRankOneSensing",
     "evaluate_prequential",
     "load",
     "__version__",

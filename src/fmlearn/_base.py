@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, ndtr
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -110,6 +110,31 @@ class BaseFM(BaseEstimator):
     def _model_dtype(self):
         return np.dtype(getattr(self, "dtype_", "float64"))
 
+    def _validate_eval_set(self, eval_set):
+        """``(X_val, y_val)`` validated like training data (``y_val`` encoded to {-1, +1} for a
+        classifier, float64), or None."""
+        if eval_set is None:
+            return None
+        try:
+            X_val, y_val = eval_set
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
+        X_val, y_val = self._validate_X_y(X_val, y_val, reset=False,
+                                          y_numeric=not is_classifier(self))
+        if is_classifier(self):
+            y_val = self._encode_y(y_val, reset=False)
+        return X_val, np.asarray(y_val, dtype=np.float64)
+
+    def _metric(self, pred, y, sw=None):
+        """Weighted RMSE of the (clipped) predictions, or error rate of the margins."""
+        if is_classifier(self):
+            return float(np.average(np.sign(pred) != y, weights=sw))
+        lo, hi = self._clip_range()
+        return float(np.sqrt(np.average((np.clip(pred, lo, hi) - y) ** 2, weights=sw)))
+
+    def _clip_range(self):
+        return -np.inf, np.inf
+
     def _raw_predict(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -130,7 +155,20 @@ class BaseFM(BaseEstimator):
 
 
 class FMRegressorMixin(RegressorMixin):
-    """Regression front: ``predict`` returns the model's raw score."""
+    """Regression front: ``predict`` returns the model's raw score, clipped to the range of the
+    training targets when the estimator has ``clip_predictions=True`` (libFM's behaviour)."""
+
+    def _clip_range(self):
+        if getattr(self, "clip_predictions", False) and hasattr(self, "y_range_"):
+            return self.y_range_[0], self.y_range_[1]
+        return -np.inf, np.inf
+
+    def _update_clip_range(self, y, extend):
+        """Record the training target range (widened by the new ``y`` when ``extend``)."""
+        lo, hi = float(np.min(y)), float(np.max(y))
+        if extend and hasattr(self, "y_range_"):
+            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
+        self.y_range_ = [lo, hi]
 
     def _validate_train(self, X, y, sample_weight, reset=True):
         X, y = self._validate_X_y(X, y, reset=reset, y_numeric=True)
@@ -154,6 +192,9 @@ class FMClassifierMixin(ClassifierMixin):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
+
+    def _update_clip_range(self, y, extend):
+        pass
 
     def _encode_y(self, y, reset, classes=None):
         check_classification_targets(y)

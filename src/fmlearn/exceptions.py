@@ -2,7 +2,13 @@
 
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-__all__ = ["ConvergenceWarning", "DivergenceError", "ModelFileError", "NotFittedError"]
+__all__ = [
+    "ConvergenceWarning",
+    "DivergenceError",
+    "ModelFileError",
+    "NotFittedError",
+    "SmallBatchWarning",
+]
 
 
 class DivergenceError(FloatingPointError):
@@ -17,3 +23,11 @@ class DivergenceError(FloatingPointError):
 class ModelFileError(ValueError):
     """A model file is not a valid fmlearn model: corrupt, truncated, tampered or from an
     incompatible format version."""
+
+
+class SmallBatchWarning(UserWarning):
+    """A batch is smaller than the one-pass theory needs (about 2-3 k d rows on Gaussian data).
+
+    The step still runs; on small data sets ``fit`` then uses the whole set as one batch and
+    ``n_passes`` re-uses it, which is a batch heuristic outside the one-pass guarantees.
+    """

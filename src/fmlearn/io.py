@@ -364,14 +364,10 @@ def _read_array(zf, name, spec, path):
 
 
 def _check_usable(est, path):
-    """The estimator's own checks, then a one-row prediction that every model must survive."""
+    """Generic checks, the estimator's own, then a one-row prediction every model must survive."""
     import scipy.sparse as sp
     from sklearn.base import is_classifier
 
-    try:
-        est._check_loaded_state()
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-        raise ModelFileError(f"{path!r}: inconsistent model state: {exc}") from None
     if is_classifier(est) != hasattr(est, "classes_"):
         what = "lacks classes_" if is_classifier(est) else "has classes_"
         raise ModelFileError(f"{path!r}: inconsistent model state: a {type(est).__name__} "
@@ -379,6 +375,10 @@ def _check_usable(est, path):
     d = getattr(est, "n_features_in_", None)
     if not isinstance(d, int) or isinstance(d, bool) or d < 1:
         raise ModelFileError(f"{path!r}: inconsistent model state: n_features_in_={d!r}")
+    try:
+        est._check_loaded_state()
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        raise ModelFileError(f"{path!r}: inconsistent model state: {exc}") from None
     row = sp.csr_matrix((1, d), dtype=np.float64)
     try:
         with warnings.catch_warnings():  # e.g. "fitted with feature names": irrelevant here

@@ -32,12 +32,12 @@ def _tasks(quick, seed):
     from fmlearn.datasets import make_fm, make_recommendation
 
     n, d, density = (600, 40, 0.15) if quick else (6000, 100, 0.06)
-    fm = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, random_state=seed)
-    tasks = [("fm", "r", fm.X, fm.y, fm.scores,
+    X, y, fm = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, random_state=seed)
+    tasks = [("fm", "r", X, y, fm.scores,
               f"planted rank-4 FM, {n} rows x {d} sparse features, noise 0.1")]
-    sign = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, task="classification",
-                   random_state=seed + 1)
-    tasks.append(("fm-sign", "c", sign.X, sign.y, np.where(sign.scores >= 0, 1, -1),
+    X, y, sign = make_fm(n, d, 4, x="sparse", density=density, noise=0.1, task="classification",
+                         random_state=seed + 1)
+    tasks.append(("fm-sign", "c", X, y, np.where(sign.scores >= 0, 1, -1),
                   f"sign of a planted rank-4 FM, {n} rows x {d} sparse features"))
     n_users, n_items, n_r = (60, 40, 1200) if quick else (600, 400, 30000)
     rec = make_recommendation(n_users, n_items, n_r, rank=4, random_state=seed + 2)

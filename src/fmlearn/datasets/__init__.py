@@ -8,15 +8,36 @@ from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_ccfm import make_ccfm_stream
+from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
+from ._synthetic_gfm import (
+    FEATURE_DISTRIBUTIONS,
+    PlantedModel,
+    make_asymmetric_sensing,
+    make_fm_labels,
+    make_gfm,
+    make_phase_retrieval,
+    make_symmetric_sensing,
+    sample_features,
+)
 
 __all__ = [
+    "FEATURE_DISTRIBUTIONS",
+    "PlantedModel",
     "fm_scores",
     "iter_svmlight",
     "load_movielens_100k",
     "load_svmlight",
+    "make_asymmetric_sensing",
     "make_ccfm_stream",
+    "make_cfm_regression",
     "make_fm",
+    "make_fm_labels",
+    "make_gfm",
+    "make_low_rank_tensor",
+    "make_phase_retrieval",
     "make_recommendation",
+    "make_symmetric_sensing",
     "movielens_split",
+    "sample_features",
     "save_svmlight",
 ]

@@ -102,9 +102,10 @@ def make_fm(
 
     Returns
     -------
-    data : :class:`sklearn.utils.Bunch` with
-        X : ndarray or csr_matrix of shape (n_samples, n_features)
-        y : ndarray of shape (n_samples,), float64 (regression) or int64 in {-1, +1}
+    X : ndarray or csr_matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,), float64 (regression) or int64 in {-1, +1}
+    truth : :class:`sklearn.utils.Bunch` with (like every planted-model generator of
+        :mod:`fmlearn.datasets`, which return ``X, y, truth``)
         w0 : float
         w : ndarray of shape (n_features,)
         V : ndarray of shape (n_features, n_factors)
@@ -118,10 +119,10 @@ def make_fm(
     Examples
     --------
     >>> from fmlearn.datasets import make_fm
-    >>> d = make_fm(200, 10, 3, noise=0.0, random_state=0)
-    >>> d.X.shape, d.V.shape
+    >>> X, y, truth = make_fm(200, 10, 3, noise=0.0, random_state=0)
+    >>> X.shape, truth.V.shape
     ((200, 10), (10, 3))
-    >>> bool(abs(d.y - d.scores).max() == 0.0)
+    >>> bool(abs(y - truth.scores).max() == 0.0)
     True
     """
     n, d, k = n_samples, n_features, n_factors
@@ -164,7 +165,7 @@ def make_fm(
         y = scores + noise * e if noise else scores.copy()
     else:
         y = np.where(scores + noise * e >= 0, 1, -1).astype(np.int64)
-    return Bunch(X=X, y=y, w0=w0, w=w, V=V, scores=scores)
+    return X, y, Bunch(w0=w0, w=w, V=V, scores=scores)
 
 
 # Spread of the planted rating model: a MovieLens-like mean and rating spread (about 1.1).

@@ -1,7 +1,7 @@
 """Prediction kernels of the second-order factorization machine.
 
     f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l
-         = w0 + <w, x> + 1/2 sum_f [ (sum_j v_jf x_j)^2 - sum_j v_jf^2 x_j^2 ]     (Rendle 2010, Eq. 5)
+         = w0 + <w, x> + 1/2 sum_f [ (sum_j v_jf x_j)^2 - sum_j v_jf^2 x_j^2 ]  (Rendle 2010 Eq. 5)
 
 computed in O(nnz * k) per row. Rows are independent, so the parallel loop gives results that do
 not depend on the number of threads.
@@ -83,24 +83,32 @@ def fm_predict_dense(X, w0, w, V, out):
 
 
 @njit(cache=True, parallel=True)
-def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, out):
+def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, n_blocks, out):
     """Average over stored samples s of f_s(x_i) (or of Phi(f_s(x_i)) when ``probit``).
 
     This is the posterior-mean predictor of the MCMC solver: ``W0s`` (S,), ``Ws`` (S, d),
-    ``Vs`` (S, d, k).
+    ``Vs`` (S, d, k). Samples form the outer loop, so each sample's factors stay in cache while
+    every row of one of ``n_blocks`` blocks (one per thread) uses them; each row still sums its
+    samples in order, so the result does not depend on the blocking or the thread count.
     """
     n = indptr.shape[0] - 1
     S = W0s.shape[0]
     k = Vs.shape[2]
-    for c in prange((n + CHUNK - 1) // CHUNK):
+    n_blocks = max(1, min(n_blocks, (n + CHUNK - 1) // CHUNK))
+    size = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
         q = np.empty(k)
         qq = np.empty(k)
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            acc = 0.0
-            for s in range(S):
+        lo = b * size
+        hi = min(n, lo + size)
+        for i in range(lo, hi):
+            out[i] = 0.0
+        for s in range(S):
+            for i in range(lo, hi):
                 f = fm_row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s], q, qq)
                 if probit:
                     f = 0.5 * math.erfc(-f / math.sqrt(2.0))
-                acc += f
-            out[i] = acc / S
+                out[i] += f
+        for i in range(lo, hi):
+            out[i] /= S
     return out

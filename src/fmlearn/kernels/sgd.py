@@ -28,16 +28,39 @@ def learning_rate_at(schedule, eta0, power_t, t):
 
 
 @njit(cache=True, nogil=True)
-def _grad_norm2(indptr, indices, data, i, V, q):
-    # ||d f(x_i) / d(w0, w, V)||^2 over the parameters the row touches.
-    total = 1.0
+def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
+    """FM prediction of row i and ||d f(x_i) / d(w0, w, V)||^2, in one pass over the row.
+
+    With h_jf = x_j (q_f - v_jf x_j), sum_j h_jf^2 = q_f^2 S2 - 2 q_f A_f + B_f where
+    S2 = sum_j x_j^2, A_f = sum_j v_jf x_j^3, B_f = sum_j v_jf^2 x_j^4: no second pass.
+    Leaves q[f] = sum_j v_jf x_ij for the update.
+    """
+    k = V.shape[1]
+    for f in range(k):
+        q[f] = 0.0
+        qq[f] = 0.0
+        a[f] = 0.0
+        b[f] = 0.0
+    pred = np.float64(w0)
+    s2 = 0.0
     for p in range(indptr[i], indptr[i + 1]):
+        j = indices[p]
         x = data[p]
-        total += x * x
-        for f in range(V.shape[1]):
-            h = x * (q[f] - V[indices[p], f] * x)
-            total += h * h
-    return total
+        x2 = x * x
+        pred += w[j] * x
+        s2 += x2
+        for f in range(k):
+            t = V[j, f] * x
+            tt = t * t
+            q[f] += t
+            qq[f] += tt
+            a[f] += t * x2
+            b[f] += tt * x2
+    norm2 = 1.0 + s2
+    for f in range(k):
+        pred += 0.5 * (q[f] * q[f] - qq[f])
+        norm2 += q[f] * q[f] * s2 - 2.0 * q[f] * a[f] + b[f]
+    return pred, norm2
 
 
 @njit(cache=True)
@@ -57,6 +80,8 @@ def sgd_epoch(indptr, indices, data, y, sw, order, params0, w, V, loss, eta0, sc
     k = V.shape[1]
     q = np.empty(k, dtype=np.float64)
     qq = np.empty(k, dtype=np.float64)
+    a = np.empty(k, dtype=np.float64)
+    b = np.empty(k, dtype=np.float64)
     curv = SMOOTHNESS[loss]
     for r in range(order.shape[0]):
         i = order[r]
@@ -67,7 +92,12 @@ def sgd_epoch(indptr, indices, data, y, sw, order, params0, w, V, loss, eta0, sc
         reps = max(1, int(math.ceil(sw[i])))
         scale = sw[i] / reps
         for _ in range(reps):  # later visits of the same row see the updated model
-            pred = fm_row(indptr, indices, data, i, params0[0], w, V, q, qq)
+            if implicit:
+                pred, norm2 = _pred_and_grad_norm2(indptr, indices, data, i, params0[0], w, V, q,
+                                                   qq, a, b)
+            else:
+                pred = fm_row(indptr, indices, data, i, params0[0], w, V, q, qq)
+                norm2 = 0.0
             if not (abs(pred) <= limit):
                 return t, i
             if loss == SQUARED:
@@ -76,7 +106,7 @@ def sgd_epoch(indptr, indices, data, y, sw, order, params0, w, V, loss, eta0, sc
             t += 1
             g = scale * loss_derivative(loss, pred, y[i])
             if implicit:
-                g /= 1.0 + eta * scale * curv * _grad_norm2(indptr, indices, data, i, V, q)
+                g /= 1.0 + eta * scale * curv * norm2
             params0[0] -= eta * (g + reg0 * params0[0])
             for p in range(start, end):
                 j = indices[p]

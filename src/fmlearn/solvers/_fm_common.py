@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._data import raw
-from ..kernels.cd import cooccurrence_work, greedy_coloring
+from ..kernels.cd import ROW_BLOCK, cooccurrence_work, greedy_coloring
 from ..kernels.predict import fm_predict_csr
 from ..losses import SQUARED
 
@@ -43,6 +43,10 @@ class ColumnData:
     color_ptr: object
     class_nnz: np.ndarray
     unit: bool
+    row_pass: object = None  # per class: sweep by streaming rows (kernels.cd.class_sweep_rows)
+    color: object = None
+    pos: object = None
+    work: object = None  # (G, H, old, delta) buffers of the row-wise class sweep
 
     @property
     def n_samples(self):
@@ -51,6 +55,10 @@ class ColumnData:
 
 # Above this many (row, feature, feature) triples the colouring is not worth building.
 COLORING_BUDGET = 200_000_000
+# Row-wise class sweeps are used when there are at most this many colour classes (one-hot
+# fields: users, items, ...) and their block sums fit in this many entries.
+ROW_PASS_MAX_COLORS = 4
+ROW_PASS_BUDGET = 4_000_000
 
 
 def column_data(X_csr, y, sw):
@@ -65,6 +73,7 @@ def column_data(X_csr, y, sw):
     order = np.arange(d, dtype=np.int64)
     color_ptr = None
     class_nnz = np.zeros(1, dtype=np.int64)
+    extra = {}
     if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
         color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
         if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
@@ -72,9 +81,27 @@ def column_data(X_csr, y, sw):
             color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
             col_nnz = np.diff(csc[0])[order]
             class_nnz = np.add.reduceat(col_nnz, color_ptr[:-1]).astype(np.int64)
+            extra = _row_pass_plan(color, order, color_ptr, X_csr.shape[0])
     sw = np.ascontiguousarray(sw, dtype=np.float64)
     return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64), sw, order, color_ptr,
-                      class_nnz, bool(np.all(sw == 1.0)))
+                      class_nnz, bool(np.all(sw == 1.0)), **extra)
+
+
+def _row_pass_plan(color, order, color_ptr, n_rows):
+    """Which colour classes are swept row-wise, with the index maps and work buffers."""
+    n_colors = color_ptr.shape[0] - 1
+    if n_colors > ROW_PASS_MAX_COLORS:
+        return {}
+    n_blocks = max(1, -(-n_rows // ROW_BLOCK))
+    sizes = np.diff(color_ptr)
+    row_pass = sizes * n_blocks <= ROW_PASS_BUDGET
+    if not row_pass.any():
+        return {}
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.shape[0]) - np.repeat(color_ptr[:-1], sizes)
+    m = int(sizes[row_pass].max())
+    work = (np.empty((n_blocks, m)), np.empty((n_blocks, m)), np.empty(m), np.empty(m))
+    return {"row_pass": row_pass, "color": color.astype(np.int64), "pos": pos, "work": work}
 
 
 def predict_rows(csr, state):

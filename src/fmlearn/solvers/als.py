@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import coordinate_sweep, factor_column_sums
-from ..losses import SMOOTHNESS, SQUARED, loss_derivative_np, loss_value_np
+from ..kernels.cd import bias_update, class_sweep_rows, coordinate_sweep, factor_column_sums
+from ..losses import SMOOTHNESS, SQUARED, loss_value_np
 from ._fm_common import predict_rows, row_state
 
 
@@ -38,46 +38,50 @@ def objective(data, state, settings):
     )
 
 
-def loss_derivatives(E, y, loss_code):
-    """l'_i for every row from the row cache."""
-    if loss_code == SQUARED:
-        return E[:, 0]
-    return loss_derivative_np("logistic", E[:, 0], y)
-
-
 def bias_step(data, E, y, w0, loss_code, lam, alpha=1.0, mu=0.0, noise=0.0, sample=False):
-    """The coordinate step for w0 (h_i = 1); returns the new value and updates ``E``."""
-    g = float(np.dot(data.sw, loss_derivatives(E, y, loss_code)))
-    hh = float(data.sw.sum())
-    if sample:
-        prec = alpha * hh + lam
-        new = w0 - (alpha * g + lam * (w0 - mu)) / prec + noise / np.sqrt(prec)
-    else:
-        new = w0 - (g + lam * (w0 - mu)) / (SMOOTHNESS[loss_code] * hh + lam)
-    E[:, 0] += new - w0
-    return new
+    """The coordinate step for w0; returns the new value and updates ``E``."""
+    return bias_update(E, y, data.sw, data.unit, loss_code, SMOOTHNESS[loss_code], lam, mu,
+                       alpha, noise, sample, w0)
 
 
 _NO_COLORS = np.zeros(1, dtype=np.int64)
 
 
 def sweep(data, state, E, y, loss_code, lams, mus, alpha, noises, sample):
-    """One pass over w, then over V factor by factor, with the shared coordinate kernel.
+    """One pass over w, then over V factor by factor, with the shared coordinate kernels.
 
     ``lams``/``mus``/``noises`` are ``(for w, [for each factor])``.
     """
-    cindptr, cindices, cdata = data.csc
-    parallel = data.color_ptr is not None
-    cptr = data.color_ptr if parallel else _NO_COLORS
-    curv = SMOOTHNESS[loss_code]
-    common = (data.sw, data.unit, loss_code, curv)
-    coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 0,
-                     state.w.reshape(-1, 1), 0, E, y, *common, lams[0], mus[0], alpha, noises[0],
-                     sample)
+    _sweep_group(data, 0, state.w.reshape(-1, 1), 0, E, y, loss_code, lams[0], mus[0], alpha,
+                 noises[0], sample)
     for f in range(state.V.shape[1]):
         factor_column_sums(*data.csr, state.V, f, E)
-        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel, 1,
-                         state.V, f, E, y, *common, lams[1][f], mus[1][f], alpha, noises[1][f], sample)
+        _sweep_group(data, 1, state.V, f, E, y, loss_code, lams[1][f], mus[1][f], alpha,
+                     noises[1][f], sample)
+
+
+def _sweep_group(data, slot, theta, col, E, y, loss_code, lam, mu, alpha, noise, sample):
+    # Every feature's coefficient theta[:, col] once, colour class after colour class.
+    cindptr, cindices, cdata = data.csc
+    curv = SMOOTHNESS[loss_code]
+    common = (data.sw, data.unit, loss_code, curv, lam, mu, alpha, noise, sample)
+    if data.row_pass is None:
+        parallel = data.color_ptr is not None
+        cptr = data.color_ptr if parallel else _NO_COLORS
+        coordinate_sweep(cindptr, cindices, cdata, data.order, cptr, data.class_nnz, parallel,
+                         slot, theta, col, E, y, *common)
+        return
+    for c in range(data.color_ptr.shape[0] - 1):
+        lo, hi = data.color_ptr[c], data.color_ptr[c + 1]
+        feats = data.order[lo:hi]
+        if data.row_pass[c]:
+            G, H, old, delta = data.work
+            m = hi - lo
+            class_sweep_rows(*data.csr, data.color, c, data.pos, feats, slot, theta, col, E, y,
+                             *common, G[:, :m], H[:, :m], old[:m], delta[:m])
+        else:
+            coordinate_sweep(cindptr, cindices, cdata, feats, np.array([0, hi - lo]),
+                             data.class_nnz[c:c + 1], True, slot, theta, col, E, y, *common)
 
 
 def als_solver(data, state, settings, callback=None):

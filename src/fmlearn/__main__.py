@@ -1,0 +1,7 @@
+"""``python -m fmlearn``: the same as the ``fmlearn`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

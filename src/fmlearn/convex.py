@@ -1,0 +1,419 @@
+"""Convex factorization machines (Yamada et al., seed 004): a global optimum, no initialization.
+
+    f(x) = w0 + w^T x + 1/2 tr(W (x x^T - diag(x o x)))
+         = w0 + w^T x + sum_{j<l} W_jl x_j x_l,          W psd, tr(W) <= eta
+
+The pairwise weights of the classic FM, <v_j, v_l>, become the entries of one positive
+semi-definite matrix W whose trace (= nuclear norm) is bounded by ``eta``: a convex problem
+(a semidefinite program) solved by Hazan's algorithm (:mod:`fmlearn.solvers.hazan`), which adds
+one rank-one atom per iteration. W is never formed: it is kept as atoms P diag(lambda) P^T,
+and prediction uses the FM kernel with factors U = P diag(lambda)^1/2.
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import _fit_context, is_classifier
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
+from ._data import merge_duplicate_rows, raw, to_csr
+from .exceptions import ConvergenceWarning, DivergenceError
+from .kernels.predict import fm_predict_csr
+from .solvers.hazan import (
+    CFMState,
+    HazanSettings,
+    cfm_data,
+    compress_atoms,
+    hazan_solver,
+    sparse_pair,
+)
+
+
+class _BaseConvexFM(BaseFM):
+    _parameter_constraints = {
+        "eta": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "step": [StrOptions({"exact", "standard"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "eig_tol": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "compress": ["boolean"],
+        "linear_features": ["array-like", None],
+        "interaction_groups": [list, tuple, None],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    _loss = "squared"
+
+    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 warm_start=False, random_state=None, verbose=0):
+        self.eta = eta
+        self.max_iter = max_iter
+        self.step = step
+        self.tol = tol
+        self.reg_linear = reg_linear
+        self.eig_tol = eig_tol
+        self.compress = compress
+        self.linear_features = linear_features
+        self.interaction_groups = interaction_groups
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _start_state(self, d):
+        empty = CFMState(0.0, np.zeros(d), np.zeros((d, 0)), np.zeros(0), 0, None)
+        if not (self.warm_start and hasattr(self, "atoms_")) or self.atoms_.shape[0] != d:
+            return empty
+        lam = self.atom_weights_.astype(np.float64)
+        total = float(lam.sum())
+        # A new eta continues a path: scaling W keeps it psd and puts it on the new budget.
+        if total > 0 and float(self.eta_) != float(self.eta):
+            lam = lam * (float(self.eta) / float(self.eta_))
+        return CFMState(float(self.w0_), self.w_.astype(np.float64),
+                        self.atoms_.astype(np.float64), lam, int(self.t_),
+                        getattr(self, "_lanczos_start", None))
+
+    def _linear_mask(self, d):
+        if self.linear_features is None:
+            return None
+        idx = np.asarray(self.linear_features)
+        if idx.dtype == bool:
+            if idx.shape != (d,):
+                raise ValueError(f"a boolean linear_features needs {d} entries, got {idx.shape}")
+            return idx.astype(np.float64)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError("linear_features must be feature indices or a boolean mask")
+        if idx.size and (idx.min() < 0 or idx.max() >= d):
+            raise ValueError(f"linear_features holds indices outside [0, {d})")
+        mask = np.zeros(d)
+        mask[idx] = 1.0
+        return mask
+
+    def _groups(self, d):
+        if self.interaction_groups is None:
+            return None
+        seen = np.zeros(d, dtype=bool)
+        groups = []
+        for k, g in enumerate(self.interaction_groups):
+            idx = np.asarray(g)
+            if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+                raise ValueError(f"interaction_groups[{k}] must be a non-empty 1-D array of "
+                                 "feature indices")
+            if idx.min() < 0 or idx.max() >= d:
+                raise ValueError(f"interaction_groups[{k}] holds indices outside [0, {d})")
+            if np.any(seen[idx]) or np.unique(idx).size != idx.size:
+                raise ValueError(f"interaction_groups[{k}] overlaps an earlier group "
+                                 "(groups must be disjoint)")
+            seen[idx] = True
+            groups.append(idx.astype(np.int64))
+        return groups
+
+    def _eval_data(self, eval_set):
+        ev = self._validate_eval_set(eval_set)
+        if ev is None:
+            return None, None
+        return sparse_pair(to_csr(ev[0], np.float64)), ev[1]
+
+    # -- fit --------------------------------------------------------------------------------
+    def _fit(self, X, y, sample_weight, eval_set):
+        X, y, sw = self._validate_train(X, y, sample_weight)
+        self.dtype_ = np.dtype(X.dtype).name
+        # Merging identical rows is an exact rewriting of the weighted loss: a weight of m
+        # equals m repeated rows, and the result does not depend on the row order.
+        X, y, sw = merge_duplicate_rows(to_csr(X, X.dtype), y, sw)
+        # Rows sorted by their first feature (stable, after the canonical merge order): the
+        # sparse products then read the vectors in runs instead of at random (2x faster at
+        # 10^6 rows); the order depends only on the data, so results stay reproducible.
+        first = np.where(np.diff(X.indptr) > 0, X.indices[np.minimum(X.indptr[:-1],
+                                                                     max(X.nnz - 1, 0))], -1)
+        order = np.argsort(first, kind="stable")
+        X, y, sw = X[order], y[order], sw[order]
+        self._update_clip_range(y, extend=self.warm_start)
+        eval_data, y_val = self._eval_data(eval_set)
+        rs = check_random_state(self.random_state)
+        state = self._start_state(X.shape[1])
+        settings = HazanSettings(eta=float(self.eta), max_iter=int(self.max_iter),
+                                 loss=self._loss, step=self.step, tol=float(self.tol),
+                                 reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
+                                 eig_schedule=False,
+                                 linear_mask=self._linear_mask(X.shape[1]))
+        history = {"metric": "error_rate" if is_classifier(self) else "rmse",
+                   "objective": [], "gap": [], "step": [], "train": []}
+        if eval_data is not None:
+            history["val"] = []
+        bar = progress(self.verbose, self.max_iter, type(self).__name__)
+
+        def callback(it, rec):
+            history["objective"].append(rec["objective"])
+            history["gap"].append(rec["gap"])
+            history["step"].append(rec["step"])
+            history["train"].append(self._metric(rec["train_pred"], y, sw))
+            post = {"gap": f"{rec['gap']:.3g}", "train": f"{history['train'][-1]:.4f}"}
+            if eval_data is not None:
+                history["val"].append(self._metric(rec["val_pred"], y_val))
+                post["val"] = f"{history['val'][-1]:.4f}"
+            bar.set_postfix(post)
+            bar.update(1)
+            return False
+
+        with bar:
+            data = cfm_data(X, y, sw, self._groups(X.shape[1]))
+            state, n_done, info = hazan_solver(data, state, settings, rs, eval_data, callback)
+        if info["diverged"]:
+            raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+        if self.tol > 0 and not info["converged"]:
+            warnings.warn(
+                f"{type(self).__name__} did not reach a duality gap of tol={self.tol} x "
+                f"objective in max_iter={self.max_iter} iterations (relative gap "
+                f"{info['gap'] / max(info['objective'], 1e-300):.3g}); raise max_iter or tol",
+                ConvergenceWarning, stacklevel=3)
+        P, lam = state.P, state.lam
+        if self.compress:
+            P, lam = compress_atoms(P, lam)
+        dtype = np.dtype(self.dtype_)
+        self.w0_ = float(state.w0)
+        self.w_ = state.w.astype(dtype)
+        self.atoms_ = np.ascontiguousarray(P, dtype=dtype)
+        self.atom_weights_ = np.asarray(lam, dtype=dtype)
+        self.n_atoms_ = int(lam.shape[0])
+        self.eta_ = float(self.eta)
+        self.t_ = int(state.t)
+        self.n_iter_ = int(n_done)
+        self.objective_ = float(info["objective"])
+        self.history_ = history
+        self._lanczos_start = state.v0
+        return self
+
+    # -- prediction -------------------------------------------------------------------------
+    def _factors(self):
+        return np.ascontiguousarray(self.atoms_ * np.sqrt(np.maximum(self.atom_weights_, 0)))
+
+    def _raw_predict(self, X):
+        indptr, indices, data = raw(to_csr(X, self._model_dtype()))
+        out = np.empty(indptr.shape[0] - 1)
+        fm_predict_csr(indptr, indices, data, self.w0_, self.w_, self._factors(), out)
+        lo, hi = self._clip_range()
+        return np.clip(out, lo, hi)
+
+    def interaction_matrix(self):
+        """The dense d x d matrix W (for small d only: it needs d^2 floats).
+
+        Raises ``ValueError`` above 4096 features; use ``atoms_`` and ``atom_weights_``.
+        """
+        d = self.atoms_.shape[0]
+        if d > 4096:
+            raise ValueError(f"W would be {d} x {d}; use atoms_ and atom_weights_ instead")
+        U = self._factors().astype(np.float64)
+        return U @ U.T
+
+    def _check_loaded_state(self):
+        d = int(self.n_features_in_)
+        m = int(self.n_atoms_)
+        if self.w_.shape != (d,) or self.atoms_.shape != (d, m) or self.atom_weights_.shape != (m,):
+            raise ValueError(f"w_ {self.w_.shape}, atoms_ {self.atoms_.shape}, atom_weights_ "
+                             f"{self.atom_weights_.shape} do not match n_features_in_={d}, "
+                             f"n_atoms_={m}")
+        for name in ("w_", "atoms_", "atom_weights_"):
+            arr = getattr(self, name)
+            if arr.dtype != np.dtype(self.dtype_):
+                raise ValueError(f"{name} has dtype {arr.dtype}, expected {self.dtype_}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"{name} contains NaN or infinity")
+        if np.any(self.atom_weights_ < 0) or float(np.sum(self.atom_weights_)) > self.eta_ * (
+                1 + 1e-6) + 1e-12:
+            raise ValueError("atom_weights_ must be non-negative with sum <= eta_")
+        if not np.isfinite(self.w0_):
+            raise ValueError("w0_ is not finite")
+
+
+class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
+    """Convex factorization machine regressor (Yamada et al., seed 004) by Hazan's algorithm.
+
+    Model (seed 004 Eq. 1)::
+
+        f(x) = w0 + w^T x + sum_{j<l} W_jl x_j x_l,     W psd,  tr(W) <= eta
+
+    fitted by (seed 004 Eq. 2)::
+
+        min  sum_i s_i (y_i - f(x_i))^2 + reg_linear ||w||^2
+
+    The linear part is eliminated exactly (a weighted ridge fit by conjugate gradient, Eq. 5);
+    Frank-Wolfe (Algorithm 1) adds the top eigenvector of the negative gradient as an atom
+    each iteration. Because the model ignores the diagonal of W, the constraint tr(W) = eta of
+    the paper and tr(W) <= eta give the same solutions. See :mod:`fmlearn.solvers.hazan` for
+    the corrections to the printed algorithm and docs/convex.md for a guide.
+
+    Parameters
+    ----------
+    eta : float, default=1.0
+        Trace (nuclear-norm) budget of W: the only capacity knob of the pairwise part, and it
+        matters a lot; choose it on held-out data (``GridSearchCV``, or a warm-started path
+        of increasing values, see Notes). ``eta=0`` is ridge regression on x.
+    max_iter : int, default=100
+        Frank-Wolfe iterations (each adds at most one atom).
+    step : {"exact", "standard"}, default="exact"
+        ``"exact"``: the minimizing step along the segment (Eq. 6, corrected);
+        ``"standard"``: 2 / (t + 2).
+    tol : float, default=1e-3
+        Stop when the Frank-Wolfe duality gap (a bound on the distance to the optimal
+        objective) falls below ``tol`` times the objective; 0 runs exactly ``max_iter``
+        iterations. A ``ConvergenceWarning`` is issued when ``tol > 0`` is not reached.
+    reg_linear : float, default=0.0
+        L2 penalty lambda_1 on w (the intercept w0 is not penalized).
+    eig_tol : float, default=1e-2
+        Relative tolerance of the Lanczos eigen-solver (the approximate eigenvector of
+        Algorithm 1; a looser value is cheaper and changes the iterates very little).
+    compress : bool, default=True
+        After fitting, rewrite the atoms in the eigen-basis of W, dropping negligible
+        eigenvalues (<= 1e-10 tr W): fewer atoms, the same predictions.
+    linear_features : array-like of int or bool, default=None
+        Features that get a linear weight (indices or a mask); the others have w_j = 0.
+        None: all. Seed 004 Eq. 14 (tensor completion) puts the bias on the mode blocks
+        only: ``TensorEncoder.linear_features_``.
+    interaction_groups : list of array-like of int, default=None
+        Disjoint groups of features; W is block-diagonal over them (only features of the same
+        group interact, each block psd, the traces summing to <= eta), and the Frank-Wolfe
+        vertex is the best of the blocks' top eigenvectors. None: one block of all features.
+        Tensor completion needs it (seed 004 Lemma 3): ``TensorEncoder.groups_``; without
+        it, pairs of unfolding indices from two modes identify single entries and the model
+        memorizes instead of completing.
+    clip_predictions : bool, default=True
+        Clip predictions to the range of the training targets.
+    warm_start : bool, default=False
+        Continue from the previous atoms and linear part. With a new ``eta`` the previous W
+        is rescaled to it, so a path over eta costs a few iterations per value.
+    random_state : int, RandomState or None, default=None
+        Draws the first Lanczos start vector (the only randomness).
+    verbose : int, default=0
+        Show a progress bar with the gap and train (and eval_set) RMSE.
+
+    Attributes
+    ----------
+    w0_ : float
+    w_ : ndarray of shape (n_features,)
+    atoms_ : ndarray of shape (n_features, n_atoms_)
+        Unit-norm atoms p_k (orthonormal after compression).
+    atom_weights_ : ndarray of shape (n_atoms_,)
+        Non-negative weights with sum <= eta: W = atoms_ diag(atom_weights_) atoms_^T.
+    n_atoms_ : int
+    n_iter_ : int
+        Iterations run by the last ``fit``; ``t_`` counts all Frank-Wolfe steps so far.
+    objective_ : float
+        Final value of the objective (Eq. 2).
+    history_ : dict
+        Per iteration, for the iterate before its step: ``"objective"``, ``"gap"`` (the
+        Frank-Wolfe duality gap), ``"step"``, ``"train"`` RMSE and, with ``eval_set``,
+        ``"val"`` RMSE.
+    n_features_in_ : int
+
+    Notes
+    -----
+    Memory is O(nnz + n_features * n_atoms); each iteration costs a few dozen sparse
+    products with X (Lanczos) and two conjugate-gradient solves, all O(nnz).
+
+    References
+    ----------
+    M. Yamada et al. Convex factorization machine for regression. ECML-PKDD 2017 (seed 004),
+    Eq. 1-6, Algorithm 1. E. Hazan. Sparse approximate solutions to semidefinite programs.
+    LATIN 2008.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import ConvexFMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 6)); y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> m = ConvexFMRegressor(eta=2.0, max_iter=30, tol=0, random_state=0).fit(X, y)
+    >>> bool(np.sqrt(np.mean((m.predict(X) - y) ** 2)) < 0.3), m.n_atoms_ <= 30
+    (True, True)
+    """
+
+    _parameter_constraints = {**_BaseConvexFM._parameter_constraints,
+                              "clip_predictions": ["boolean"]}
+
+    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 clip_predictions=True, warm_start=False, random_state=None, verbose=0):
+        super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
+                         eig_tol=eig_tol, compress=compress, linear_features=linear_features,
+                         interaction_groups=interaction_groups, warm_start=warm_start,
+                         random_state=random_state, verbose=verbose)
+        self.clip_predictions = clip_predictions
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, eval_set=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a weight of m counts like m repeated rows.
+        eval_set : (X_val, y_val), optional
+            Held-out data whose RMSE is recorded in ``history_["val"]`` each iteration
+            (tracked in O(nnz) per iteration).
+        """
+        return self._fit(X, y, sample_weight, eval_set)
+
+
+class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
+    """Convex factorization machine for binary classification (an extension of seed 004).
+
+    The model and feasible set of :class:`ConvexFMRegressor` with the logistic loss::
+
+        min  sum_i s_i log(1 + exp(-y_i f(x_i))) + reg_linear / 2 ||w||^2,
+             W psd, tr(W) <= eta
+
+    still a convex problem. The paper treats the squared loss only; here the linear part is
+    re-fitted by L-BFGS after every Frank-Wolfe step (it has no closed form), and the exact
+    step minimizes the smooth logistic loss along the segment. ``predict_proba`` is the
+    sigmoid of the score.
+
+    Parameters
+    ----------
+    eta, max_iter, step, tol, eig_tol, compress, linear_features, interaction_groups, \
+warm_start, random_state, verbose :
+        As in :class:`ConvexFMRegressor`.
+    reg_linear : float, default=1.0
+        L2 penalty on w (not w0). Positive by default: on separable data the unpenalized
+        logistic fit has no minimizer.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    w0_, w_, atoms_, atom_weights_, n_atoms_, n_iter_, objective_, history_ :
+        As in :class:`ConvexFMRegressor`; the ``history_`` metric is the error rate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import ConvexFMClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 4)); y = np.where(X[:, 0] * X[:, 1] > 0, "yes", "no")
+    >>> clf = ConvexFMClassifier(eta=20.0, max_iter=30, tol=0, random_state=0).fit(X, y)
+    >>> bool((clf.predict(X) == y).mean() > 0.9)
+    True
+    """
+
+    _loss = "logistic"
+
+    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
+                 eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
+                 warm_start=False, random_state=None, verbose=0):
+        super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
+                         eig_tol=eig_tol, compress=compress, linear_features=linear_features,
+                         interaction_groups=interaction_groups, warm_start=warm_start,
+                         random_state=random_state, verbose=verbose)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, eval_set=None):
+        """Fit the model (see :meth:`ConvexFMRegressor.fit`); ``y`` holds any two labels."""
+        return self._fit(X, y, sample_weight, eval_set)

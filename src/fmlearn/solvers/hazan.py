@@ -1,0 +1,597 @@
+"""Hazan's algorithm (Frank-Wolfe over the spectahedron) for the convex FM of seed 004.
+
+Model (seed 004 Eq. 1), with z = [1, x]:
+
+    f(x) = w^T z + 1/2 tr(W (x x^T - diag(x o x))),     W psd,  tr(W) <= eta
+
+Regression (seed 004 Eq. 2-3): the linear part is eliminated, J(W) = min_w sum_i s_i r_i^2 +
+lam1 ||w_{1:}||^2 with r = y - Z w - q(W) and q_i(W) = 1/2 tr(W (x_i x_i^T - diag(x_i o x_i))).
+Each iteration (Algorithm 1):
+
+1. residual r of the weighted ridge fit of y - q on Z (conjugate gradient, Eq. 5) and g = s o r;
+2. the leading eigenpair (p, rho) of -grad J = M(g) = X^T diag(g) X - diag((X o X)^T g) by
+   Lanczos (ARPACK's eigsh) on the matrix-free operator v -> X^T (g o X v) - c o v (two sparse
+   products, O(nnz)), warm-started from the previous p, relative tolerance ``eig_tol / (t+1)^2``;
+3. the Frank-Wolfe gap <W - eta p p^T, grad J> = eta rho - 2 g^T q (a bound on J(W) - J*);
+4. the step W <- (1 - a) W + a eta p p^T with a = 2/(t+2) or the exact minimizer of the
+   quadratic J along the segment (Eq. 6, corrected below), stored as atoms P diag(lam) P^T; the
+   cached q and the ridge solution are updated by the same convex combination, so the training
+   predictions cost O(nnz) per iteration, never O(nnz * atoms).
+
+Corrections to the printed algorithm (seed 004 §2.4), each derived from Eq. 2-3 and tested:
+
+* Sign of D. "Derivative computation" first writes D = -diag(C ybar) and later "Finally,
+  D = diag(y - f)", dropping the minus sign. With D = diag(y - f), X D X^T is the *negative*
+  gradient; its top eigenvector is the Frank-Wolfe vertex. The literal reading gives an ascent
+  direction (the line search then returns a = 0).
+* Zero diagonal. grad q_i(W) = 1/2 (x_i x_i^T - diag(x_i o x_i)); the paper's X D X^T keeps the
+  diagonal, which is not the gradient of the model of Eq. 1. We subtract diag((X o X)^T g).
+* Line search (Eq. 6). J is a quadratic of a along the segment; its minimizer is
+  a* = delta^T C r_bar / delta^T C delta with C = R^T R (+ lam1 H^T H), r_bar = y - q(W) and
+  delta = eta q(p p^T) - q(W): the paper prints R where the derivation gives R^T R, and drops
+  the eta of the rescaled loss J_eta (Algorithm 1, first line); without it a >= 1 always. C v is
+  s o (v - Z w*(v)) with w*(v) the ridge solution, so one extra CG solve (for q(p p^T)) per
+  iteration gives the numerator (= gap / 2) and the denominator.
+* Atom weights. The printed rule reads lam_k <- (1 - a) lam_k for k < t; every existing atom
+  (k <= t) must shrink for W to stay a convex combination.
+* Feasible set. Because the model ignores the diagonal of W, -grad J has zero diagonal, so its
+  top eigenvalue is >= 0 and any psd W of trace < eta can be padded with a diagonal to trace eta
+  without changing a prediction: ``tr(W) = eta`` (the paper) and ``tr(W) <= eta`` have the
+  same optimal value and the same iterates. We start from W = 0 (the paper's random start makes
+  no difference after the first step a_0 = 1) and keep iterates with tr(W) <= eta.
+
+Classification (an extension beyond the paper): the logistic loss sum s_i log(1 + exp(-y_i f_i))
++ lam1/2 ||w_{1:}||^2. The linear part has no closed form; it is re-fitted by L-BFGS warm-started
+from the previous w after every step (so W follows Frank-Wolfe on the partially minimized,
+still convex objective), and the step is the exact 1-D minimizer of the smooth loss along the
+segment (safeguarded Newton) or 2/(t+2). The same operator gives the gradient with
+g = -s o l'(f) / 2.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import minimize
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, cg, eigsh
+from scipy.special import expit
+
+from ..losses import loss_derivative_np, loss_value_np
+
+# Up to this many features the top eigenpair comes from a dense eigh of M (d x d doubles, 8 kB
+# at d = 32: ARPACK needs d > ncv); above it only the matrix-free Lanczos path is used.
+DENSE_EIG_MAX_D = 32
+
+
+@dataclass
+class CFMData:
+    """Training data of the convex FM: X (CSR), X^T (CSR), the same for X o X, y, weights.
+
+    Plain SciPy sparse products (``X @ v``) are used for every O(nnz) operation: on one core
+    they beat a hand-written loop, and they do not spin threads on a busy machine.
+    """
+
+    X: object
+    XT: object
+    X2: object
+    X2T: object
+    y: np.ndarray
+    sw: np.ndarray
+    groups: object = None  # None, or a list of (feature indices, X_g, X_g^T, (X_g o X_g)^T)
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+
+def cfm_data(X_csr, y, sw, groups=None):
+    """Build :class:`CFMData` from a canonical CSR matrix (float64 copies; X o X is X itself
+    when every stored value is 1, as in one-hot data).
+
+    ``groups`` (disjoint arrays of feature indices) makes W block-diagonal over them (seed 004
+    Lemma 3): only features of the same group interact. The column slices X_g are kept for the
+    per-group eigen-problems; together they hold at most nnz values."""
+    X = _same_index_dtype(sp.csr_matrix(X_csr, dtype=np.float64, copy=True))
+    XT = _same_index_dtype(X.T.tocsr())
+    if np.all(X.data == 1.0):
+        X2, X2T = X, XT  # 0/1 data (one-hot): X o X is X, no copy
+    elif np.all(np.abs(X.data) == 1.0):
+        X2, X2T = abs(X), abs(XT)
+    else:
+        X2 = _same_index_dtype(X.multiply(X).tocsr())
+        X2T = _same_index_dtype(X2.T.tocsr())
+    parts = None
+    if groups is not None:
+        parts = []
+        for idx in groups:
+            idx = np.asarray(idx, dtype=np.int64)
+            Xg = _same_index_dtype(X[:, idx].tocsr())
+            X2gT = _same_index_dtype(X2[:, idx].T.tocsr())
+            parts.append((idx, Xg, _same_index_dtype(Xg.T.tocsr()), X2gT))
+    return CFMData(X, XT, X2, X2T, np.ascontiguousarray(y, dtype=np.float64),
+                   np.ascontiguousarray(sw, dtype=np.float64), parts)
+
+
+def _same_index_dtype(M):
+    # SciPy converts mixed int32/int64 index arrays on every product (2x slower on
+    # MovieLens); give indptr and indices one dtype, int32 whenever nnz allows it.
+    dtype = np.int32 if M.nnz < np.iinfo(np.int32).max else np.int64
+    M.indptr = M.indptr.astype(dtype, copy=False)
+    M.indices = M.indices.astype(dtype, copy=False)
+    return M
+
+
+def atom_quadratic(pair, p):
+    """q_i = 1/2 [(x_i^T p)^2 - sum_j x_ij^2 p_j^2]: the model's pairwise part for W = p p^T."""
+    X, X2 = pair
+    s = X @ p
+    return 0.5 * (s * s - X2 @ (p * p))
+
+
+def sparse_pair(X_csr):
+    """(X, X o X) of held-out rows, for :func:`atom_quadratic` / :func:`quadratic_part`."""
+    X = _same_index_dtype(sp.csr_matrix(X_csr, dtype=np.float64, copy=True))
+    return X, _same_index_dtype(X.multiply(X).tocsr())
+
+
+@dataclass
+class CFMState:
+    """Iterate of Hazan's algorithm: W = P[:, :m] diag(lam[:m]) P[:, :m]^T, linear part w0, w.
+
+    ``t`` counts Frank-Wolfe steps taken (it drives a = 2/(t+2) across warm starts); ``v0`` is
+    the last eigenvector (the Lanczos warm start) or None.
+    """
+
+    w0: float
+    w: np.ndarray
+    P: np.ndarray
+    lam: np.ndarray
+    t: int = 0
+    v0: object = None
+
+    @property
+    def n_atoms(self):
+        return self.lam.shape[0]
+
+    def factors(self):
+        """U with W = U U^T (d x atoms), for the FM prediction kernel (seed 004 "Prediction")."""
+        return self.P * np.sqrt(np.maximum(self.lam, 0.0))
+
+
+@dataclass
+class HazanSettings:
+    eta: float
+    max_iter: int
+    loss: str = "squared"  # "squared" | "logistic"
+    step: str = "exact"  # "exact" | "standard" (2 / (t + 2))
+    tol: float = 0.0  # stop when the Frank-Wolfe gap <= tol * objective
+    reg_linear: float = 0.0
+    eig_tol: float = 1e-2  # C_f of Algorithm 1, as a relative Lanczos tolerance
+    eig_schedule: bool = True  # eig_tol / (t+1)^2 (Algorithm 1) or a fixed eig_tol
+    cg_tol: float = 1e-10
+    refresh_every: int = 50  # recompute cached q from the atoms (stops round-off drift)
+    linear_mask: object = None  # (d,) 0/1: features with a linear weight (None: all; Eq. 14)
+
+
+# -- linear algebra helpers ---------------------------------------------------------------------
+def quadratic_part(pair, P, lam, block=16):
+    """q_i = 1/2 tr(W (x_i x_i^T - diag(x_i o x_i))) for W = P diag(lam) P^T, O(nnz * atoms)
+    time; atoms are taken ``block`` at a time so that memory stays O(n * block)."""
+    X, X2 = pair
+    q = -(X2 @ ((P * P) @ lam)) if lam.shape[0] else np.zeros(X.shape[0])
+    for k in range(0, lam.shape[0], block):
+        S = np.asarray(X @ P[:, k:k + block])
+        q += (S * S) @ lam[k:k + block]
+    return 0.5 * q
+
+
+def zero_diag_operator(data, g, group=None):
+    """The d x d operator M(g) = X^T diag(g) X - diag((X o X)^T g) (= -grad J), matrix-free;
+    with ``group`` = (idx, X_g, X_g^T, (X_g o X_g)^T), its diagonal block on those features."""
+    if group is None:
+        X, XT, c = data.X, data.XT, data.X2T @ g
+    else:
+        _, X, XT, X2T = group
+        c = X2T @ g
+    d = X.shape[1]
+
+    def matvec(v):
+        v = np.ravel(v)
+        return XT @ (g * (X @ v)) - c * v
+
+    return LinearOperator((d, d), matvec=matvec, dtype=np.float64)
+
+
+def top_eigenpair(op, v0, tol):
+    """Leading (algebraic) eigenpair of the symmetric operator ``op``; returns (p, rho, ok).
+
+    ``rho`` is the Rayleigh quotient of the returned unit vector (exact for that vector, so
+    the Frank-Wolfe gap computed from it is never overstated). ``ok`` is False when ARPACK did
+    not converge and the best Ritz vector (or ``v0``) was used instead.
+    """
+    d = op.shape[0]
+    ok = True
+    if d <= DENSE_EIG_MAX_D:
+        M = op.matmat(np.eye(d))
+        vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+        p = vecs[:, -1]
+    else:
+        try:
+            _, vecs = eigsh(op, k=1, which="LA", v0=v0, tol=tol, maxiter=max(1000, 10 * d))
+            p = vecs[:, 0]
+        except ArpackNoConvergence as exc:
+            ok = False
+            p = exc.eigenvectors[:, 0] if exc.eigenvectors.shape[1] else v0
+    p = np.asarray(p, dtype=np.float64)
+    p = p / np.linalg.norm(p)
+    rho = float(p @ op.matvec(p))
+    return p, rho, ok
+
+
+class RidgeSystem:
+    """Weighted ridge on z = [1, x]: w*(v) = argmin ||s^1/2 (v - Z w)||^2 + lam1 ||w_1:||^2.
+
+    Solved by preconditioned conjugate gradient on (Z^T S Z + Lambda) w = Z^T S v (seed 004
+    Eq. 5 with weights and lam1), never forming Z^T Z. Jacobi preconditioner; empty columns
+    get a unit preconditioner (their coordinate stays at its start value, 0).
+    """
+
+    def __init__(self, data, reg_linear, tol, mask=None):
+        self.data = data
+        self.lam = float(reg_linear)
+        self.tol = tol
+        self.mask = None if mask is None else np.asarray(mask, dtype=np.float64)
+        d = data.n_features
+        diag = np.empty(d + 1)
+        diag[0] = data.sw.sum()
+        diag[1:] = data.X2T @ data.sw + self.lam
+        if self.mask is not None:
+            diag[1:] *= self.mask
+        diag[diag <= 0.0] = 1.0
+        self._inv_diag = 1.0 / diag
+        self.A = LinearOperator((d + 1, d + 1), matvec=self._apply, dtype=np.float64)
+        self.M = LinearOperator((d + 1, d + 1), matvec=lambda v: self._inv_diag * np.ravel(v),
+                                dtype=np.float64)
+
+    def Z(self, w):
+        """Z w (n,) for w = [w0, w_1:]."""
+        w1 = w[1:] if self.mask is None else self.mask * w[1:]
+        return self.data.X @ w1 + w[0]
+
+    def Zt(self, u):
+        out = np.empty(self.data.n_features + 1)
+        out[0] = u.sum()
+        out[1:] = self.data.XT @ u
+        if self.mask is not None:
+            out[1:] *= self.mask
+        return out
+
+    def _apply(self, w):
+        w = np.ravel(w)
+        out = self.Zt(self.data.sw * self.Z(w))
+        out[1:] += self.lam * w[1:]
+        return out
+
+    def solve(self, v, x0=None):
+        b = self.Zt(self.data.sw * v)
+        if not np.any(b):
+            return np.zeros_like(b)
+        if x0 is not None and self.mask is not None:
+            x0 = np.concatenate([x0[:1], self.mask * x0[1:]])
+        w, info = cg(self.A, b, x0=x0, rtol=self.tol, atol=0.0, M=self.M,
+                     maxiter=20 * (self.data.n_features + 1) + 100)
+        return w
+
+    def penalty(self, w):
+        return self.lam * float(w[1:] @ w[1:])
+
+
+# -- the two solvers ----------------------------------------------------------------------------
+def _append_atom(P_buf, lam, p, weight):
+    m = lam.shape[0]
+    P_buf[:, m] = p
+    return np.append(lam, weight)
+
+
+def frank_wolfe_vertex(data, g, v0, tol):
+    """The Frank-Wolfe vertex direction: the top eigenpair of M(g) over the feasible set.
+
+    Without groups: the leading eigenvector of M(g). With groups (block-diagonal W), the best
+    of the per-block leading eigenvectors, embedded in R^d. ``v0`` holds every block's last
+    eigenvector in its own coordinates (the blocks are disjoint) and is updated in place.
+    Returns (p, rho, ok).
+    """
+    if data.groups is None:
+        p, rho, ok = top_eigenpair(zero_diag_operator(data, g), v0, tol)
+        v0[:] = p
+        return p, rho, ok
+    best, ok_all = None, True
+    for group in data.groups:
+        idx = group[0]
+        pg, rho, ok = top_eigenpair(zero_diag_operator(data, g, group), v0[idx], tol)
+        ok_all &= ok
+        v0[idx] = pg
+        if best is None or rho > best[1]:
+            best = (idx, rho, pg)
+    idx, rho, pg = best
+    p = np.zeros(data.n_features)
+    p[idx] = pg
+    return p, rho, ok_all
+
+
+def _init_v0(state, d, rng):
+    if state.v0 is not None and state.v0.shape == (d,) and np.any(state.v0):
+        return np.array(state.v0, dtype=np.float64)
+    return rng.standard_normal(d)
+
+
+def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
+    """Run Hazan's algorithm from ``state`` for at most ``settings.max_iter`` steps.
+
+    Parameters
+    ----------
+    data : CFMData
+    state : CFMState
+        Start (W = 0 and w = 0 on a cold start). Not modified; the result is a new state.
+    settings : HazanSettings
+    rng : numpy Generator or RandomState (draws the first Lanczos start vector only)
+    eval_data : (X, X o X) from :func:`sparse_pair`, or None
+        Held-out rows whose predictions are tracked in O(nnz) per iteration.
+    callback : callable(iteration, record) -> bool, optional
+        ``record`` has "objective", "gap", "step", "train_pred" and "val_pred" (or None) of
+        the iterate *before* that iteration's step; returning True stops.
+
+    Returns
+    -------
+    state, n_iter, info : ``n_iter`` steps taken; info has "diverged" (None or a message),
+    "converged" (gap <= tol * objective), "gap" and "objective" (last measured) and
+    "lanczos_failures".
+    """
+    if settings.loss == "squared":
+        linear = _RidgeLinear(data, state, settings)
+    else:
+        linear = _LogisticLinear(data, state, settings)
+    eta = float(settings.eta)
+    d = data.n_features
+    lam = np.array(state.lam, dtype=np.float64)
+    m0 = lam.shape[0]
+    buf = np.empty((d, m0 + settings.max_iter), dtype=np.float64, order="F")
+    buf[:, :m0] = state.P[:, :m0]
+    train_pair = (data.X, data.X2)
+    q = quadratic_part(train_pair, buf[:, :m0], lam)
+    qv = quadratic_part(eval_data, buf[:, :m0], lam) if eval_data is not None else None
+    v0 = _init_v0(state, d, rng)
+    linear.start(q)
+    t = int(state.t)
+    n_done = 0
+    failures = 0
+    converged = False
+    gap = obj = np.inf
+    info = {"diverged": None}
+    for it in range(settings.max_iter):
+        if it and it % settings.refresh_every == 0:
+            q = quadratic_part(train_pair, buf[:, :lam.shape[0]], lam)
+            linear.refresh(q)
+            if qv is not None:
+                qv = quadratic_part(eval_data, buf[:, :lam.shape[0]], lam)
+        f, g, obj = linear.current(q)
+        if not np.isfinite(obj):
+            info["diverged"] = _diverged(it, "objective")
+            break
+        tol_t = settings.eig_tol / (t + 1) ** 2 if settings.eig_schedule else settings.eig_tol
+        p, rho, ok = frank_wolfe_vertex(data, g, v0, max(tol_t, 1e-12))
+        failures += not ok
+        # <W - eta p p^T, grad J> with <W, M(g)> = 2 g^T q and p^T M(g) p = rho.
+        gap = eta * max(rho, 0.0) - 2.0 * float(g @ q)
+        record = {"objective": obj, "gap": gap, "step": 0.0, "train_pred": f,
+                  "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv}
+        if gap <= settings.tol * obj or gap <= 0.0:
+            converged = True
+            if callback is not None:
+                callback(it, record)
+            break
+        qp = atom_quadratic(train_pair, p)
+        delta = eta * qp - q
+        if settings.step == "exact":
+            alpha = linear.line_search(f, q, qp, delta, g, eta)
+        else:
+            alpha = 2.0 / (t + 2.0)
+        record["step"] = alpha
+        if alpha <= 0.0:
+            # No descent along the Frank-Wolfe direction: optimal up to the Lanczos accuracy.
+            converged = True
+            if callback is not None:
+                callback(it, record)
+            break
+        lam = _append_atom(buf, lam * (1.0 - alpha), p, alpha * eta)
+        q = (1.0 - alpha) * q + (alpha * eta) * qp
+        linear.step(q, qp, alpha, eta)
+        if qv is not None:
+            qv = (1.0 - alpha) * qv + (alpha * eta) * atom_quadratic(eval_data, p)
+        t += 1
+        n_done = it + 1
+        if not (np.all(np.isfinite(q)) and linear.is_finite()):
+            info["diverged"] = _diverged(it, "predictions")
+            break
+        if callback is not None and callback(it, record):
+            break
+    m = lam.shape[0]
+    P = buf[:, :m].copy()
+    w, final_obj = linear.finish(quadratic_part(train_pair, P, lam))
+    new = CFMState(float(w[0]), w[1:].copy(), P, lam, t, v0)
+    info.update(converged=converged, gap=gap, lanczos_failures=failures, objective=final_obj)
+    return new, n_done, info
+
+
+def _diverged(it, what):
+    return (f"Hazan's algorithm produced a non-finite {what} at iteration {it}; the data or eta "
+            "is too large for float64 (scale X or y, or lower eta)")
+
+
+class _RidgeLinear:
+    """Squared loss: the linear part eliminated exactly (Eq. 3, 5) and the exact step (Eq. 6).
+
+    w*(y - q) = w*(y) - w*(q) is linear in q, so w*(q) follows the iterates by the same convex
+    combination as q: one CG solve per iteration (for the new atom), warm starts elsewhere.
+    """
+
+    def __init__(self, data, state, settings):
+        self.data = data
+        self.ridge = RidgeSystem(data, settings.reg_linear, settings.cg_tol,
+                                 settings.linear_mask)
+        self.w_start = np.concatenate([[state.w0], state.w]).astype(np.float64)
+        self.wp = None
+
+    def start(self, q):
+        ridge, y = self.ridge, self.data.y
+        w = ridge.solve(y - q, x0=self.w_start if np.any(self.w_start) else None)
+        self.wq = ridge.solve(q) if np.any(q) else np.zeros_like(w)
+        self.wy = w + self.wq
+
+    def refresh(self, q):
+        self.wq = self.ridge.solve(q, x0=self.wq)
+
+    def current(self, q):
+        self.w = self.wy - self.wq
+        lin = self.ridge.Z(self.w)
+        r = self.data.y - lin - q
+        g = self.data.sw * r
+        return lin + q, g, float(g @ r) + self.ridge.penalty(self.w)
+
+    def predict_eval(self, X):
+        return X @ self.w[1:] + self.w[0]
+
+    def line_search(self, f, q, qp, delta, g, eta):
+        # J(a) = J(0) - 2 a g^T delta + a^2 delta^T C delta; delta^T C delta is the ridge
+        # residual norm (plus penalty) of delta, whose solution is eta w*(qp) - w*(q).
+        self.wp = self.ridge.solve(qp)
+        w_delta = eta * self.wp - self.wq
+        res = delta - self.ridge.Z(w_delta)
+        num = float(g @ delta)
+        den = float(self.data.sw @ (res * res)) + self.ridge.penalty(w_delta)
+        if den > 0.0:
+            return min(max(num / den, 0.0), 1.0)
+        return 1.0 if num > 0.0 else 0.0
+
+    def step(self, q, qp, alpha, eta):
+        if self.wp is None:  # 2/(t+2) step: no line search has solved for the atom yet
+            self.wp = self.ridge.solve(qp)
+        self.wq = (1.0 - alpha) * self.wq + (alpha * eta) * self.wp
+        self.wp = None
+
+    def is_finite(self):
+        return bool(np.all(np.isfinite(self.wq)))
+
+    def finish(self, q):
+        ridge = self.ridge
+        w = ridge.solve(self.data.y - q, x0=self.wy - self.wq)
+        r = self.data.y - ridge.Z(w) - q
+        return w, float(self.data.sw @ (r * r)) + ridge.penalty(w)
+
+
+class _LogisticLinear:
+    """Logistic loss (extension): w re-fitted by L-BFGS after each step, exact 1-D line search
+    on the smooth loss along the segment (safeguarded Newton)."""
+
+    def __init__(self, data, state, settings):
+        self.data = data
+        self.reg = float(settings.reg_linear)
+        self.mask = (np.ones(data.n_features) if settings.linear_mask is None
+                     else np.asarray(settings.linear_mask, dtype=np.float64))
+        self.w = np.concatenate([[state.w0], self.mask * state.w]).astype(np.float64)
+
+    def _fit(self, q):
+        data, reg, mask = self.data, self.reg, self.mask
+        y, sw = data.y, data.sw
+
+        def fun(w):
+            w1 = mask * w[1:]
+            f = data.X @ w1 + w[0] + q
+            val = float(sw @ loss_value_np("logistic", f, y)) + 0.5 * reg * float(w1 @ w1)
+            u = sw * loss_derivative_np("logistic", f, y)
+            grad = np.empty_like(w)
+            grad[0] = u.sum()
+            grad[1:] = mask * (data.XT @ u + reg * w1)
+            return val, grad
+
+        res = minimize(fun, self.w, jac=True, method="L-BFGS-B",
+                       options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-15})
+        self.w, self.loss = res.x, float(res.fun)
+
+    def start(self, q):
+        self._fit(q)
+
+    def refresh(self, q):
+        self._fit(q)
+
+    def current(self, q):
+        f = self.data.X @ self.w[1:] + self.w[0] + q
+        g = -0.5 * self.data.sw * loss_derivative_np("logistic", f, self.data.y)
+        return f, g, self.loss
+
+    def predict_eval(self, X):
+        return X @ self.w[1:] + self.w[0]
+
+    def line_search(self, f, q, qp, delta, g, eta):
+        return logistic_line_search(self.data.y, self.data.sw, f, delta)
+
+    def step(self, q, qp, alpha, eta):
+        self._fit(q)
+
+    def is_finite(self):
+        return bool(np.all(np.isfinite(self.w)))
+
+    def finish(self, q):
+        self._fit(q)
+        return self.w, self.loss
+
+
+def logistic_line_search(y, sw, base, delta):
+    """argmin over a in [0, 1] of sum s log(1 + exp(-y (base + a delta))) (safeguarded Newton
+    on the increasing derivative)."""
+
+    def derivs(a):
+        sig = expit(-y * (base + a * delta))
+        return (float(sw @ (-y * sig * delta)),
+                float(sw @ (sig * (1.0 - sig) * delta * delta)))
+
+    if derivs(1.0)[0] <= 0.0:
+        return 1.0
+    if derivs(0.0)[0] >= 0.0:
+        return 0.0
+    lo, hi, a = 0.0, 1.0, 0.5
+    for _ in range(100):
+        d1, d2 = derivs(a)
+        if d1 < 0.0:
+            lo = a
+        else:
+            hi = a
+        if hi - lo < 1e-12:
+            break
+        newton = a - d1 / d2 if d2 > 0.0 else -1.0
+        a = newton if lo < newton < hi else 0.5 * (lo + hi)
+    return a
+
+
+# -- atoms --------------------------------------------------------------------------------------
+def compress_atoms(P, lam, rtol=1e-10):
+    """Rewrite W = P diag(lam) P^T in its eigen-basis, dropping eigenvalues <= rtol * tr(W).
+
+    Thin QR of P (d x m) then an m x m eigendecomposition: O(d m^2), never d x d. Returns
+    orthonormal atoms and their (descending) eigenvalues; W changes by at most the dropped mass.
+    """
+    m = lam.shape[0]
+    if m == 0:
+        return P[:, :0].copy(), lam.copy()
+    Q, R = np.linalg.qr(P)
+    core = (R * lam) @ R.T
+    vals, vecs = np.linalg.eigh(0.5 * (core + core.T))
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], vecs[:, order]
+    total = float(np.sum(np.maximum(vals, 0.0)))
+    keep = vals > rtol * total
+    return np.ascontiguousarray(Q @ vecs[:, keep]), vals[keep].copy()
