@@ -15,7 +15,7 @@ from numba import njit
 from ..losses import LOGISTIC, SMOOTHNESS, loss_derivative
 from .online import ftrl_coord
 from .predict import fm_row
-from .sgd import _grad_norm2
+from .sgd import _pred_and_grad_norm2
 
 
 @njit(cache=True)
@@ -30,17 +30,18 @@ def fm_ogd_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, eta0, power
     k = V.shape[1]
     q = np.empty(k)
     qq = np.empty(k)
+    fa = np.empty(k)
+    fb = np.empty(k)
     for r in range(order.shape[0]):
         i = order[r]
-        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
-        out[i] = pred
-        if sw[i] <= 0.0:
-            continue
-        reps = max(1, int(math.ceil(sw[i])))
+        reps = max(1, int(math.ceil(sw[i]))) if sw[i] > 0.0 else 1
         scale = sw[i] / reps
         for rep in range(reps):
-            if rep > 0:
-                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
+            pred, norm2 = _pred_and_grad_norm2(Xp, Xi, Xd, i, params0[0], w, V, q, qq, fa, fb)
+            if rep == 0:
+                out[i] = pred
+            if sw[i] <= 0.0:
+                break
             if not (abs(pred) <= limit):
                 return i
             t = ist[0] + 1
@@ -48,7 +49,7 @@ def fm_ogd_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, eta0, power
             eta = eta0 / math.pow(t, power_t)
             g = scale * loss_derivative(loss, pred, y[i])
             if implicit:
-                g /= 1.0 + eta * scale * SMOOTHNESS[loss] * _grad_norm2(Xp, Xi, Xd, i, V, q)
+                g /= 1.0 + eta * scale * SMOOTHNESS[loss] * norm2
             params0[0] -= eta * (g + reg0 * params0[0])
             for p in range(Xp[i], Xp[i + 1]):
                 j = Xi[p]
@@ -70,17 +71,18 @@ def fm_pa_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, pa_c, epsilo
     k = V.shape[1]
     q = np.empty(k)
     qq = np.empty(k)
+    fa = np.empty(k)
+    fb = np.empty(k)
     for r in range(order.shape[0]):
         i = order[r]
-        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
-        out[i] = pred
-        if sw[i] <= 0.0:
-            continue
-        reps = max(1, int(math.ceil(sw[i])))
+        reps = max(1, int(math.ceil(sw[i]))) if sw[i] > 0.0 else 1
         scale = sw[i] / reps
         for rep in range(reps):
-            if rep > 0:
-                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
+            pred, norm2 = _pred_and_grad_norm2(Xp, Xi, Xd, i, params0[0], w, V, q, qq, fa, fb)
+            if rep == 0:
+                out[i] = pred
+            if sw[i] <= 0.0:
+                break
             if not (abs(pred) <= limit):
                 return i
             ist[0] += 1
@@ -92,7 +94,7 @@ def fm_pa_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, pa_c, epsilo
                 sgn = 1.0 if pred > y[i] else -1.0
             if l_pa <= 0.0:
                 continue
-            tau = min(pa_c * scale, l_pa / _grad_norm2(Xp, Xi, Xd, i, V, q))
+            tau = min(pa_c * scale, l_pa / norm2)
             g = tau * sgn
             params0[0] -= g
             for p in range(Xp[i], Xp[i + 1]):
