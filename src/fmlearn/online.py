@@ -183,6 +183,20 @@ class _OnlineBase(BaseFM):
         csr = raw(to_csr(X, np.float64))
         return self._learner().predict(csr)
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Learn from scratch (unless ``warm_start``) with ``n_iter`` passes over the rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets, or any two labels for a classifier.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a row of weight m counts like m repeated rows.
+        """
+        return self._fit(X, y, sample_weight)
+
     def _check_loaded_state(self):
         for name, value in vars(self).items():
             if (name.startswith(_STATE_PREFIX) and isinstance(value, np.ndarray)
@@ -201,8 +215,27 @@ class _OnlineBase(BaseFM):
         return self.learner
 
 
-class _RegressorRange:
-    """Regression: predictions are clipped to the range of the targets seen (like libFM)."""
+class _OnlineClassifier(FMClassifierMixin):
+    """Binary classification front of the online estimators."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Learn from one row or many, visited in the given order (one round per row).
+
+        ``classes`` (both labels) is needed on the first call unless ``y`` holds both."""
+        self._partial_fit(X, y, sample_weight, classes=classes)
+        return self
+
+
+class _RegressorRange(FMRegressorMixin):
+    """Regression front: predictions are clipped to the range of the targets seen (as
+    libFM does)."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None):
+        """Learn from one row or many, visited in the given order (one round per row)."""
+        self._partial_fit(X, y, sample_weight)
+        return self
 
     def _update_range(self, y):
         if y.shape[0] == 0:
@@ -405,7 +438,7 @@ _CCFM_ATTRS = """
 """
 
 
-class CCFMRegressor(_RegressorRange, FMRegressorMixin, _CCFMBase):
+class CCFMRegressor(_RegressorRange, _CCFMBase):
     __doc__ = ("""Compact convexified factorization machine for regression (squared loss),
     learned online.
 """ + _CCFM_DOC + """    clip_predictions : bool, default=True
@@ -440,27 +473,8 @@ class CCFMRegressor(_RegressorRange, FMRegressorMixin, _CCFMBase):
                          verbose=verbose)
         self.clip_predictions = clip_predictions
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch (unless ``warm_start``) with ``n_iter`` passes over the rows.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; a row of weight m counts like m repeated rows.
-        """
-        return self._fit(X, y, sample_weight)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
-        """Learn from one row or many, visited in the given order (one round per row)."""
-        self._partial_fit(X, y, sample_weight)
-        return self
-
-
-class CCFMClassifier(FMClassifierMixin, _CCFMBase):
+class CCFMClassifier(_OnlineClassifier, _CCFMBase):
     __doc__ = ("""Compact convexified factorization machine for binary classification
     (logistic loss), learned online. Any two labels; ``decision_function`` is y^(x) for
     ``classes_[1]`` and ``predict_proba`` its sigmoid.
@@ -476,18 +490,6 @@ class CCFMClassifier(FMClassifierMixin, _CCFMBase):
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
     """)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch (see :meth:`CCFMRegressor.fit`); ``y`` holds any two labels."""
-        return self._fit(X, y, sample_weight)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """Learn from one row or many in the given order; ``classes`` (both labels) is needed
-        on the first call unless ``y`` holds both."""
-        self._partial_fit(X, y, sample_weight, classes=classes)
-        return self
 
 
 # ----------------------------------------------------------------------------------------------
@@ -645,7 +647,7 @@ _FM_DOC = """
 """
 
 
-class OnlineFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineFMBase):
+class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
     __doc__ = ("""Factorization machine regressor learned online (FTRL, OGD or PA).
 """ + _FM_DOC + """    clip_predictions : bool, default=True
         As in :class:`CCFMRegressor`.
@@ -678,19 +680,8 @@ class OnlineFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineFMBase):
                          warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch (see :meth:`CCFMRegressor.fit`)."""
-        return self._fit(X, y, sample_weight)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
-        """Learn from one row or many, in the given order."""
-        self._partial_fit(X, y, sample_weight)
-        return self
-
-
-class OnlineFMClassifier(FMClassifierMixin, _OnlineFMBase):
+class OnlineFMClassifier(_OnlineClassifier, _OnlineFMBase):
     __doc__ = ("""Factorization machine binary classifier learned online (FTRL, OGD or PA);
     logistic loss for FTRL and OGD, hinge loss for PA; any two labels.
 """ + _FM_DOC + """    classes_ : ndarray of shape (2,)
@@ -705,18 +696,6 @@ class OnlineFMClassifier(FMClassifierMixin, _OnlineFMBase):
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
     """)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch; ``y`` holds any two labels."""
-        return self._fit(X, y, sample_weight)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """Learn from one row or many in the given order; ``classes`` as in
-        :meth:`CCFMClassifier.partial_fit`."""
-        self._partial_fit(X, y, sample_weight, classes=classes)
-        return self
 
 
 # ----------------------------------------------------------------------------------------------
@@ -821,7 +800,7 @@ _CFM_DOC = """
 """
 
 
-class OnlineCFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineCFMBase):
+class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
     __doc__ = ("""Convex factorization machine regressor learned online by FTRL.
 """ + _CFM_DOC + """    clip_predictions : bool, default=True
 
@@ -849,19 +828,8 @@ class OnlineCFMRegressor(_RegressorRange, FMRegressorMixin, _OnlineCFMBase):
                          warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch (see :meth:`CCFMRegressor.fit`)."""
-        return self._fit(X, y, sample_weight)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
-        """Learn from one row or many, in the given order."""
-        self._partial_fit(X, y, sample_weight)
-        return self
-
-
-class OnlineCFMClassifier(FMClassifierMixin, _OnlineCFMBase):
+class OnlineCFMClassifier(_OnlineClassifier, _OnlineCFMBase):
     __doc__ = ("""Convex factorization machine binary classifier (logistic loss) learned
     online by FTRL; any two labels.
 """ + _CFM_DOC + """    classes_ : ndarray of shape (2,)
@@ -876,14 +844,3 @@ class OnlineCFMClassifier(FMClassifierMixin, _OnlineCFMBase):
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
     """)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Learn from scratch; ``y`` holds any two labels."""
-        return self._fit(X, y, sample_weight)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """Learn from one row or many in the given order."""
-        self._partial_fit(X, y, sample_weight, classes=classes)
-        return self
