@@ -54,7 +54,9 @@ def _ccfm_projected(learner, csr, y, sw, order, out, limit, mode, eta0, power_t,
             f"a row has {maxn - 1} nonzero features, but the projected learners keep C in a "
             f"basis of at most max_rank={C.r_max} vectors, which must hold every row's "
             f"features and the bias; raise max_rank above {maxn} (or memory_budget_mb)")
-    r_keep = max(1, C.r_max - maxn)
+    # a compression drops the smallest |eigenvalues| down to half the cap: it costs an
+    # eigendecomposition and a rotation of the basis, so it should not happen every round
+    r_keep = max(1, min(C.r_max - maxn, C.r_max // 2))
     bad = ccfm_proj_batch(indptr, indices, data, y, sw, order, learner.loss_code,
                           learner.self_interaction, mode, C.U, C.K, C.ident, learner.ist,
                           learner.fst, float(eta0), float(power_t), float(delta), float(pa_c),
