@@ -46,8 +46,8 @@ class FTRLSettings:
     l2_v: float = 0.0
     eig_iter: int = 10
     eig_tol: float = 1e-6
-    m_max: int = 24
-    m_keep: int = 12
+    m_max: int = 12
+    m_keep: int = 6
     refresh: int = 5000
     budget_mb: float = DEFAULT_BUDGET_MB
 
