@@ -131,7 +131,7 @@ def run_peers(X, y, task, python, k=8, max_rows=None):
                     fh.write(f"{y[i]} |u u{feats[0]} |i i{feats[1]}\n")
                 else:
                     body = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi],
-                                                                   X.data[lo:hi]))
+                                                                   X.data[lo:hi], strict=True))
                     fh.write(f"{int(y[i])} |{ns} {body}\n")
         cmd = [python, os.path.join(HERE, "_peers_online.py"), npz, vw_file, task, str(k)]
         if max_rows is not None:

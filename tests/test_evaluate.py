@@ -28,8 +28,8 @@ def test_streaming_metrics_equal_batch_metrics_for_any_split():
     w = rng.random(300)
     cuts = [0, 7, 100, 101, 300]
     ms = {name: make_metric(name) for name in METRICS}
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        for name, m in ms.items():
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        for m in ms.values():
             if m.task == "regression":
                 m.update(y[a:b], s[a:b], w[a:b])
             else:

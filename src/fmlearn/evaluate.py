@@ -63,7 +63,7 @@ class PrequentialResult:
         names = list(self.curves)
         fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.2), squeeze=False)
         x = self.n_rows if against == "rows" else self.elapsed
-        for ax, name in zip(axes[0], names):
+        for ax, name in zip(axes[0], names, strict=True):
             ax.plot(x, self.curves[name])
             ax.set_xlabel("rows seen" if against == "rows" else "seconds")
             ax.set_ylabel(name)
@@ -153,7 +153,8 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
         if m.task != ("classification" if clf else "regression"):
             raise ValueError(f"metric {name!r} is for {m.task}, but {type(estimator).__name__} "
                              f"is a {'classifier' if clf else 'regressor'}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    if (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+            or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if total is None and isinstance(stream, tuple) and len(stream) in (2, 3):
         total = stream[0].shape[0] if hasattr(stream[0], "shape") else len(stream[0])
@@ -207,8 +208,8 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
 
 def _row_by_row(estimator, X, y, w, clf, classes):
     """Generic prequential loop for estimators without a compiled path."""
-    from sklearn.utils.validation import check_is_fitted
     from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
 
     n = X.shape[0]
     scores = np.zeros(n)

@@ -125,7 +125,8 @@ class StreamingAUC(StreamingMetric):
         y = np.concatenate(self._y)
         if np.unique(y).shape[0] < 2:
             return float("nan")
-        return float(roc_auc_score(y, np.concatenate(self._s), sample_weight=np.concatenate(self._w)))
+        return float(roc_auc_score(y, np.concatenate(self._s),
+                                   sample_weight=np.concatenate(self._w)))
 
 
 METRICS = {cls.name: cls for cls in (StreamingRMSE, StreamingMAE, StreamingErrorRate,

@@ -72,7 +72,7 @@ def make_ccfm_stream(n_samples=10000, n_features=20, *, rank=3, trace_norm=5.0, 
             raise ValueError(f"fields sum to {fields.sum()}, not n_features={n_features}")
         offsets = np.concatenate([[0], np.cumsum(fields)[:-1]])
         cols = np.column_stack([off + rng.randint(0, size, n_samples)
-                                for off, size in zip(offsets, fields)])
+                                for off, size in zip(offsets, fields, strict=True)])
         nf = len(fields)
         X = sp.csr_matrix((np.ones(n_samples * nf), cols.ravel(),
                            np.arange(0, n_samples * nf + 1, nf)), shape=(n_samples, n_features))

@@ -1160,7 +1160,8 @@ def ccfm_proj_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, mode, U, K, iden
             t = ist[0] + 1
             ist[0] = t
             if mode == OGD:
-                coef = -0.5 * scale * eta0 / math.pow(t, power_t) * loss_derivative(loss, pred, y[i])
+                eta_t = eta0 / math.pow(t, power_t)
+                coef = -0.5 * scale * eta_t * loss_derivative(loss, pred, y[i])
             else:
                 if loss == 0:
                     l_pa = abs(pred - y[i]) - epsilon

@@ -153,5 +153,6 @@ def fm_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, zn0, znw, Vz, Vn, params0, w, 
                     if abs(z) <= l1_v:
                         V[j, f] = 0.0
                     else:
-                        V[j, f] = -(z - math.copysign(l1_v, z)) / ((beta_v + math.sqrt(nn)) / alpha_v + l2_v)
+                        V[j, f] = -(z - math.copysign(l1_v, z)) / (
+                            (beta_v + math.sqrt(nn)) / alpha_v + l2_v)
     return -1
