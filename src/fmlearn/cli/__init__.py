@@ -1,4 +1,4 @@
-"""The ``fmlearn`` command: fit, predict, evaluate, demo and reproduce.
+"""The ``fmlearn`` command: fit, predict, evaluate, demo, reproduce and online.
 
 A thin front end over the public estimators: it parses arguments, reads svmlight/libFM files,
 calls ``fit`` / ``predict`` / :func:`fmlearn.load` and prints results. libFM's single-dash flags
@@ -152,6 +152,10 @@ def build_parser():
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./fmlearn-reproduce/NAME)")
     p.add_argument("--quick", action="store_true", help="a smaller run of the same experiment")
+
+    from ._online import add_parser as _add_online
+
+    _add_online(sub)
     return parser
 
 
@@ -185,6 +189,10 @@ def _run(args):
         from ._demo import cmd_demo
 
         return cmd_demo(args)
+    if args.command == "online":
+        from ._online import cmd_online
+
+        return cmd_online(args)
     from ._reproduce import cmd_reproduce
 
     return cmd_reproduce(args)

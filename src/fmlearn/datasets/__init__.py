@@ -7,6 +7,7 @@ tests and reproductions can check what a solver recovers.
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
+from ._synthetic_ccfm import make_ccfm_stream
 from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
@@ -27,6 +28,7 @@ __all__ = [
     "load_movielens_100k",
     "load_svmlight",
     "make_asymmetric_sensing",
+    "make_ccfm_stream",
     "make_cfm_regression",
     "make_fm",
     "make_fm_labels",

@@ -45,6 +45,9 @@ REGISTRY = {
     "ifm-vs-fm": Experiment(
         "fmlearn.reproduce.ifm_vs_fm",
         "seed 001 Fig. 1: test RMSE of iFM vs classic FM on FM, sign-flipped, mixed labels"),
+    "occfm": Experiment(
+        "fmlearn.reproduce.occfm",
+        "seed 002 Tables 3-4, Fig. 1-2: OCCFM vs FM/CFM/CCFM online baselines"),
 }
 
 

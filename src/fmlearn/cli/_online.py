@@ -1,0 +1,219 @@
+"""``fmlearn online``: learn an online FM from an svmlight/libFM stream, predict-then-learn.
+
+Reads TRAIN, feeds its rows in order (or in a seeded random order) to an online estimator in
+batches and reports the prequential metrics (each row predicted before it is learned), the
+learning speed, optionally held-out metrics on TEST, a learning curve and the saved model.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from ._common import CLIError, note, print_pairs, read_svmlight, widen
+
+_LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
+
+
+def _float(strict):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not np.isfinite(value) or value < 0 or (strict and value == 0):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {'>' if strict else '>='} 0, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_float = _float(True)
+_nonneg_float = _float(False)
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_parser(sub):
+    """Register ``fmlearn online`` on the ``fmlearn`` subparsers."""
+    p = sub.add_parser(
+        "online", help="learn an online FM (OCCFM, FTRL, OGD, PA) predict-then-learn",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Feed the rows of TRAIN to an online factorization machine, each row\n"
+                    "predicted before it is learned (prequential evaluation, seed 002 §4.1).\n"
+                    "Models: ccfm (compact convexified FM: learners ocg = OCCFM, ogd, pa,\n"
+                    "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
+        epilog="examples:\n"
+               "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"
+               "      --delta 300 --shuffle --seed 0\n"
+               "  fmlearn online ratings.libfm --model fm --learner ftrl --rank 8 \\\n"
+               "      --test test.libfm --save model.fmz --curve curve.tsv")
+    p.add_argument("train", metavar="TRAIN", help="svmlight/libFM stream (rows in file order)")
+    p.add_argument("--test", metavar="TEST", help="held-out file scored after learning")
+    p.add_argument("--model", choices=sorted(_LEARNERS), default="ccfm",
+                   help="model family (default ccfm)")
+    p.add_argument("--learner", default=None,
+                   help="ccfm: ocg (default), ogd, pa, ftrl; fm: ftrl (default), ogd, pa; "
+                        "cfm: ftrl")
+    p.add_argument("--loss", choices=["squared", "logistic"], default="squared",
+                   help="squared: regression (RMSE); logistic: binary classification (error "
+                        "rate, AUC); default squared")
+    p.add_argument("--delta", type=_positive_float, default=10.0, metavar="D",
+                   help="ccfm, cfm: trace-norm bound (default 10)")
+    p.add_argument("--eta", type=_positive_float, default=None, metavar="E",
+                   help="ccfm ocg: weight of the accumulated gradient; ogd, ftrl: step size "
+                        "(default: the estimator's)")
+    p.add_argument("--gamma-power", type=_nonneg_float, default=0.5, metavar="P",
+                   help="ccfm ocg: gamma_t = t^-P (default 0.5, the paper's)")
+    p.add_argument("--power-t", type=_nonneg_float, default=0.5, metavar="P",
+                   help="ogd, ftrl: step size eta / t^P (default 0.5)")
+    p.add_argument("--no-self-interaction", action="store_true",
+                   help="ccfm: leave out the x_j^2 terms")
+    p.add_argument("--rank", type=_positive_int, default=8, metavar="K",
+                   help="fm: number of factors (default 8)")
+    p.add_argument("--passes", type=_positive_int, default=1, metavar="N",
+                   help="passes over TRAIN; metrics are those of every prediction made")
+    p.add_argument("--shuffle", action="store_true",
+                   help="visit the rows in a random order (--seed) instead of file order")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="random seed (row order, initial factors)")
+    p.add_argument("--batch-size", type=_positive_int, default=10000, metavar="B",
+                   help="rows per compiled call and per point of the learning curve")
+    p.add_argument("--save", metavar="OUT.fmz", help="save the model after learning")
+    p.add_argument("--curve", metavar="FILE.tsv",
+                   help="write the learning curve: rows, seconds, metric values")
+    p.add_argument("--plot", metavar="FILE.png", help="plot the learning curve (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="progress bar")
+    return p
+
+
+def build_online_estimator(args):
+    """The online estimator described by the ``online`` arguments."""
+    from fmlearn import (
+        CCFMClassifier,
+        CCFMRegressor,
+        OnlineCFMClassifier,
+        OnlineCFMRegressor,
+        OnlineFMClassifier,
+        OnlineFMRegressor,
+    )
+
+    learner = args.learner or _LEARNERS[args.model][0]
+    if learner not in _LEARNERS[args.model]:
+        raise CLIError(f"--model {args.model} has learners {', '.join(_LEARNERS[args.model])}; "
+                       f"got --learner {learner}")
+    clf = args.loss == "logistic"
+    kw = {}
+    if args.eta is not None:
+        kw["eta"] = args.eta
+    if args.model == "ccfm":
+        cls = CCFMClassifier if clf else CCFMRegressor
+        return cls(learner, delta=args.delta, gamma_power=args.gamma_power,
+                   power_t=args.power_t, self_interaction=not args.no_self_interaction,
+                   random_state=args.seed, **kw)
+    if args.no_self_interaction:
+        raise CLIError("--no-self-interaction applies to --model ccfm")
+    if args.model == "fm":
+        cls = OnlineFMClassifier if clf else OnlineFMRegressor
+        return cls(learner, n_factors=args.rank, power_t=args.power_t, random_state=args.seed,
+                   **kw)
+    cls = OnlineCFMClassifier if clf else OnlineCFMRegressor
+    return cls(learner, delta=args.delta, power_t=args.power_t, random_state=args.seed, **kw)
+
+
+def _stream(X, y, args):
+    rng = np.random.default_rng(args.seed)
+    n = X.shape[0]
+    for _ in range(args.passes):
+        order = rng.permutation(n) if args.shuffle else np.arange(n)
+        for start in range(0, n, args.batch_size):
+            rows = order[start:start + args.batch_size]
+            yield X[rows], y[rows]
+
+
+def cmd_online(args):
+    from fmlearn import evaluate_prequential
+
+    est = build_online_estimator(args)
+    X, y = read_svmlight(args.train, "training")
+    X_test = y_test = None
+    if args.test:
+        X_test, y_test = read_svmlight(args.test, "test")
+        d = max(X.shape[1], X_test.shape[1])
+        X, X_test = widen(X, d, args.train), widen(X_test, d, args.test)
+    clf = args.loss == "logistic"
+    if clf and np.unique(y).shape[0] != 2:
+        raise CLIError(f"{args.train}: --loss logistic needs exactly two labels, found "
+                       f"{np.unique(y).shape[0]}")
+    metrics = ["error_rate", "auc"] if clf else ["rmse"]
+    t0 = time.perf_counter()
+    res = evaluate_prequential(est, _stream(X, y, args), metrics=metrics,
+                               classes=np.unique(y) if clf else None, verbose=args.verbose,
+                               total=X.shape[0] * args.passes)
+    wall = time.perf_counter() - t0
+    report = [("model", f"{type(est).__name__}(learner={est.learner})"),
+              ("train", f"{args.train}: {X.shape[0]} rows, {X.shape[1]} features"),
+              ("rounds", int(res.n_rows[-1])),
+              ("learning time", f"{res.elapsed[-1]:.3f} s"),
+              ("rows per second", float(res.rows_per_second))]
+    report += [(f"prequential {name}", float(v)) for name, v in res.metrics.items()]
+    if X_test is not None:
+        if clf:
+            from sklearn.metrics import roc_auc_score
+
+            pred = est.predict(X_test)
+            report.append(("test error_rate", float(np.mean(pred != y_test))))
+            score = est.decision_function(X_test)
+            report.append(("test auc", float(roc_auc_score(y_test == est.classes_[1], score))))
+        else:
+            pred = est.predict(X_test)
+            report.append(("test rmse", float(np.sqrt(np.mean((pred - y_test) ** 2)))))
+    info = getattr(est, "info_", {}) or {}
+    for key in ("dropped_mass", "inexact_steps"):
+        if key in info and info[key]:
+            report.append((key.replace("_", " "), info[key]))
+    if args.curve:
+        _write_curve(args.curve, res)
+    if args.plot:
+        try:
+            res.plot(args.plot, title=f"{type(est).__name__}({est.learner}) on "
+                                      f"{os.path.basename(args.train)}")
+        except ImportError as exc:
+            raise CLIError(str(exc)) from None
+    if args.save:
+        est.save(args.save)
+    if args.json:
+        print(json.dumps({k: v for k, v in report}, sort_keys=False))
+    else:
+        print_pairs(report)
+        if args.save:
+            print(f"model saved to {args.save}")
+    if wall > 0 and args.verbose:
+        note(f"total wall time {wall:.2f} s")
+    return 0
+
+
+def _write_curve(path, res):
+    names = list(res.curves)
+    lines = ["\t".join(["rows", "seconds"] + names)]
+    for i in range(res.n_rows.shape[0]):
+        lines.append("\t".join([str(int(res.n_rows[i])), repr(float(res.elapsed[i]))]
+                               + [repr(float(res.curves[n][i])) for n in names]))
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+
