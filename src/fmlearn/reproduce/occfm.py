@@ -43,10 +43,13 @@ ALGORITHMS = ("FM-FTRL", "CFM-FTRL", "CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM"
 
 # 002 Table 3 (RMSE) and Table 4 (error rate, AUC)
 PAPER = {
-    "ml100k": {"rmse": dict(zip(ALGORITHMS, (1.2781, 1.1036, 1.2721, 1.2164, 1.0873, 1.0359), strict=True))},
+    "ml100k": {"rmse": dict(zip(ALGORITHMS, (1.2781, 1.1036, 1.2721, 1.2164, 1.0873, 1.0359),
+                                strict=True))},
     "ijcnn1": {
-        "error_rate": dict(zip(ALGORITHMS, (0.0663, 0.0544, 0.0911, 0.0711, 0.0520, 0.0243), strict=True)),
-        "auc": dict(zip(ALGORITHMS, (0.9647, 0.9736, 0.9192, 0.9312, 0.9757, 0.9859), strict=True)),
+        "error_rate": dict(zip(ALGORITHMS, (0.0663, 0.0544, 0.0911, 0.0711, 0.0520, 0.0243),
+                               strict=True)),
+        "auc": dict(zip(ALGORITHMS, (0.9647, 0.9736, 0.9192, 0.9312, 0.9757, 0.9859),
+                        strict=True)),
     },
     "adult": {},
 }
