@@ -61,15 +61,16 @@ def _learn(learner, X, y, rows=None):
 @pytest.mark.parametrize("self_inter", [True, False])
 def test_ocg_small_d_is_exact_algorithm_2(loss, self_inter):
     # d + 1 <= 64: C is dense and the linear step is Lanczos on the whole H to a relative
-    # residual of 1e-6, so the iterates follow the exact algorithm (eigh) to ~1e-6
+    # residual of 1e-4, so the iterates follow the exact algorithm (eigh) to ~1e-3 over 300
+    # rounds (a wrong step, sign or gamma moves them by O(1))
     rng = np.random.default_rng(1)
     X, y = _stream(300, 10, 0.4, rng, loss)
     p_ref, C_ref, _ = ref.ocg(X, y, 0.5, 4.0, self_inter, loss)
     L = OCGLearner(10, OCGSettings(eta=0.5, delta=4.0), LOSS[loss], self_inter)
     assert L.C.ident
     out = _learn(L, X, y)
-    np.testing.assert_allclose(out, p_ref, atol=1e-4)
-    np.testing.assert_allclose(L.matrix(), C_ref, atol=1e-4)
+    np.testing.assert_allclose(out, p_ref, atol=2e-3)
+    np.testing.assert_allclose(L.matrix(), C_ref, atol=2e-3)
 
 
 @pytest.mark.parametrize("self_inter", [True, False])

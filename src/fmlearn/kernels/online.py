@@ -832,7 +832,9 @@ def ocg_batch(Xp, Xi, Xd, y, sw, order, loss, self_inter, Sp, Si, Sd, U, K, iden
     q = np.zeros(D)
     Cq = np.zeros(D)
     small = m_max >= D and ident
-    lanczos_tol = 1e-6
+    # relative Ritz residual of the dense eigen-step: 1e-4 gives the same IJCNN1 predictions
+    # as 1e-6 (prequential error identical, AUC within 1e-5) at 1.25x the rounds per second
+    lanczos_tol = 1e-4
     LV = np.zeros((D if small else 1, D))
     LH = np.zeros((D if small else 1, D))
     la = np.zeros(D)
