@@ -303,6 +303,7 @@ def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
     # one-hot user x item data: the colouring puts users and items in two parallel classes;
     # thresholds lowered so that this small problem takes the parallel paths
     monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
     monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0 if row_pass else 10**9)
     X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
     X = to_csr(X)

@@ -55,12 +55,21 @@ class ColumnData:
     @property
     def rows_parallel(self):
         """Whether passes over all rows are worth running on several threads."""
-        return bool(self.csr[1].shape[0] >= MIN_PARALLEL_NNZ)
+        return bool(self.csr[1].shape[0] >= MIN_PARALLEL_NNZ
+                    and self.n_samples >= MIN_PARALLEL_ROWS)
 
 
 # Entries below which a colour class (or a pass over the rows) runs serially: a parallel
 # region costs microseconds, and far more when the machine is oversubscribed.
 MIN_PARALLEL_NNZ = 50_000
+# Colour classes and passes over the rows run in parallel only on at least this many rows.
+# While the row cache E fits in the cores' caches, two threads writing it (a class's features
+# touch disjoint rows, but rows of the same cache lines; a row pass hands the lines to the other
+# core before the next serial step reads them) make the sweep slower than on one thread:
+# measured on MovieLens-100K's 75,000 rows, quiet machine, MCMC 46 ms per sweep on 2 threads
+# against 27 ms on one, and 27 ms on 2 threads with this threshold. On 2,000,000 rows two
+# threads are 1.8x faster (benchmarks/RESULTS.md).
+MIN_PARALLEL_ROWS = 500_000
 # Above this many (row, feature, feature) triples the colouring is not worth building.
 COLORING_BUDGET = 200_000_000
 # Row-wise class sweeps are used when there are at most this many colour classes (one-hot
@@ -92,7 +101,8 @@ def column_data(X_csr, y, sw):
             order = np.argsort(color, kind="stable").astype(np.int64)
             color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
             col_nnz = np.diff(csc[0])[order]
-            class_parallel = np.add.reduceat(col_nnz, color_ptr[:-1]) >= MIN_PARALLEL_NNZ
+            class_parallel = ((np.add.reduceat(col_nnz, color_ptr[:-1]) >= MIN_PARALLEL_NNZ)
+                              & (X_csr.shape[0] >= MIN_PARALLEL_ROWS))
             extra = _row_pass_plan(color, order, color_ptr, X_csr.shape[0])
     sw = np.ascontiguousarray(sw, dtype=np.float64)
     return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64), sw, order, color_ptr,
