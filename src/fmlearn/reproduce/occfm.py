@@ -100,9 +100,9 @@ def grid(alg, name):
     """Candidate settings of an algorithm on a data set."""
     deltas = DELTAS[name]
     if alg == "OCCFM":
-        # eta (the weight of the accumulated gradient) matters on IJCNN1: 10 beat 1 there
+        # eta (the weight of the accumulated gradient) matters on IJCNN1 (1 is too small there)
         return [dict(delta=d, gamma_power=g, eta=e) for d in deltas for g in (0.5, 1.0)
-                for e in (1.0, 10.0)]
+                for e in (1.0, 3.0, 10.0)]
     if alg == "CCFM-OGD":
         return [dict(delta=d, eta=e) for d in deltas for e in (0.1, 1.0)]
     if alg in ("CCFM-FTRL", "CFM-FTRL"):
