@@ -17,30 +17,25 @@ from numba import njit, prange
 def fm_row(indptr, indices, data, i, w0, w, V, q, qq):
     """FM prediction for row ``i`` of a CSR matrix, accumulated in float64.
 
-    Leaves ``q[f] = sum_j v_jf x_ij`` (used by gradients); ``q`` is a caller-owned buffer of
-    length k (``qq`` is kept for the callers' signature and not used). The self-interaction
-    term sum_f sum_j v_jf^2 x_j^2 is accumulated as one scalar, sum_j x_j^2 ||v_j||^2, which
-    saves k stores per feature (1.5x faster on one-hot rows).
+    Leaves ``q[f] = sum_j v_jf x_ij`` (used by gradients); ``q`` and ``qq`` are caller-owned
+    buffers of length k. The inner loop runs over the factors, contiguous in ``V``.
     """
     k = V.shape[1]
     for f in range(k):
         q[f] = 0.0
+        qq[f] = 0.0
     acc = np.float64(w0)
-    self_sq = 0.0
     for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
         x = data[p]
         acc += w[j] * x
-        nv = 0.0
         for f in range(k):
-            v = V[j, f]
-            q[f] += v * x
-            nv += v * v
-        self_sq += x * x * nv
-    s = 0.0
+            t = V[j, f] * x
+            q[f] += t
+            qq[f] += t * t
     for f in range(k):
-        s += q[f] * q[f]
-    return acc + 0.5 * (s - self_sq)
+        acc += 0.5 * (q[f] * q[f] - qq[f])
+    return acc
 
 
 # Rows per task of the parallel loops: buffers are allocated once per chunk, not per row.

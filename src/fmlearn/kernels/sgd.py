@@ -29,49 +29,38 @@ def learning_rate_at(schedule, eta0, power_t, t):
 
 @njit(cache=True, nogil=True)
 def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
-    """FM prediction of row i and ||d f(x_i) / d(w0, w, V)||^2.
+    """FM prediction of row i and ||d f(x_i) / d(w0, w, V)||^2, in one pass over the row.
 
-    With h_jf = x_j (q_f - v_jf x_j), sum_{j,f} h_jf^2 = S2 ||q||^2 - 2 sum_j x_j^3 <v_j, q>
-    + sum_j x_j^4 ||v_j||^2 where S2 = sum_j x_j^2: one pass over the row for q, ||v_j||^2 and
-    the prediction, and a second pass (the row's factors, already in cache) for <v_j, q>.
-    Leaves q[f] = sum_j v_jf x_ij for the update; ``qq``, ``a``, ``b`` are unused (kept for the
-    callers' signature).
+    With h_jf = x_j (q_f - v_jf x_j), sum_j h_jf^2 = q_f^2 S2 - 2 q_f A_f + B_f where
+    S2 = sum_j x_j^2, A_f = sum_j v_jf x_j^3, B_f = sum_j v_jf^2 x_j^4: no second pass.
+    Leaves q[f] = sum_j v_jf x_ij for the update.
     """
     k = V.shape[1]
     for f in range(k):
         q[f] = 0.0
+        qq[f] = 0.0
+        a[f] = 0.0
+        b[f] = 0.0
     pred = np.float64(w0)
     s2 = 0.0
-    self_sq = 0.0
-    quart = 0.0
-    start = indptr[i]
-    end = indptr[i + 1]
-    for p in range(start, end):
+    for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
         x = data[p]
         x2 = x * x
         pred += w[j] * x
         s2 += x2
-        nv = 0.0
         for f in range(k):
-            v = V[j, f]
-            q[f] += v * x
-            nv += v * v
-        self_sq += x2 * nv
-        quart += x2 * x2 * nv
-    qn = 0.0
+            t = V[j, f] * x
+            tt = t * t
+            q[f] += t
+            qq[f] += tt
+            a[f] += t * x2
+            b[f] += tt * x2
+    norm2 = 1.0 + s2
     for f in range(k):
-        qn += q[f] * q[f]
-    cube = 0.0
-    for p in range(start, end):
-        j = indices[p]
-        x = data[p]
-        vq = 0.0
-        for f in range(k):
-            vq += V[j, f] * q[f]
-        cube += x * x * x * vq
-    pred += 0.5 * (qn - self_sq)
-    return pred, 1.0 + s2 + s2 * qn - 2.0 * cube + quart
+        pred += 0.5 * (q[f] * q[f] - qq[f])
+        norm2 += q[f] * q[f] * s2 - 2.0 * q[f] * a[f] + b[f]
+    return pred, norm2
 
 
 @njit(cache=True)
