@@ -50,6 +50,30 @@ def test_predict_kernels_match_pairwise_oracle(dtype):
                                rtol=tol, atol=tol)
 
 
+def test_parallel_csr_prediction_equals_serial_and_oracle():
+    # at least PARALLEL_MIN_ROWS rows take the chunked parallel loop
+    import numba
+
+    from fmlearn.kernels.predict import PARALLEL_MIN_ROWS
+
+    rng = np.random.default_rng(5)
+    n, d = PARALLEL_MIN_ROWS + 777, 50
+    X = to_csr(sp.random(n, d, density=0.06, format="csr", random_state=5))
+    w0, w, V = _random_model(d, 4, rng)
+    outs = []
+    old = numba.get_num_threads()
+    try:
+        for t in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(t)
+            outs.append(fm_predict_csr(*raw(X), w0, w, V, np.empty(n)))
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    rows = rng.choice(n, 300, replace=False)
+    np.testing.assert_allclose(outs[1][rows], ref.fm_predict(X[rows], w0, w, V), rtol=1e-12,
+                               atol=1e-12)
+
+
 def test_gradient_matches_finite_differences():
     rng = np.random.default_rng(1)
     x = rng.normal(size=7)

@@ -40,6 +40,10 @@ def fm_row(indptr, indices, data, i, w0, w, V, q, qq):
 
 # Rows per task of the parallel loops: buffers are allocated once per chunk, not per row.
 CHUNK = 512
+# Fewer rows than this are predicted serially: a solver's per-iteration evaluation (25,000
+# MovieLens test rows) on two threads made the serial sweeps that follow it slower, and
+# MCMC with n_jobs=2 slower than with one thread (36 against 30 ms per sweep, quiet machine).
+PARALLEL_MIN_ROWS = 100_000
 
 
 @njit(cache=True, parallel=True)
@@ -47,7 +51,7 @@ def fm_predict_csr(indptr, indices, data, w0, w, V, out):
     """Write f(x_i) for every row of a CSR matrix into ``out`` (float64)."""
     n = indptr.shape[0] - 1
     k = V.shape[1]
-    if n <= CHUNK:  # one chunk: not worth a parallel region
+    if n < PARALLEL_MIN_ROWS:  # not worth a parallel region
         q = np.empty(k)
         qq = np.empty(k)
         for i in range(n):
