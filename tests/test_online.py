@@ -565,3 +565,18 @@ def test_cli_online_learns_saves_and_reports(tmp_path, capsys):
     assert rows[0].split("\t") == ["rows", "seconds", "error_rate", "auc"] and len(rows) == 6
     assert main(["online", train, "--model", "fm", "--learner", "ocg"]) == 2
     assert "learners" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("self_inter", [True, False])
+@pytest.mark.parametrize("fields", [None, [10, 10]])
+def test_planted_stream_targets_equal_the_dense_model(self_inter, fields):
+    # the generator scores rows from the factors of C*; noise-free targets must equal
+    # 1/2 x^' C* x^ (minus the self-interactions when excluded) computed densely
+    X, y, C = make_ccfm_stream(300, 20, rank=3, trace_norm=4.0, fields=fields, noise=0.0,
+                               self_interaction=self_inter, random_state=1)
+    Xd = X.toarray()
+    Xh = np.hstack([Xd, np.ones((300, 1))])
+    f = 0.5 * np.einsum("ij,jk,ik->i", Xh, C, Xh)
+    if not self_inter:
+        f -= 0.5 * (Xd ** 2) @ np.diag(C)[:-1]
+    np.testing.assert_allclose(y, f, rtol=1e-12, atol=1e-12)

@@ -81,7 +81,7 @@ def make_ccfm_stream(n_samples=10000, n_features=20, *, rank=3, trace_norm=5.0, 
         vals = rng.standard_normal((n_samples, n_features)) * mask
         X = sp.csr_matrix(vals)
     X.sort_indices()
-    f = _ccfm_scores(X, C, self_interaction)
+    f = _ccfm_scores(X, Q, lam, self_interaction)
     if task == "regression":
         y = f + noise * rng.standard_normal(n_samples)
     else:
@@ -89,11 +89,14 @@ def make_ccfm_stream(n_samples=10000, n_features=20, *, rank=3, trace_norm=5.0, 
     return X, y, C
 
 
-def _ccfm_scores(X, C, self_interaction):
-    """1/2 x^' C x^ for every row (minus the self-interactions when excluded)."""
+def _ccfm_scores(X, Q, lam, self_interaction):
+    """1/2 x^' C x^ for every row (minus the self-interactions when excluded), from the
+    factors C = Q diag(lam) Q' in O(nnz * rank): never an n x (d+1) or (d+1) x (d+1) product."""
     n = X.shape[0]
     Xh = sp.hstack([X, np.ones((n, 1))]).tocsr()
-    f = 0.5 * np.asarray(Xh.multiply(Xh @ C).sum(axis=1)).ravel()
+    P = np.asarray(Xh @ Q)
+    f = 0.5 * (P * P) @ lam
     if not self_interaction:
-        f -= 0.5 * np.asarray(X.multiply(X).multiply(np.diag(C)[:-1]).sum(axis=1)).ravel()
+        diag = (Q[:-1] * Q[:-1]) @ lam
+        f -= 0.5 * np.asarray(X.multiply(X) @ diag).ravel()
     return f
