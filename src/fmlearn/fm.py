@@ -6,7 +6,6 @@ Every seed paper compares against this model; the solvers follow libFM 1.4 (Rend
 "Factorization Machines with libFM", ACM TIST 3(3)).
 """
 
-import contextlib
 import numbers
 import time
 
@@ -20,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from ._data import merge_duplicate_rows, raw, to_csr
+from ._threads import n_threads
 from .exceptions import DivergenceError
 from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from .losses import LOSS_CODES
@@ -30,22 +30,6 @@ from .solvers.sgd import SGDSettings, sgd_solver
 
 # Memory for the MCMC samples kept for prediction when n_kept_samples is None.
 MCMC_SAMPLES_BUDGET = 256 * 2**20
-
-
-@contextlib.contextmanager
-def n_threads(n_jobs):
-    """Run numba's parallel loops on ``n_jobs`` threads (None: numba's default; -1: all)."""
-    if n_jobs is None:
-        yield
-        return
-    old = numba.get_num_threads()
-    most = numba.config.NUMBA_NUM_THREADS
-    n = most if n_jobs < 0 else min(n_jobs, most)
-    numba.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(old)
 
 
 def _solver_is_sgd(est):
@@ -437,7 +421,8 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         Continue from the previous solution (and, for MCMC, the chain) on the next ``fit``.
     random_state : int, RandomState or None, default=None
     n_jobs : int or None, default=None
-        Threads for the compiled loops (None: numba's default). Results do not depend on it.
+        Threads for the compiled loops (None or -1: all CPUs numba may use, see
+        ``fmlearn._threads``). Results do not depend on it.
     verbose : int, default=0
         Show a progress bar with the running train (and eval_set) RMSE.
 

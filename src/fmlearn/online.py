@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from ._data import merge_duplicate_rows, raw, to_csr
+from ._threads import blas_single_thread
 from .exceptions import DivergenceError
 from .losses import LOSS_CODES
 from .solvers._online_common import DEFAULT_BUDGET_MB
@@ -35,19 +36,8 @@ from .solvers.ogd import CCFMOGDLearner, FMOGDLearner, OGDSettings
 from .solvers.pa import CCFMPALearner, FMPALearner, PASettings
 
 _STATE_PREFIX = "state_"
-_BLAS = None
 
 
-def _single_threaded_blas():
-    """A context limiting BLAS/LAPACK to one thread: the learners call LAPACK on small
-    matrices every round, where OpenBLAS threads only add synchronization (10x slower
-    measured on 2 busy cores)."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
 # rows per compiled call in ``fit`` when a progress bar is shown
 _CHUNK = 8192
 
@@ -114,7 +104,7 @@ class _OnlineBase(BaseFM):
         info = {}
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
-            with _single_threaded_blas():
+            with blas_single_thread():
                 bad, info = learner.learn(csr, y, sw, part, out, limit)
             if bad >= 0:
                 if snapshot is not None:

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from .._threads import blas_single_thread, resolve_n_jobs
 from ..linalg import orthonormal_basis, top_eigenpairs, top_singular_triplets
 
 # A step whose residual RMS exceeds this multiple of the first batch's target RMS, or whose
@@ -54,7 +55,6 @@ DIVERGENCE_FACTOR = 1e4
 CHUNK_VALUES = 1 << 20
 
 _POOLS = {}
-_CONTROLLER = []
 
 
 def _tmatmul(Xc, R):
@@ -71,26 +71,6 @@ def _pool(n_threads):
     if n_threads not in _POOLS:
         _POOLS[n_threads] = ThreadPoolExecutor(n_threads, thread_name_prefix="fmlearn-gfm")
     return _POOLS[n_threads]
-
-
-def _blas_single_thread():
-    # BLAS runs single-threaded inside chunks: the chunks are the parallel unit, and a fixed
-    # per-chunk summation order makes results independent of the thread count.
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
-
-
-def resolve_n_jobs(n_jobs):
-    """Threads for the chunked batch products (None or -1: all CPUs)."""
-    import os
-
-    cpus = os.cpu_count() or 1
-    if n_jobs is None or n_jobs < 0:
-        return cpus
-    return max(1, min(int(n_jobs), cpus))
 
 
 class Batch:
@@ -126,7 +106,7 @@ class Batch:
     def _map(self, fn):
         """``[fn(a, b) for each chunk]`` in chunk order, chunks spread over the threads."""
         chunks = list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist(), strict=False))
-        with _blas_single_thread():
+        with blas_single_thread():
             if self.n_jobs == 1 or len(chunks) == 1:
                 return [fn(a, b) for a, b in chunks]
             return list(_pool(self.n_jobs).map(lambda ab: fn(*ab), chunks))
