@@ -1,12 +1,19 @@
 """Shared estimator plumbing: input validation, label encoding, fitted checks, progress bars,
-prediction dispatch and save hooks.
+prediction dispatch, failure atomicity and save hooks.
 
 Every public estimator derives from :class:`BaseFM` and one of :class:`FMRegressorMixin` /
 :class:`FMClassifierMixin`. A model family implements ``_raw_predict(X)`` on validated input
 (dense C-contiguous ndarray or canonical CSR in the model dtype) and returns float64 scores;
-this module turns them into ``predict`` / ``decision_function`` / ``predict_proba``.
+this module turns them into ``predict`` / ``decision_function`` / ``predict_proba``, in row
+chunks of bounded size (:meth:`BaseFM._scores`), and refuses scores that overflowed.
+
+Every sparse input passes :func:`fmlearn._data.check_sparse_structure` here, before SciPy or a
+kernel indexes with it. :func:`failure_atomic` wraps the batch estimators' ``fit`` and
+``partial_fit``: a call that raises leaves the estimator exactly as it was.
 """
 
+import copy
+import functools
 import numbers
 
 import numpy as np
@@ -16,9 +23,99 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_clas
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._data import to_csr
+from ._data import check_sparse_structure, to_csr
+from .exceptions import DivergenceError
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+#: Stored values (dense entries, or non-zeros of sparse input) per prediction chunk: a chunk's
+#: CSR copy and the kernels' per-row buffers stay near 100 MB whatever the number of rows.
+PREDICT_CHUNK_VALUES = 1 << 22
+
+
+def _snapshot(state):
+    """A copy of an estimator's ``__dict__`` that later in-place changes cannot reach: arrays
+    copied, lists / dicts / sets deep-copied; constructor parameters (no trailing ``_``) and
+    other objects are kept as the same objects (a user's ``RandomState`` stays theirs)."""
+    out = {}
+    for name, value in state.items():
+        if isinstance(value, np.ndarray):
+            value = value.copy()
+        elif isinstance(value, (list, dict, set)) and name.endswith("_"):
+            value = copy.deepcopy(value)
+        out[name] = value
+    return out
+
+
+def _non_finite_attribute(est):
+    """Name of a learned float array or float scalar of ``est`` that is not finite, or None."""
+    for name, value in vars(est).items():
+        if not name.endswith("_") or name.startswith("_") or name == "history_":
+            continue
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+            if not np.all(np.isfinite(value)):
+                return name
+        elif isinstance(value, (float, np.floating)) and not np.isfinite(value):
+            return name
+    return None
+
+
+# Errors a solver's arithmetic can end in (besides DivergenceError): an overflow that made a
+# matrix non-finite shows up as LinAlgError ("Eigenvalues did not converge"), ARPACK's no
+# convergence, a division by a zero that an underflow produced.
+_NUMERIC_ERRORS = (np.linalg.LinAlgError, ArithmeticError)
+
+
+def _arpack_error():
+    from scipy.sparse.linalg import ArpackError
+
+    return ArpackError
+
+
+def failure_atomic(method):
+    """Decorator of ``fit`` / ``partial_fit``: a call that raises leaves ``self`` as it was.
+
+    The estimator's ``__dict__`` is copied before the call (:func:`_snapshot`, O(model)) and put
+    back exactly on any exception, ``KeyboardInterrupt`` included: attributes the call added
+    are removed, changed ones get their previous values. A call that returns is checked too:
+    a learned array or scalar that is NaN or infinite (an overflow the solver did not catch)
+    raises :class:`~fmlearn.exceptions.DivergenceError` and restores the previous state. A
+    numerical error from inside a solver (``LinAlgError`` from an eigen-solver fed an
+    overflowed matrix, ``ZeroDivisionError``, ARPACK's no convergence) becomes a
+    ``DivergenceError`` naming it.
+
+    For the batch estimators, whose ``fit`` costs far more than a copy of the model. The
+    online estimators' ``partial_fit`` (one row costs O(nnz k)) keeps its own transaction.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        saved = _snapshot(self.__dict__)
+        try:
+            try:
+                result = method(self, *args, **kwargs)
+            except DivergenceError:
+                raise
+            except (_NUMERIC_ERRORS + (_arpack_error(),)) as exc:
+                raise DivergenceError(
+                    f"{type(self).__name__}.{method.__name__} failed inside the solver: "
+                    f"{type(exc).__name__}: {exc}. This happens when the data or a parameter "
+                    "drives the iterates past the float64 range (values above ~1e154 square "
+                    "to infinity); rescale the features or the targets. The estimator keeps "
+                    "its previous state") from exc
+            bad = _non_finite_attribute(self)
+            if bad is not None:
+                raise DivergenceError(
+                    f"{type(self).__name__}.{method.__name__} produced a non-finite {bad} "
+                    "(an overflow in the solver); rescale the features or the targets. The "
+                    "estimator keeps its previous state")
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+        return result
+
+    return wrapper
 
 
 def check_sample_weight(sample_weight, n_samples):
@@ -82,6 +179,7 @@ class BaseFM(BaseEstimator):
 
     # -- input validation -------------------------------------------------------------------
     def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
+        check_sparse_structure(X)
         X, y = validate_data(
             self,
             X,
@@ -99,6 +197,7 @@ class BaseFM(BaseEstimator):
     def _validate_X_predict(self, X, accept_sparse=("csr", "csc")):
         """Validate ``X`` at predict time and cast it to the model dtype."""
         check_is_fitted(self)
+        check_sparse_structure(X)
         X = validate_data(
             self, X, reset=False, accept_sparse=list(accept_sparse), dtype=list(FLOAT_DTYPES)
         )
@@ -137,6 +236,32 @@ class BaseFM(BaseEstimator):
 
     def _raw_predict(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _scores(self, X):
+        """Validated ``X`` -> float64 scores of ``_raw_predict``, computed in row chunks of
+        about :data:`PREDICT_CHUNK_VALUES` stored values (bounded memory on any number of
+        rows); a score that is not finite (the input is finite, so an overflow) raises
+        ``ValueError`` instead of becoming a NaN prediction or class."""
+        X = self._validate_X_predict(X)
+        n = X.shape[0]
+        stored = X.nnz if sp.issparse(X) else n * X.shape[1]
+        rows = max(1, int(PREDICT_CHUNK_VALUES // max(1.0, stored / max(n, 1))))
+        if n <= rows:
+            out = np.asarray(self._raw_predict(X), dtype=np.float64)
+        else:
+            out = np.empty(n, dtype=np.float64)
+            for a in range(0, n, rows):
+                out[a:a + rows] = self._raw_predict(X[a:a + rows])
+        finite = np.isfinite(out)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            row = X[i].toarray() if sp.issparse(X) else X[i]
+            big = float(np.max(np.abs(row))) if row.size else 0.0
+            raise ValueError(
+                f"{type(self).__name__}: the score of row {i} overflows float64 "
+                f"({out[i]}; the row's largest |x| is {big:.3g}); rescale the features (for "
+                "example with sklearn.preprocessing.MaxAbsScaler) or check the model")
+        return out
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, path):
@@ -178,7 +303,7 @@ class FMRegressorMixin(RegressorMixin):
 
     def predict(self, X):
         """Predicted targets, shape (n_samples,)."""
-        return self._raw_predict(self._validate_X_predict(X))
+        return self._scores(X)
 
 
 class FMClassifierMixin(ClassifierMixin):
@@ -229,7 +354,7 @@ class FMClassifierMixin(ClassifierMixin):
 
     def decision_function(self, X):
         """Margin of ``classes_[1]``: positive means ``classes_[1]``, shape (n_samples,)."""
-        return self._raw_predict(self._validate_X_predict(X))
+        return self._scores(X)
 
     def predict_proba(self, X):
         """Class probabilities, shape (n_samples, 2), columns ordered as ``classes_``."""

@@ -1,8 +1,11 @@
-"""Array plumbing between validated user input and the compiled kernels.
+"""Array plumbing between user input and the compiled kernels.
 
-Everything here takes already-validated NumPy/SciPy objects and returns the raw arrays that
-kernels consume (``indptr`` as int64, ``indices`` as int32, ``data`` in the model dtype), or
-small derived data sets (duplicate rows merged into weights). No estimator logic lives here.
+:func:`check_sparse_structure` is the structural gate every sparse input passes before any
+SciPy conversion or compiled kernel touches it (the estimators' validators, :func:`to_csr` /
+:func:`to_csc`, the stream and Dask readers call it). The other functions take already-validated
+NumPy/SciPy objects and return the raw arrays that kernels consume (``indptr`` as int64,
+``indices`` as int32, ``data`` in the model dtype), or small derived data sets (duplicate rows
+merged into weights). No estimator logic lives here.
 """
 
 import numpy as np
@@ -10,14 +13,99 @@ import scipy.sparse as sp
 from numba import njit
 
 
+def _check_compressed(X, what):
+    # CSR / CSC / BSR: indptr over the major axis, indices over the minor one (in blocks).
+    major, minor = (0, 1) if X.format in ("csr", "bsr") else (1, 0)
+    block = X.blocksize if X.format == "bsr" else (1, 1)
+    n_major = X.shape[major] // block[major]
+    n_minor = X.shape[minor] // block[minor]
+    indptr, indices, data = X.indptr, X.indices, X.data
+    for name, arr in (("indptr", indptr), ("indices", indices)):
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise ValueError(f"{what} ({X.format}) is malformed: {name} must be a 1-D integer "
+                             f"array, got {getattr(arr, 'dtype', type(arr).__name__)} of shape "
+                             f"{getattr(arr, 'shape', None)}")
+    if not isinstance(data, np.ndarray) or data.ndim != (3 if X.format == "bsr" else 1):
+        raise ValueError(f"{what} ({X.format}) is malformed: data has shape "
+                         f"{getattr(data, 'shape', None)}")
+    if indptr.shape[0] != n_major + 1:
+        raise ValueError(f"{what} ({X.format}) is malformed: indptr has {indptr.shape[0]} "
+                         f"entries, expected {n_major + 1} (shape {X.shape})")
+    if indptr[0] != 0:
+        raise ValueError(f"{what} ({X.format}) is malformed: indptr starts at {indptr[0]}, "
+                         f"not 0")
+    nnz = int(indptr[-1])
+    if indices.shape[0] != data.shape[0] or nnz > indices.shape[0]:
+        raise ValueError(f"{what} ({X.format}) is malformed: indptr ends at {nnz} with "
+                         f"{indices.shape[0]} indices and {data.shape[0]} values (need "
+                         f"equal lengths >= the last indptr entry)")
+    if n_major and np.any(indptr[1:] < indptr[:-1]):
+        p = int(np.flatnonzero(indptr[1:] < indptr[:-1])[0])
+        raise ValueError(f"{what} ({X.format}) is malformed: indptr decreases at position "
+                         f"{p + 1} ({indptr[p]} then {indptr[p + 1]})")
+    if nnz:
+        idx = indices[:nnz]
+        lo, hi = idx.min(), idx.max()
+        if lo < 0 or hi >= n_minor:
+            bad = int(lo) if lo < 0 else int(hi)
+            axis = "column" if minor == 1 else "row"
+            raise ValueError(f"{what} ({X.format}) is malformed: {axis} index {bad} is outside "
+                             f"[0, {n_minor}) for shape {X.shape}")
+
+
+def check_sparse_structure(X, what="X"):
+    """Check the structure of a SciPy sparse matrix or array in O(nnz); raise ``ValueError``.
+
+    SciPy builds a CSR/CSC matrix from user arrays after a cheap check only
+    (``check_format(full_check=False)``), and its conversions and every compiled kernel then
+    index with ``indices`` unchecked: an index out of range crashes the process. This gate
+    checks, for CSR, CSC and BSR: ``indptr`` one-dimensional of length ``n_major + 1``,
+    starting at 0, never decreasing, ending within the lengths of ``indices`` and ``data``
+    (which must be equal); every stored index in ``[0, n_minor)``. COO: ``row`` / ``col`` of
+    the length of ``data`` and inside the shape. Other formats (LIL, DOK, DIA) are built by
+    Python code that checks its indices. Non-finite values are left to the callers' finiteness
+    checks (they name the estimator's input).
+
+    Dense input and ``None`` pass unchanged. Returns ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> bad = sp.csr_matrix((np.ones(1), np.array([7]), np.array([0, 1])), shape=(1, 5))
+    >>> check_sparse_structure(bad)
+    Traceback (most recent call last):
+    ...
+    ValueError: X (csr) is malformed: column index 7 is outside [0, 5) for shape (1, 5)
+    """
+    if not sp.issparse(X):
+        return X
+    if len(X.shape) != 2 or min(X.shape) < 0:
+        raise ValueError(f"{what} has an invalid shape {X.shape}")
+    if X.format in ("csr", "csc", "bsr"):
+        _check_compressed(X, what)
+    elif X.format == "coo":
+        row, col = X.coords if hasattr(X, "coords") else (X.row, X.col)
+        n = X.data.shape[0]
+        if row.shape != (n,) or col.shape != (n,):
+            raise ValueError(f"{what} (coo) is malformed: row, col and data differ in length")
+        for name, arr, bound in (("row", row, X.shape[0]), ("column", col, X.shape[1])):
+            if n and (arr.min() < 0 or arr.max() >= bound):
+                bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+                raise ValueError(f"{what} (coo) is malformed: {name} index {bad} is outside "
+                                 f"[0, {bound}) for shape {X.shape}")
+    return X
+
+
 def to_csr(X, dtype=None):
     """Return ``X`` as a canonical CSR matrix: sorted indices, no explicit zeros, int32 indices.
 
-    A dense array is converted (its zeros are dropped). The input is never modified.
+    A dense array is converted (its zeros are dropped). The input is never modified. A sparse
+    input's structure is checked first (:func:`check_sparse_structure`).
     """
     if dtype is None:
         dtype = X.dtype
     if sp.issparse(X):
+        check_sparse_structure(X)
         X = sp.csr_matrix(X, dtype=dtype, copy=True)
         X.sum_duplicates()  # also sorts indices
         X.eliminate_zeros()
@@ -31,6 +119,7 @@ def to_csc(X, dtype=None):
     if dtype is None:
         dtype = X.dtype
     if sp.issparse(X):
+        check_sparse_structure(X)
         X = sp.csc_matrix(X, dtype=dtype, copy=True)
         X.sum_duplicates()
         X.eliminate_zeros()

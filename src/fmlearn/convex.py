@@ -18,7 +18,7 @@ from sklearn.base import _fit_context, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
+from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
 from .exceptions import ConvergenceWarning, DivergenceError
 from .kernels.predict import fm_predict_csr
@@ -347,6 +347,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
                          random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):
         """Fit the model.
@@ -413,6 +414,7 @@ warm_start, random_state, verbose :
                          interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):
         """Fit the model (see :meth:`ConvexFMRegressor.fit`); ``y`` holds any two labels."""

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._base import progress
+from ._data import check_sparse_structure
 from .metrics import make_metric
 
 __all__ = ["PrequentialResult", "evaluate_prequential"]
@@ -84,7 +85,7 @@ def _batches(stream, batch_size):
         w = None if len(stream) == 2 or stream[2] is None else np.asarray(stream[2])
         n = X.shape[0] if hasattr(X, "shape") else len(X)
         if sp.issparse(X):
-            X = X.tocsr()
+            X = check_sparse_structure(X).tocsr()
         for start in range(0, n, batch_size):
             sl = slice(start, start + batch_size)
             yield X[sl], y[sl], None if w is None else w[sl]

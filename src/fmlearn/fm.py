@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
+from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
 from ._threads import n_threads
 from .exceptions import DivergenceError
@@ -476,6 +476,7 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
                          verbose=verbose)
         self.clip_predictions = clip_predictions
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):
         """Fit the model.
@@ -492,6 +493,7 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         return self._fit(X, y, sample_weight, eval_set)
 
     @available_if(_solver_is_sgd)
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """One SGD epoch over the given rows, in the given order (solver="sgd" only)."""
@@ -533,12 +535,14 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
     def _link(self):
         return "probit" if self.solver == "mcmc" else "logistic"
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):
         """Fit the model (see :meth:`FMRegressor.fit`); ``y`` holds any two labels."""
         return self._fit(X, y, sample_weight, eval_set)
 
     @available_if(_solver_is_sgd)
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One SGD epoch over the given rows (solver="sgd" only).

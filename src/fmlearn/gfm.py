@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseFM, FMRegressorMixin, progress
+from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
 from ._data import to_csr
 from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from .linalg import symmetric_low_rank
@@ -535,6 +535,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     def _correction(self):
         return "moment" if self.solver == "moment" else "shift"
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None):
         """Fit over X cut into mini-batches, each read once per pass.
@@ -554,6 +555,7 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         """
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None, *, truth=None):
         """One step of the algorithm on the batch (X, y), read once.

@@ -13,7 +13,7 @@ import numbers
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseFM, FMRegressorMixin
+from ._base import BaseFM, FMRegressorMixin, failure_atomic
 from .gfm import OnePassMixin
 
 __all__ = ["IFMRegressor"]
@@ -128,11 +128,13 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     def _correction(self):
         return "zero_diagonal"
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None):
         """Fit over X cut into mini-batches (see :meth:`fmlearn.GFMRegressor.fit`)."""
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None, *, truth=None):
         """One step on the batch (X, y); the first call standardises and initialises."""

@@ -263,7 +263,7 @@ class _RegressorRange(FMRegressorMixin):
     def predict(self, X):
         """Predicted targets, shape (n_samples,), clipped to the training range when
         ``clip_predictions``."""
-        pred = self._raw_predict(self._validate_X_predict(X))
+        pred = self._scores(X)
         if self.clip_predictions and hasattr(self, "y_range_"):
             pred = np.clip(pred, self.y_range_[0], self.y_range_[1])
         return pred

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseFM, FMRegressorMixin, progress
+from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
 from .exceptions import DivergenceError
 from .gfm import OnePassMixin, train_rows
 from .linalg import LowRankOperator, low_rank_eigh
@@ -125,11 +125,13 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     def _correction(self):
         return "shift"
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None):
         """Fit over X cut into mini-batches; ``truth`` is a (w, M) pair or a planted model."""
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None, *, truth=None):
         """One step on the batch (X, y); the first call initialises from it."""
@@ -330,6 +332,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         return M
 
     # -- API ------------------------------------------------------------------------------------
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, *, truth=None):
         """Fit over X = [u | v] cut into mini-batches; ``truth`` is M* or a planted model."""
@@ -363,6 +366,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         self._store(state)
         return self
 
+    @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None, *, truth=None):
         """One step on the batch X = [u | v]; the first call initialises from it."""

@@ -17,6 +17,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ._data import check_sparse_structure
+
 __all__ = ["fit_stream", "rebatch"]
 
 _LAST_BATCH = ("merge", "keep", "drop")
@@ -43,6 +45,7 @@ def _as_triple(item, where):
     if not hasattr(X, "shape") or len(X.shape) != 2:
         raise TypeError(f"{where}: X must be a 2-D array or sparse matrix, got "
                         f"{type(X).__name__}")
+    check_sparse_structure(X, f"{where}: X")
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"{where}: y has shape {y.shape} but X has {X.shape[0]} rows")

@@ -1,0 +1,198 @@
+"""Shared material of the hardening tests: one small configuration of every public estimator,
+data each can fit, and a runner that plays hostile cases in a child process.
+
+A compiled kernel that indexes out of bounds kills the process (SIGSEGV, SIGABRT) instead of
+raising; so the cases run in ``python tests/hardening.py CASESET [names...]`` and the parent
+asserts that the child exited normally and that every case ended as expected. The child prints
+``START <case>`` before each case (flushed), so a crash names the case that caused it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def estimators():
+    """name -> (factory, kind) for every public estimator family and solver (small settings).
+
+    ``kind`` is "reg" or "clf". The online estimators are included: they go through the same
+    validators in ``_base``."""
+    import fmlearn as F
+
+    return {
+        "FMRegressor-mcmc": (lambda: F.FMRegressor(n_factors=2, n_iter=6, random_state=0),
+                             "reg"),
+        "FMRegressor-als": (lambda: F.FMRegressor(n_factors=2, solver="als", n_iter=4,
+                                                  random_state=0), "reg"),
+        "FMRegressor-sgd": (lambda: F.FMRegressor(n_factors=2, solver="sgd", n_iter=4,
+                                                  random_state=0), "reg"),
+        "FMClassifier-mcmc": (lambda: F.FMClassifier(n_factors=2, n_iter=6, random_state=0),
+                              "clf"),
+        "FMClassifier-sgd": (lambda: F.FMClassifier(n_factors=2, solver="sgd", n_iter=4,
+                                                    random_state=0), "clf"),
+        "GFMRegressor": (lambda: F.GFMRegressor(n_factors=2, random_state=0), "reg"),
+        "GFMRegressor-moment": (lambda: F.GFMRegressor(n_factors=2, solver="moment",
+                                                       random_state=0), "reg"),
+        "IFMRegressor": (lambda: F.IFMRegressor(n_factors=2, random_state=0), "reg"),
+        "SymmetricRankOneSensing": (lambda: F.SymmetricRankOneSensing(n_factors=2,
+                                                                      random_state=0), "reg"),
+        "PhaseRetrieval": (lambda: F.PhaseRetrieval(random_state=0), "reg"),
+        "AsymmetricRankOneSensing": (lambda: F.AsymmetricRankOneSensing(n_factors=2,
+                                                                        random_state=0), "reg"),
+        "ConvexFMRegressor": (lambda: F.ConvexFMRegressor(max_iter=5), "reg"),
+        "ConvexFMClassifier": (lambda: F.ConvexFMClassifier(max_iter=5), "clf"),
+        "CCFMRegressor": (lambda: F.CCFMRegressor(delta=3.0, n_iter=2), "reg"),
+        "CCFMClassifier": (lambda: F.CCFMClassifier(n_iter=2), "clf"),
+        "OnlineFMRegressor": (lambda: F.OnlineFMRegressor(n_iter=2), "reg"),
+        "OnlineFMClassifier": (lambda: F.OnlineFMClassifier(n_iter=2), "clf"),
+        "OnlineCFMRegressor": (lambda: F.OnlineCFMRegressor(n_iter=2), "reg"),
+        "OnlineCFMClassifier": (lambda: F.OnlineCFMClassifier(n_iter=2), "clf"),
+    }
+
+
+#: The estimators whose fit / partial_fit are failure-atomic through ``_base.failure_atomic``
+#: (the online ones keep their own transaction, branch ``online``).
+ONLINE = ("CCFM", "OnlineFM", "OnlineCFM")
+
+
+def is_online(name):
+    return name.startswith(ONLINE)
+
+
+def data(kind, n=240, d=6, seed=0):
+    """(X, y) a model of ``kind`` learns from: y = x0 x1 + x2 (+ noise), labels for "clf"."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X[:, 0] * X[:, 1] + X[:, 2] + 0.1 * rng.normal(size=n)
+    if kind == "clf":
+        y = np.where(y > np.median(y), 1.0, -1.0)
+    return X, y
+
+
+def fitted(name, **kw):
+    factory, kind = estimators()[name]
+    X, y = data(kind, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return factory().fit(X, y), X, y
+
+
+# -- malformed sparse input --------------------------------------------------------------------
+def malformed(n_rows, d):
+    """name -> a sparse matrix of shape (n_rows, d) whose structure or values are invalid.
+
+    SciPy builds most of these without complaint (its constructor checks little) or they are
+    edited after construction, as user code can do."""
+    good = sp.random(n_rows, d, density=0.5, format="csr", random_state=0)
+    good.data[:] = 1.0
+    cases = {}
+
+    def csr(data, indices, indptr):
+        return sp.csr_matrix((np.asarray(data, float), np.asarray(indices, np.int32),
+                              np.asarray(indptr, np.int32)), shape=(n_rows, d))
+
+    nnz = good.nnz
+    one = np.zeros(n_rows + 1, np.int32)
+    one[1:] = 1
+    cases["index_too_large"] = csr([1.0], [10**7], one)
+    cases["index_equal_d"] = csr([1.0], [d], one)
+    cases["index_negative"] = csr([1.0], [-1], one)
+    m = good.copy()
+    m.indptr = m.indptr.copy()
+    m.indptr[0] = 1
+    cases["indptr_not_from_zero"] = m
+    m = good.copy()
+    m.indptr = m.indptr.copy()
+    m.indptr[1] = m.indptr[-1] + 5
+    cases["indptr_decreasing"] = m
+    m = good.copy()
+    m.indptr = m.indptr.copy()
+    m.indptr[-1] = nnz + 1000
+    cases["indptr_past_the_end"] = m
+    m = good.copy()
+    m.indptr = m.indptr[:-1].copy()
+    cases["indptr_too_short"] = m
+    m = good.copy()
+    m.data = m.data[:-1].copy()
+    cases["data_shorter_than_indices"] = m
+    m = good.tocsc()
+    m.indices = m.indices.copy()
+    m.indices[0] = n_rows + 3
+    cases["csc_row_index_too_large"] = m
+    m = good.tocoo()
+    m.col = m.col.copy()
+    m.col[0] = d + 2
+    cases["coo_col_too_large"] = m
+    m = good.copy()
+    m.data = m.data.copy()
+    m.data[0] = np.nan
+    cases["nan_value"] = m
+    m = good.copy()
+    m.data = m.data.copy()
+    m.data[-1] = -np.inf
+    cases["inf_value"] = m
+    a = sp.csr_array(good)
+    a.indices = a.indices.copy()
+    a.indices[0] = 10**6
+    cases["csr_array_index_too_large"] = a
+    return cases
+
+
+def _malformed_cases(names):
+    """Every malformed case through fit, predict (and partial_fit) of the named estimators."""
+    report = {}
+    for name in names:
+        model, X, y = fitted(name)
+        d = X.shape[1]
+        factory, _ = estimators()[name]
+        for case, bad in malformed(X.shape[0], d).items():
+            for method in ("fit", "predict", "partial_fit"):
+                key = f"{name}/{case}/{method}"
+                print("START", key, flush=True)
+                est = factory() if method == "fit" else model
+                if not hasattr(est, method):
+                    continue
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        if method == "predict":
+                            est.predict(bad)
+                        else:
+                            getattr(est, method)(bad, y)
+                    report[key] = "no error"
+                except ValueError as exc:
+                    report[key] = "ValueError: " + str(exc)
+                except Exception as exc:  # noqa: BLE001 - reported to the parent
+                    report[key] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+CASESETS = {"malformed": _malformed_cases}
+
+
+def run_in_child(caseset, names, timeout=900):
+    """Run ``CASESETS[caseset](names)`` in a child Python; return its report (dict).
+
+    Fails (AssertionError naming the case being played) if the child died."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "hardening.py"), caseset, *names],
+        capture_output=True, text=True, timeout=timeout)
+    started = [line[6:] for line in proc.stdout.splitlines() if line.startswith("START ")]
+    last = started[-1] if started else None
+    assert proc.returncode == 0, (
+        f"child exited with {proc.returncode} during {last!r}: {proc.stderr[-2000:]}")
+    tail = proc.stdout.splitlines()[-1]
+    return json.loads(tail)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    result = CASESETS[sys.argv[1]](sys.argv[2:])
+    print(json.dumps(result), flush=True)
