@@ -18,32 +18,47 @@ A ZIP archive whose members are all stored uncompressed, holding exactly
     One NumPy ``.npy`` file per learned array (numeric, boolean or fixed-width string dtype),
     read with ``allow_pickle=False``.
 
-Loading never runs code from the file: the class is looked up by name among fmlearn's public
-estimators, arrays are read without pickle, the member list must be exactly the manifest's, and
-every digest, shape and dtype is compared with the manifest. The estimator then checks its own
-state (``_check_loaded_state``, for example that ``w_`` has ``n_features_in_`` entries), a
-classifier must carry ``classes_`` (and a regressor must not), and the model must predict one
-all-zero row to finite values. Any failure raises :class:`fmlearn.exceptions.ModelFileError`.
-The digests detect corruption and edits; they are not a signature, so a file from an untrusted
-source is safe to load (no code runs) but predicts whatever its author put in it.
+Loading reads nothing before it has checked what it will read, and never runs code from the
+file. The path must be a regular file (not a device such as ``/dev/zero``, a directory or a
+FIFO). The ZIP directory is checked first: every member stored (a compressed or encrypted one
+is refused without being read), sizes consistent with the file, the manifest at most
+:data:`MAX_MANIFEST_BYTES`. Then the manifest's digest, the member list (exactly the
+manifest's), each member's size against its manifest shape and dtype (before it is read), each
+array's digest, ``.npy`` header, shape and dtype; arrays are read without pickle and the class
+is looked up by name among fmlearn's public estimators. The loaded state is then checked:
+every float array and scalar finite (MCMC samples included), counters non-negative, the
+estimator's own consistency checks (``_check_loaded_state``: shapes against each other,
+indices against their bounds), a classifier carries ``classes_`` (and a regressor does not),
+and the model must predict an all-zero row and a row of ones on every feature to finite
+values (a huge parameter that overflows a prediction is refused). Every failure, including any
+error of the ZIP layer, raises :class:`fmlearn.exceptions.ModelFileError`. The digests detect
+corruption and careless edits; they are not a signature: anyone can write a file with valid
+digests, so a file from an untrusted source is safe to load (no code runs, no crash, no
+unbounded allocation) but predicts whatever its author put in it.
 
-Saving writes a temporary file in the destination folder, flushes it to disk and renames it
-over the destination, so a crash never leaves a truncated file in place of a good one and never
-leaves the temporary file behind. The new file gets the permissions of an ordinary new file
-(``0o666`` minus the umask).
+Saving goes through :func:`fmlearn._files.atomic_write`: a temporary file in the destination
+folder, flushed to disk and renamed over the destination, so an interrupted or killed save
+never leaves a truncated file in place of a good one; only a regular file is replaced (a
+symbolic link is followed and its target replaced); a killed save's temporary file is removed
+by the next save into that folder. The new file gets the permissions of an ordinary new file
+(``0o666`` minus the umask). See docs/reliability.md for the exact guarantees.
 """
 
 import hashlib
 import io as _io
 import json
+import math
 import numbers
 import os
-import tempfile
+import stat
+import struct
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 
+from ._files import atomic_write
 from .exceptions import ModelFileError
 
 __all__ = ["save_model", "load", "FORMAT", "FORMAT_VERSION"]
@@ -121,20 +136,6 @@ def manifest_digest(meta):
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _new_file_mode():
-    """0o666 minus the process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def save_model(estimator, path):
     """Save a fitted fmlearn estimator to ``path`` atomically (see module docstring)."""
     from sklearn.utils.validation import check_is_fitted
@@ -176,30 +177,11 @@ def save_model(estimator, path):
     meta_bytes = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
 
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fmlearn-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
-                zf.writestr(_META, meta_bytes)
-                for member, blob in members.items():
-                    zf.writestr(member, blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _new_file_mode())  # mkstemp creates 0o600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename itself durable; not every platform allows fsync on a folder
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    with atomic_write(path) as fh:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr(_META, meta_bytes)
+            for member, blob in members.items():
+                zf.writestr(member, blob)
     return path
 
 
@@ -214,10 +196,30 @@ def _restore_json(value):
     return value
 
 
+#: Largest manifest (``fmlearn.json``) that is read, in bytes; a larger one is refused from
+#: the ZIP directory, before any byte of it is read.
+MAX_MANIFEST_BYTES = 64 * 2**20
+# Bytes an array member may hold on top of its data: the .npy magic and header (the writer's
+# headers are under 200 bytes; NumPy pads them to 64-byte blocks).
+_NPY_HEADER_MAX = 4096
+
+# What the ZIP layer and the array reader can raise on a corrupt or crafted container: a
+# flipped version byte raises NotImplementedError, an encrypted member RuntimeError, a bad
+# length struct.error or EOFError, a ZIP64 record LargeZipFile, ...
+_CONTAINER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
+                     RuntimeError, OSError, EOFError, ValueError, TypeError, KeyError,
+                     IndexError, AttributeError, OverflowError, struct.error, zlib.error)
+
+
 def load(path):
     """Load a model saved by :meth:`save`; raises ``ModelFileError`` on any inconsistency.
 
-    ``FileNotFoundError`` is raised when there is no file at ``path``.
+    ``FileNotFoundError`` is raised when there is no file at ``path``. Anything else that is
+    not a valid model file (a directory, a device such as ``/dev/zero``, a FIFO, a corrupt,
+    truncated, compressed, oversized or crafted archive, a state that is inconsistent or
+    not finite, or one whose prediction overflows) raises
+    :class:`~fmlearn.exceptions.ModelFileError`, after reading at most the file's own bytes
+    (sizes are checked against the ZIP directory first). No code from the file runs.
 
     Examples
     --------
@@ -230,16 +232,31 @@ def load(path):
     True
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no model file at {path!r}")
     try:
-        zf = zipfile.ZipFile(path, "r")
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ModelFileError(
-            f"{path!r} is not an fmlearn model file (not a valid archive: {exc})") from None
-    with zf:
-        meta = _read_meta(zf, path)
-        specs = _check_members(zf, meta, path)
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no model file at {path!r}") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path!r} cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelFileError(f"{path!r} is not a regular file (a directory, device or FIFO): "
+                             "not an fmlearn model file")
+    try:
+        est = _load_archive(path, st.st_size)
+    except ModelFileError:
+        raise
+    except _CONTAINER_ERRORS as exc:
+        raise ModelFileError(f"{path!r} is not a valid fmlearn model file "
+                             f"({type(exc).__name__}: {exc})") from None
+    _check_usable(est, path)
+    return est
+
+
+def _load_archive(path, size):
+    with zipfile.ZipFile(path, "r") as zf:
+        infos = _check_directory(zf, path, size)
+        meta = _read_meta(zf, infos[_META], path)
+        specs = _check_members(infos, meta, path)
         est = _construct(meta, path)
         for name, value in meta["attributes"].items():
             _check_attr_name(name, path)
@@ -252,17 +269,38 @@ def load(path):
             if name in meta["attributes"]:
                 raise ModelFileError(f"{path!r}: {name!r} is both an array and an attribute")
             setattr(est, name, _read_array(zf, name, spec, path))
-    _check_usable(est, path)
     return est
 
 
-def _read_meta(zf, path):
-    try:
-        raw = zf.read(_META)
-    except KeyError:
-        raise ModelFileError(f"{path!r} has no {_META}: not an fmlearn model file") from None
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ModelFileError(f"{path!r}: corrupt metadata ({exc})") from None
+def _check_directory(zf, path, size):
+    """The ZIP directory, checked before any member is read: unique names, every member
+    stored (not compressed, not encrypted), its sizes consistent and inside the file, the
+    manifest present and at most :data:`MAX_MANIFEST_BYTES`. Returns {name: ZipInfo}."""
+    infos = {}
+    for info in zf.infolist():
+        if info.filename in infos:
+            raise ModelFileError(f"{path!r}: duplicate archive members")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ModelFileError(f"{path!r}: member {info.filename!r} is compressed; model "
+                                 f"files store their members uncompressed")
+        if info.flag_bits & 0x1:
+            raise ModelFileError(f"{path!r}: member {info.filename!r} is encrypted")
+        if (info.file_size != info.compress_size or info.file_size > size
+                or info.header_offset + info.file_size > size):
+            raise ModelFileError(f"{path!r}: member {info.filename!r} claims "
+                                 f"{info.file_size} bytes, inconsistent with the archive "
+                                 f"({size} bytes)")
+        infos[info.filename] = info
+    if _META not in infos:
+        raise ModelFileError(f"{path!r} has no {_META}: not an fmlearn model file")
+    if infos[_META].file_size > MAX_MANIFEST_BYTES:
+        raise ModelFileError(f"{path!r}: {_META} has {infos[_META].file_size} bytes, more "
+                             f"than the {MAX_MANIFEST_BYTES} a model manifest may have")
+    return infos
+
+
+def _read_meta(zf, info, path):
+    raw = zf.read(info)
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -287,8 +325,19 @@ def _read_meta(zf, path):
     return meta
 
 
-def _check_members(zf, meta, path):
-    """The archive must hold exactly the manifest's members, uncompressed."""
+def _array_dtype(name, spec, path):
+    try:
+        dtype = np.dtype(spec["dtype"])
+    except (TypeError, ValueError):
+        raise ModelFileError(f"{path!r}: array {name!r} has an invalid dtype") from None
+    if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None or dtype.itemsize == 0:
+        raise ModelFileError(f"{path!r}: array {name!r} has a disallowed dtype {dtype}")
+    return dtype
+
+
+def _check_members(infos, meta, path):
+    """The archive must hold exactly the manifest's members, each of the size its shape and
+    dtype imply (checked on the ZIP directory: nothing is read yet)."""
     specs = {}
     for name, spec in meta["arrays"].items():
         _check_attr_name(name, path)
@@ -299,20 +348,22 @@ def _check_members(zf, meta, path):
                 and isinstance(spec.get("dtype"), str) and isinstance(spec.get("sha256"), str)):
             raise ModelFileError(f"{path!r}: manifest entry of array {name!r} is malformed")
         specs[name] = spec
-    infos = zf.infolist()
-    names = [info.filename for info in infos]
     expected = {_META} | {spec["file"] for spec in specs.values()}
-    if len(names) != len(set(names)) or len(expected) != len(specs) + 1:
+    if len(expected) != len(specs) + 1:
         raise ModelFileError(f"{path!r}: duplicate archive members")
-    if set(names) != expected:
-        extra = sorted(set(names) - expected)
-        missing = sorted(expected - set(names))
+    if set(infos) != expected:
+        extra = sorted(set(infos) - expected)
+        missing = sorted(expected - set(infos))
         raise ModelFileError(f"{path!r}: archive members do not match the manifest "
                              f"(unexpected: {extra}, missing: {missing})")
-    for info in infos:
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise ModelFileError(f"{path!r}: member {info.filename!r} is compressed; model "
-                                 f"files store their members uncompressed")
+    for name, spec in specs.items():
+        need = _array_dtype(name, spec, path).itemsize
+        for n in spec["shape"]:
+            need *= n
+        have = infos[spec["file"]].file_size
+        if not need < have <= need + _NPY_HEADER_MAX:
+            raise ModelFileError(f"{path!r}: array {name!r} member has {have} bytes; its "
+                                 f"manifest shape {spec['shape']} needs {need} plus a header")
     return specs
 
 
@@ -329,16 +380,8 @@ def _construct(meta, path):
 
 
 def _read_array(zf, name, spec, path):
-    try:
-        dtype = np.dtype(spec["dtype"])
-    except (TypeError, ValueError):
-        raise ModelFileError(f"{path!r}: array {name!r} has an invalid dtype") from None
-    if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None:
-        raise ModelFileError(f"{path!r}: array {name!r} has a disallowed dtype {dtype}")
-    try:
-        blob = zf.read(spec["file"])
-    except (KeyError, zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ModelFileError(f"{path!r}: array {name!r} is missing or corrupt ({exc})") from None
+    dtype = _array_dtype(name, spec, path)
+    blob = zf.read(spec["file"])
     if hashlib.sha256(blob).hexdigest() != spec["sha256"]:
         raise ModelFileError(f"{path!r}: array {name!r} fails its checksum (corrupt or edited)")
     try:
@@ -363,8 +406,37 @@ def _read_array(zf, name, spec, path):
     return arr
 
 
+def _check_values(est, path):
+    """Every learned float array and float scalar finite (MCMC samples included), every
+    integer scalar (counters, sizes) non-negative, every numeric list (``y_range_``) finite.
+    ``history_`` (a record of the fit, never used to predict) is exempt."""
+    for name, value in vars(est).items():
+        if not name.endswith("_") or name.startswith("_") or name == "history_":
+            continue
+        problem = None
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind in "fc" and not np.all(np.isfinite(value)):
+                problem = "contains NaN or infinity"
+        elif isinstance(value, bool):
+            pass
+        elif isinstance(value, int):
+            if value < 0:
+                problem = f"is negative ({value})"
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                problem = f"is not finite ({value})"
+        elif isinstance(value, list) and value and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            if not all(math.isfinite(v) for v in value):
+                problem = "contains NaN or infinity"
+        if problem:
+            raise ModelFileError(f"{path!r}: inconsistent model state: {name} {problem}")
+
+
 def _check_usable(est, path):
-    """Generic checks, the estimator's own, then a one-row prediction every model must survive."""
+    """Generic checks, the estimator's own, then a prediction every model must survive: an
+    all-zero row and a row of ones, which touches every feature (a huge or non-finite
+    parameter anywhere shows up as an overflow)."""
     import scipy.sparse as sp
     from sklearn.base import is_classifier
 
@@ -375,15 +447,23 @@ def _check_usable(est, path):
     d = getattr(est, "n_features_in_", None)
     if not isinstance(d, int) or isinstance(d, bool) or d < 1:
         raise ModelFileError(f"{path!r}: inconsistent model state: n_features_in_={d!r}")
+    if getattr(est, "dtype_", "float64") not in ("float64", "float32"):
+        raise ModelFileError(f"{path!r}: inconsistent model state: dtype_="
+                             f"{getattr(est, 'dtype_', None)!r}")
+    _check_values(est, path)
     try:
         est._check_loaded_state()
     except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
         raise ModelFileError(f"{path!r}: inconsistent model state: {exc}") from None
-    row = sp.csr_matrix((1, d), dtype=np.float64)
+    probe = sp.csr_matrix(np.vstack([np.zeros(d), np.ones(d)]))
     try:
         with warnings.catch_warnings():  # e.g. "fitted with feature names": irrelevant here
             warnings.simplefilter("ignore")
-            out = est.predict_proba(row) if is_classifier(est) else est.predict(row)
+            if is_classifier(est):
+                out = np.concatenate([est.decision_function(probe),
+                                      est.predict_proba(probe).ravel()])
+            else:
+                out = est.predict(probe)
         ok = np.all(np.isfinite(np.asarray(out, dtype=np.float64)))
     except Exception as exc:  # any failure here means the state cannot be used
         raise ModelFileError(f"{path!r}: the loaded model cannot predict: "

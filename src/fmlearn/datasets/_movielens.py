@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._files import atomic_write
+from .._files import atomic_write
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 # The checksum GroupLens publishes next to the zip (ml-100k.zip.md5).

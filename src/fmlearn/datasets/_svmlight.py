@@ -15,7 +15,7 @@ import os
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from ._files import atomic_write
+from .._files import atomic_write
 
 # Largest feature count the kernels accept (int32 indices); used as a provisional width when
 # the true width is unknown and scikit-learn insists on one (offset/length reads).
