@@ -174,7 +174,162 @@ def _malformed_cases(names):
     return report
 
 
-CASESETS = {"malformed": _malformed_cases}
+# -- crafted model files ---------------------------------------------------------------------
+#: The families of the mutation suite: one saved model each. Adding a family is one entry.
+MUTATION_FAMILIES = [
+    "FMRegressor-mcmc", "FMRegressor-als", "FMRegressor-sgd", "FMClassifier-mcmc",
+    "FMClassifier-sgd", "GFMRegressor", "GFMRegressor-moment", "IFMRegressor",
+    "SymmetricRankOneSensing", "PhaseRetrieval", "AsymmetricRankOneSensing",
+    "ConvexFMRegressor", "ConvexFMClassifier",
+    # online families (state names of today; branch ``online`` extends their checks)
+    "CCFMRegressor", "CCFMClassifier", "OnlineFMRegressor", "OnlineFMClassifier",
+    "OnlineCFMRegressor", "OnlineCFMClassifier",
+]
+
+#: Kinds of edit that make a state inconsistent or unusable: each must end in ModelFileError.
+MUST_REFUSE = ("shape", "nan", "huge", "index", "counter")
+
+
+def _array_edits(arr):
+    """(kind, label, edited array) for one learned array."""
+    out = []
+    if arr.ndim and arr.shape[0]:
+        out.append(("shape", "drop_last", arr[:-1]))
+    out.append(("shape", "add_row", np.concatenate([arr, arr[:1]]) if arr.ndim and arr.shape[0]
+                else np.zeros((1,) + arr.shape[1:], arr.dtype)))
+    if arr.ndim >= 2:
+        out.append(("shape", "flatten", arr.ravel()))
+    elif arr.ndim == 1 and arr.size > 1:
+        out.append(("shape", "as_row", arr.reshape(1, -1)))
+    if arr.size and arr.dtype.kind == "f":
+        a = arr.copy()
+        a.flat[arr.size // 2] = np.nan
+        out.append(("nan", "nan", a))
+        out.append(("huge", "times_1e200", arr * 1e200 + np.copysign(1e200, arr)))
+    if arr.size and arr.dtype.kind in "iu":
+        for label, value in (("minus_one", -1), ("int32_max", np.iinfo(np.int32).max)):
+            if value < 0 and arr.dtype.kind == "u":
+                continue
+            a = arr.copy()
+            a.flat[-1] = value
+            out.append(("index", label, a))
+    if arr.dtype.kind in "fiu":
+        out.append(("dtype", "as_float32" if arr.dtype != np.float32 else "as_float64",
+                    arr.astype(np.float64 if arr.dtype == np.float32 else np.float32)))
+    return out
+
+
+def _scalar_edits(value):
+    if isinstance(value, bool):
+        return [("flag", "flipped", not value)]
+    if isinstance(value, int):
+        return [("counter", "minus_one", -1), ("counter", "huge", 10**12),
+                ("value", "zero", 0)]
+    if isinstance(value, float):
+        return [("nan", "nan", float("nan")), ("huge", "inf", float("inf")),
+                ("value", "times_1e200", value * 1e200 + 1e200)]
+    if isinstance(value, str):
+        return [("value", "bogus", "bogus")]
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        return [("nan", "nan", [float("nan")] * len(value)), ("shape", "drop", value[:-1])]
+    return []
+
+
+def _write_model(meta, members, path):
+    import hashlib
+    import zipfile
+
+    import fmlearn.io as fio
+
+    for spec in meta["arrays"].values():
+        spec["sha256"] = hashlib.sha256(members[spec["file"]]).hexdigest()
+    meta["digest"] = fio.manifest_digest(meta)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(fio._META, json.dumps(meta))
+        for name, blob in members.items():
+            zf.writestr(name, blob)
+
+
+def mutations(model):
+    """(case, kind, edit) for every edit of ``model``'s saved state; ``edit(meta, members)``
+    changes the parsed manifest and the member bytes in place (digests are recomputed)."""
+    import fmlearn.io as fio
+
+    arrays, attributes = fio._split_state(model)
+    cases = []
+    for name, arr in sorted(arrays.items()):
+        for kind, label, new in _array_edits(arr):
+            def edit(meta, members, name=name, new=new):
+                spec = meta["arrays"][name]
+                members[spec["file"]] = fio._npy_bytes(new)
+                spec["shape"] = list(new.shape)
+                spec["dtype"] = new.dtype.str
+            cases.append((f"{name}:{label}", kind, edit))
+    for name, value in sorted(attributes.items()):
+        for kind, label, new in _scalar_edits(value):
+            def edit(meta, members, name=name, new=new):
+                meta["attributes"][name] = new
+            cases.append((f"{name}:{label}", kind, edit))
+    return cases
+
+
+def _use(loaded, X, y):
+    """What a user does next with a loaded model: predict on every feature, learn more."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = loaded.predict(X)
+        if hasattr(loaded, "decision_function"):
+            out = loaded.decision_function(X)
+        if not np.all(np.isfinite(np.asarray(out, dtype=np.float64))):
+            return "non-finite prediction"
+        if hasattr(loaded, "partial_fit"):
+            try:
+                loaded.partial_fit(X, y)
+            except (ValueError, FloatingPointError) as exc:
+                return f"partial_fit refused: {type(exc).__name__}"
+    return "usable"
+
+
+def _mutation_cases(names):
+    import tempfile
+    import zipfile
+
+    import fmlearn
+    import fmlearn.io as fio
+    from fmlearn.exceptions import ModelFileError
+
+    report = {}
+    folder = tempfile.mkdtemp()
+    for name in names:
+        model, X, y = fitted(name, n=240)
+        blob_path = os.path.join(folder, "model.fmz")
+        model.save(blob_path)
+        with zipfile.ZipFile(blob_path) as zf:
+            original = {n: zf.read(n) for n in zf.namelist()}
+        for case, kind, edit in mutations(model):
+            key = f"{name}/{case}"
+            print("START", key, flush=True)
+            members = dict(original)
+            meta = json.loads(members.pop(fio._META))
+            edit(meta, members)
+            path = os.path.join(folder, "edited.fmz")
+            _write_model(meta, members, path)
+            try:
+                loaded = fmlearn.load(path)
+            except ModelFileError as exc:
+                report[key] = [kind, "refused", str(exc)[-160:]]
+                continue
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                report[key] = [kind, "wrong error", f"{type(exc).__name__}: {exc}"]
+                continue
+            try:
+                report[key] = [kind, "loaded", _use(loaded, X, y)]
+            except Exception as exc:  # noqa: BLE001
+                report[key] = [kind, "loaded", f"then {type(exc).__name__}: {exc}"]
+    return report
+
+
+CASESETS = {"malformed": _malformed_cases, "mutation": _mutation_cases}
 
 
 def run_in_child(caseset, names, timeout=900):

@@ -351,6 +351,8 @@ class OnePassMixin:
             raise ValueError(f"stored arrays do not match n_features_in_={d}, n_factors={k}")
         if self.moment_coef_ is not None and np.shape(self.moment_coef_) != (d, 4):
             raise ValueError("moment_coef_ must have shape (n_features, 4)")
+        if self.moment_tau_ is not None and np.shape(self.moment_tau_) != (d,):
+            raise ValueError("moment_tau_ must have shape (n_features,)")
         for name in ("working_w_", "working_U_", "working_V_", "mean_", "scale_"):
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} contains NaN or infinity")

@@ -444,6 +444,12 @@ def _check_usable(est, path):
         what = "lacks classes_" if is_classifier(est) else "has classes_"
         raise ModelFileError(f"{path!r}: inconsistent model state: a {type(est).__name__} "
                              f"that {what}")
+    if is_classifier(est):
+        classes = est.classes_
+        if (not isinstance(classes, np.ndarray) or classes.shape != (2,)
+                or classes[0] == classes[1]):
+            raise ModelFileError(f"{path!r}: inconsistent model state: classes_ must hold two "
+                                 f"distinct labels, got {classes!r}")
     d = getattr(est, "n_features_in_", None)
     if not isinstance(d, int) or isinstance(d, bool) or d < 1:
         raise ModelFileError(f"{path!r}: inconsistent model state: n_features_in_={d!r}")
