@@ -396,3 +396,53 @@ def test_registry_entries_name_importable_modules():
     # entries added by other modules must point at a module with run(out_dir, quick)
     for name in reproduce.names():
         assert callable(reproduce.load_runner(name)), name
+
+
+# -- hardening: pipes, data values, model paths ---------------------------------------------
+def test_closed_pipe_exits_141_quietly(files, small_model, tmp_path):
+    import subprocess
+
+    from fmlearn.datasets import save_svmlight
+
+    rng = np.random.default_rng(3)
+    big = tmp_path / "big.libfm"  # ~0.5 MB of predictions: far more than a pipe buffer
+    save_svmlight(rng.normal(size=(30000, D)), np.zeros(30000), big)
+    proc = subprocess.Popen([sys.executable, "-c", "from fmlearn.cli import main; "
+                             "raise SystemExit(main())", "predict", str(small_model), str(big)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = [proc.stdout.readline() for _ in range(2)]  # what `| head -2` reads
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert all(float(v) == float(v) for v in first)
+    assert err == b""
+
+
+@pytest.mark.parametrize("token", ["nan", "inf", "-inf", "NaN"])
+def test_non_finite_tokens_are_reported_with_file_and_line(tmp_path, capsys, token):
+    bad = tmp_path / "vals.libfm"
+    bad.write_text(f"1 0:1 1:2\n# a comment\n2 0:{token} 1:1\n3 1:1\n")
+    code, _, err = run(capsys, "fit", bad)
+    _assert_clean_error(code, err, "vals.libfm", "line 3", "NaN or infinite")
+    bad.write_text(f"1 0:1 1:2\n{token} 0:1\n")
+    code, _, err = run(capsys, "fit", bad)
+    _assert_clean_error(code, err, "vals.libfm", "line 2", "NaN or infinite")
+
+
+def test_typo_feature_index_is_an_error_with_its_line(tmp_path, capsys):
+    bad = tmp_path / "typo.libfm"
+    bad.write_text("1 0:1 5:1\n2 3:1 12:1\n3 2:1 134217728:1\n")
+    code, _, err = run(capsys, "fit", bad)
+    _assert_clean_error(code, err, "typo.libfm", "line 3", "134217729 features")
+
+
+def test_model_paths_that_are_not_files(files, small_model, tmp_path, capsys):
+    code, _, err = run(capsys, "predict", tmp_path, files["r_test"])
+    _assert_clean_error(code, err)
+    code, _, err = run(capsys, "predict", "/dev/zero", files["r_test"])
+    _assert_clean_error(code, err, "not a regular file")
+    out = tmp_path / "no-such-folder" / "m.fmz"
+    code, _, err = run(capsys, "fit", files["r_train"], "--solver", "als", "--n-iter", "1",
+                       "--model", out)
+    _assert_clean_error(code, err, str(out))
+    assert ".fmlearn-" not in err

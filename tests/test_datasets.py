@@ -551,3 +551,70 @@ def test_make_recommendation_is_movielens_like():
     with pytest.raises(ValueError, match="unique_pairs"):
         make_recommendation(3, 3, 10)
     assert make_recommendation(3, 3, 10, unique_pairs=False, random_state=0).X.shape == (10, 6)
+
+
+# -- hardening: values, outlying indices, the writer ----------------------------------------
+@pytest.mark.parametrize("ext", ["", ".gz"])
+@pytest.mark.parametrize("token", ["nan", "inf", "-Infinity"])
+def test_non_finite_values_are_refused_with_file_and_line(tmp_path, token, ext):
+    path = tmp_path / f"v.libfm{ext}"
+    text = "1 0:1\n# comment\n\n2 1:1\n" * 30 + f"3 0:{token}\n" + "4 1:1\n" * 5
+    opener = gzip.open if ext else open
+    with opener(path, "wt") as f:
+        f.write(text)
+    line = text[:text.index(token)].count("\n") + 1
+    with pytest.raises(ValueError, match=rf"v.libfm{ext}', line {line}: a value is NaN"):
+        load_svmlight(path, zero_based=True)
+    for chunk in (16, 1 << 20):  # the chunked reader counts lines across chunks
+        with pytest.raises(ValueError, match=rf"line {line}: a value is NaN"):
+            list(iter_svmlight(path, chunk_size_bytes=chunk, n_features=2, zero_based=True))
+    path.write_bytes(b"")
+    with opener(path, "wt") as f:
+        f.write(f"1 0:1\n{token} 1:1\n")
+    with pytest.raises(ValueError, match="line 2: a value is NaN"):
+        load_svmlight(path)
+
+
+@pytest.mark.parametrize("typo", [2**27, 2**30])
+def test_a_typo_feature_index_is_an_error_not_a_huge_model(tmp_path, typo):
+    path = tmp_path / "t.libfm"
+    path.write_text("1 0:1 3:1\n2 7:1 12:1\n" * 10 + f"3 2:1 {typo}:1\n" + "4 1:1\n")
+    with pytest.raises(ValueError, match=rf"line 21: a feature index would make a model of "
+                                         rf"{typo + 1} features"):
+        load_svmlight(path, zero_based=True)
+    with pytest.raises(ValueError, match="line 21"):
+        next(iter_svmlight(path, zero_based=True))
+    # asked for: accepted (the matrix is sparse; a model of that width is the user's call)
+    X, _ = load_svmlight(path, zero_based=True, max_features=typo + 1)
+    assert X.shape == (22, typo + 1)
+    assert next(iter_svmlight(path, zero_based=True, max_features=typo + 1))[0].shape[1] == \
+        typo + 1
+    with pytest.raises(ValueError, match="more than max_features=100"):
+        load_svmlight(path, zero_based=True, max_features=100)
+
+
+def test_wide_files_that_fill_their_range_are_not_outliers(tmp_path):
+    # hashed features: large indices, but no gap of 100x between the two largest
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(2**20, size=(50, 3), replace=False), axis=1)
+    path = tmp_path / "h.libfm"
+    path.write_text("".join(f"1 {a}:1 {b}:1 {c}:1\n" for a, b, c in idx))
+    X, _ = load_svmlight(path, zero_based=True)
+    assert X.shape[1] == idx.max() + 1
+    # small files are never refused, whatever the ratio (a model of < 65,536 features)
+    path.write_text("1 0:1\n2 60000:1\n")
+    assert load_svmlight(path, zero_based=True)[0].shape == (2, 60001)
+
+
+def test_svmlight_writer_gives_ordinary_permissions_and_refuses_non_files(tmp_path):
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        save_svmlight(np.eye(2), [1.0, 2.0], tmp_path / "p.libfm")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "p.libfm").st_mode) == 0o640
+    with pytest.raises(ValueError, match="directory, not a regular file"):
+        save_svmlight(np.eye(2), [1.0, 2.0], tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["p.libfm"]

@@ -246,8 +246,8 @@ def load(path):
     except ModelFileError:
         raise
     except _CONTAINER_ERRORS as exc:
-        raise ModelFileError(f"{path!r} is not a valid fmlearn model file "
-                             f"({type(exc).__name__}: {exc})") from None
+        raise ModelFileError(f"{path!r} is not an fmlearn model file (corrupt or crafted "
+                             f"archive: {type(exc).__name__}: {exc})") from None
     _check_usable(est, path)
     return est
 

@@ -8,6 +8,10 @@ import numpy as np
 import scipy.sparse as sp
 
 
+# Characters written to stdout per flushed block.
+_STDOUT_BLOCK = 1 << 16
+
+
 class CLIError(Exception):
     """An error the user can fix; printed as one line on stderr, exit status 2."""
 
@@ -80,8 +84,12 @@ def write_values(path, values, labels=False):
     if len(values):
         text += "\n"
     if path in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        # In blocks, each flushed: a reader that leaves early (``| head``) makes the next
+        # block fail with BrokenPipeError, which main() turns into exit status 141. One big
+        # write can end without an error once part of it reached the pipe.
+        for start in range(0, len(text), _STDOUT_BLOCK):
+            sys.stdout.write(text[start:start + _STDOUT_BLOCK])
+            sys.stdout.flush()
         return
     try:
         with open(path, "w", encoding="utf-8") as fh:

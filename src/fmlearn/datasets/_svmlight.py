@@ -68,6 +68,109 @@ def _check_n_features(n_features):
     return int(n_features)
 
 
+#: A file's largest feature index is refused when it is more than this many times the next
+#: largest one (a typo such as 134217728 for 13, which would build a model of 2**27 features)
+#: and the width it implies is at least :data:`OUTLIER_MIN_WIDTH`.
+OUTLIER_FACTOR = 100
+OUTLIER_MIN_WIDTH = 1 << 16
+
+
+def _check_max_features(max_features):
+    if max_features is None:
+        return None
+    if isinstance(max_features, (bool, np.bool_)) or not isinstance(max_features,
+                                                                     (int, np.integer)):
+        raise TypeError(f"max_features must be a positive int or None, got {max_features!r}")
+    if not 1 <= max_features < _MAX_FEATURES:
+        raise ValueError(f"max_features must be in [1, {_MAX_FEATURES - 1}], got {max_features}")
+    return int(max_features)
+
+
+def _data_lines(path):
+    """Yield ``(line_number, line)`` for the data lines of the file (those that make a row)."""
+    for first, block in _line_blocks(path, _SCAN_BLOCK):
+        for no, line in enumerate(block.split(b"\n"), start=first):
+            if _is_data_line(line):
+                yield no, line
+
+
+def _shown(line):
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _line_of_row(path, row):
+    """``(line_number, line)`` of data row ``row`` (0-based) of the file."""
+    for i, (no, line) in enumerate(_data_lines(path)):
+        if i == row:
+            return no, line
+    return None, b""
+
+
+def _line_with_index(path, index):
+    """``(line_number, line)`` of the first data line that uses the raw feature ``index``."""
+    for no, line in _data_lines(path):
+        for token in line.split(b"#", 1)[0].split()[1:]:
+            name, _, _ = token.partition(b":")
+            if name.isdigit() and int(name) == index:
+                return no, line
+    return None, b""
+
+
+def _check_finite(path, X, y, first_row=0):
+    """Refuse NaN / infinity in a parsed chunk, naming the file and the line."""
+    bad_x = X.nnz and not np.all(np.isfinite(X.data))
+    bad_y = not np.all(np.isfinite(y))
+    if not (bad_x or bad_y):
+        return
+    rows = []
+    if bad_x:
+        p = int(np.flatnonzero(~np.isfinite(X.data))[0])
+        rows.append(int(np.searchsorted(X.indptr, p, side="right")) - 1)
+    if bad_y:
+        rows.append(int(np.flatnonzero(~np.isfinite(y))[0]))
+    no, line = _line_of_row(path, first_row + min(rows))
+    raise ValueError(f"svmlight/libFM file {path!r}, line {no}: a value is NaN or infinite "
+                     f"(the line reads {_shown(line)!r}); fmlearn needs finite numbers")
+
+
+def _check_width(path, largest, next_largest, max_features):
+    """Refuse a largest column beyond ``max_features`` or, without it, far beyond the next
+    largest column (see :data:`OUTLIER_FACTOR`); name the line that uses it."""
+    if largest is None:
+        return
+    width = largest + 1
+    if max_features is not None:
+        if width <= max_features:
+            return
+        why = f"more than max_features={max_features}"
+    else:
+        ref = max(1, 0 if next_largest is None else next_largest)
+        if width < OUTLIER_MIN_WIDTH or largest <= OUTLIER_FACTOR * ref:
+            return
+        why = (f"{largest // ref}x the next largest column {ref}; pass max_features (or "
+               "n_features) to accept it")
+    no, line = _line_with_index(path, largest)  # zero-based file
+    if no is None:
+        no, line = _line_with_index(path, largest + 1)  # one-based file
+    raise ValueError(f"svmlight/libFM file {path!r}, line {no}: a feature index would make a "
+                     f"model of {width} features, {why} (the line reads {_shown(line)!r})")
+
+
+def _top_two(indices):
+    """The largest and the second largest distinct values of an index array (None if absent)."""
+    if indices.shape[0] == 0:
+        return None, None
+    top = int(indices.max())
+    rest = indices[indices != top]
+    return top, (int(rest.max()) if rest.shape[0] else None)
+
+
+def _merge_top(a, b):
+    vals = sorted({v for v in (*a, *b) if v is not None}, reverse=True)
+    return (vals + [None, None])[:2]
+
+
 def _line_blocks(path, block_size):
     """Yield ``(first_line_number, bytes)`` blocks of whole lines of the (decompressed) file.
 
@@ -158,7 +261,8 @@ def _malformed(path, exc, zero_based, n_features, dtype):
     return ValueError(f"{what} {path!r}, line {line_no}: {message} ({hint}the line reads {text!r})")
 
 
-def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
+def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto",
+                  max_features=None):
     """Load a whole svmlight / libFM file into a CSR matrix and a target vector.
 
     Each line is one sample ``y idx:val idx:val ...`` (indices increasing; ``#`` starts a
@@ -180,6 +284,11 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
         as one-based when no index 0 occurs in it (scikit-learn's rule): with ``"auto"`` a
         zero-based file that happens to lack feature 0 is read shifted by one column, so pass
         the value explicitly when you know it.
+    max_features : int, default=None
+        Largest width the file may imply when ``n_features`` is None. Without it, a largest
+        feature index more than 100 times the next largest one (and implying at least 65,536
+        features) is refused as a likely typo: one such index would otherwise build a model
+        of that many features (gigabytes) without a word.
 
     Returns
     -------
@@ -191,8 +300,10 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If a line is malformed (the message names the file, the line number and the line), if
-        the file has an index ``>= n_features``, or if a compressed file is corrupt.
+        If a line is malformed, holds a NaN or infinite value, or uses a feature index beyond
+        ``max_features`` or far beyond the rest of the file (the message names the file, the
+        line number and the line), if the file has an index ``>= n_features``, or if a
+        compressed file is corrupt.
 
     See Also
     --------
@@ -213,6 +324,7 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
     path = _check_path(path)
     zero_based = _check_zero_based(zero_based)
     n_features = _check_n_features(n_features)
+    max_features = _check_max_features(max_features)
     try:
         X, y = load_svmlight_file(path, n_features=n_features, dtype=dtype, zero_based=zero_based)
     except _PARSE_ERRORS + _STREAM_ERRORS as exc:
@@ -221,23 +333,30 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto"):
         zb = True if zero_based == "auto" else zero_based
         nf = None if zero_based == "auto" else n_features
         raise _malformed(path, exc, zb, nf, dtype) from None
+    _check_finite(path, X, y)
+    if n_features is None:
+        _check_width(path, *_top_two(X.indices), max_features)
     return X, y
 
 
-def _index_range(path, dtype, block_size):
-    """(smallest, largest) raw feature index in the file, or None when it has no feature."""
-    lo, hi = None, None
+def _index_range(path, dtype, block_size, top_two=False):
+    """(smallest, largest) raw feature index in the file, or None when it has no feature;
+    with ``top_two``, (smallest, largest, second largest distinct)."""
+    lo, top = None, (None, None)
     for _, block in _line_blocks(path, block_size):
         X, _ = _parse(block, True, None, dtype)
         if X.nnz:
-            bmin, bmax = int(X.indices.min()), int(X.indices.max())
+            bmin = int(X.indices.min())
             lo = bmin if lo is None else min(lo, bmin)
-            hi = bmax if hi is None else max(hi, bmax)
-    return None if lo is None else (lo, hi)
+            top = _merge_top(top, _top_two(X.indices))
+    if lo is None:
+        return None
+    return (lo, top[0], top[1]) if top_two else (lo, top[0])
 
 
 def iter_svmlight(
-    path, chunk_size_bytes=64 * 2**20, n_features=None, dtype=np.float64, zero_based="auto"
+    path, chunk_size_bytes=64 * 2**20, n_features=None, dtype=np.float64, zero_based="auto",
+    max_features=None,
 ):
     """Read a svmlight / libFM file in chunks of rows, for out-of-core (streaming) learning.
 
@@ -276,6 +395,8 @@ def iter_svmlight(
     zero_based : bool or "auto", default="auto"
         As in :func:`load_svmlight`, but decided once for the whole file (a per-chunk guess
         could differ between chunks).
+    max_features : int, default=None
+        As in :func:`load_svmlight` (checked in the width pass, before the first chunk).
 
     Yields
     ------
@@ -285,8 +406,9 @@ def iter_svmlight(
     Raises
     ------
     ValueError
-        As :func:`load_svmlight`: a malformed line (named by file and line number), an index
-        ``>= n_features``, a corrupt compressed file.
+        As :func:`load_svmlight`: a malformed line, a NaN or infinite value, an outlying
+        feature index (named by file and line number), an index ``>= n_features``, a corrupt
+        compressed file.
 
     Examples
     --------
@@ -312,7 +434,8 @@ def iter_svmlight(
     if chunk_size_bytes < 1:
         raise ValueError(f"chunk_size_bytes must be >= 1, got {chunk_size_bytes}")
     chunk_size_bytes = int(chunk_size_bytes)
-    return _iter_svmlight(path, chunk_size_bytes, n_features, dtype, zero_based)
+    max_features = _check_max_features(max_features)
+    return _iter_svmlight(path, chunk_size_bytes, n_features, dtype, zero_based, max_features)
 
 
 def _is_data_line(line):
@@ -358,12 +481,12 @@ def _line_ranges(path, chunk):
     return ranges
 
 
-def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
+def _iter_svmlight(path, chunk, n_features, dtype, zero_based, max_features):
     # A generator apart from the checks above, so that bad arguments fail at the call.
     if n_features is None or zero_based == "auto":
         try:
             # Blocks of 1 to 16 MiB: no more memory than asked for, few parser calls.
-            rng = _index_range(path, dtype, min(max(chunk, 1 << 20), 1 << 24))
+            rng = _index_range(path, dtype, min(max(chunk, 1 << 20), 1 << 24), top_two=True)
         except _PARSE_ERRORS + _STREAM_ERRORS as exc:
             zb = True if zero_based == "auto" else zero_based
             raise _malformed(path, exc, zb, None, dtype) from None
@@ -372,6 +495,10 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
             zero_based = not (rng is not None and rng[0] > 0)
         width = 1 if rng is None else rng[1] + (1 if zero_based else 0)
         if n_features is None:
+            if rng is not None:
+                shift = 0 if zero_based else 1
+                _check_width(path, rng[1] - shift,
+                             None if rng[2] is None else rng[2] - shift, max_features)
             n_features = width
         elif n_features < width:
             raise ValueError(
@@ -383,6 +510,7 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
     def fail(exc):
         return _malformed(path, exc, zero_based, n_features, dtype)
 
+    rows = 0
     if _compression(path) is None:
         for offset, length in _line_ranges(path, chunk):
             try:
@@ -396,6 +524,8 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
                 )
             except _PARSE_ERRORS as exc:
                 raise fail(exc) from None
+            _check_finite(path, X, y, rows)
+            rows += X.shape[0]
             if X.shape[0]:
                 yield X, y
     else:
@@ -408,6 +538,8 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based):
                 return
             except _PARSE_ERRORS + _STREAM_ERRORS as exc:
                 raise fail(exc) from None
+            _check_finite(path, X, y, rows)
+            rows += X.shape[0]
             if X.shape[0]:
                 yield X, y
 
