@@ -685,3 +685,29 @@ def test_a_killed_save_leaves_a_temporary_file_that_the_next_save_removes(small_
     os.utime(tmp_path / left[0], (t, t))  # instead of waiting STALE_AFTER seconds
     small_model.save(path)
     assert os.listdir(tmp_path) == ["m.fmz"]
+
+
+# -- every estimator round-trips ------------------------------------------------------------
+def _every_estimator():
+    from hardening import estimators
+
+    return sorted(estimators())
+
+
+@pytest.mark.parametrize("name", _every_estimator())
+def test_every_fitted_estimator_round_trips(name, tmp_path):
+    from hardening import fitted
+
+    model, X, _ = fitted(name)
+    loaded = fmlearn.load(model.save(tmp_path / "m.fmz"))
+    assert type(loaded) is type(model) and loaded.get_params() == model.get_params()
+    X_new = np.random.default_rng(7).normal(size=(40, X.shape[1]))
+    for data in (X_new, sp.csr_matrix(X_new)):
+        expected, got = _outputs(model, data), _outputs(loaded, data)
+        for key in expected:
+            assert np.array_equal(expected[key], got[key]), key
+    arrays = {k for k, v in vars(model).items()
+              if k.endswith("_") and not k.startswith("_") and isinstance(v, np.ndarray)}
+    for name_ in arrays:
+        a, b = getattr(model, name_), getattr(loaded, name_)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name_

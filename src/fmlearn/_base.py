@@ -246,12 +246,13 @@ class BaseFM(BaseEstimator):
         n = X.shape[0]
         stored = X.nnz if sp.issparse(X) else n * X.shape[1]
         rows = max(1, int(PREDICT_CHUNK_VALUES // max(1.0, stored / max(n, 1))))
-        if n <= rows:
-            out = np.asarray(self._raw_predict(X), dtype=np.float64)
-        else:
-            out = np.empty(n, dtype=np.float64)
-            for a in range(0, n, rows):
-                out[a:a + rows] = self._raw_predict(X[a:a + rows])
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is raised below
+            if n <= rows:
+                out = np.asarray(self._raw_predict(X), dtype=np.float64)
+            else:
+                out = np.empty(n, dtype=np.float64)
+                for a in range(0, n, rows):
+                    out[a:a + rows] = self._raw_predict(X[a:a + rows])
         finite = np.isfinite(out)
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])

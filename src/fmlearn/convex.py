@@ -131,8 +131,8 @@ class _BaseConvexFM(BaseFM):
         # Rows sorted by their first feature (stable, after the canonical merge order): the
         # sparse products then read the vectors in runs instead of at random (2x faster at
         # 10^6 rows); the order depends only on the data, so results stay reproducible.
-        first = np.where(np.diff(X.indptr) > 0, X.indices[np.minimum(X.indptr[:-1],
-                                                                     max(X.nnz - 1, 0))], -1)
+        first = (np.where(np.diff(X.indptr) > 0, X.indices[np.minimum(X.indptr[:-1], X.nnz - 1)],
+                          -1) if X.nnz else np.full(X.shape[0], -1))  # all-zero X: no order
         order = np.argsort(first, kind="stable")
         X, y, sw = X[order], y[order], sw[order]
         self._update_clip_range(y, extend=self.warm_start)

@@ -50,6 +50,11 @@ def train_rows(est, X, y, sample_weight, reset):
     """Validated (X, y, sample_weight) with the rows of weight 0 dropped (they add nothing to
     the batch averages, and dropping them keeps "weight 0 == row absent" exact)."""
     X, y, sw = est._validate_train(X, y, sample_weight, reset=reset)
+    if reset and not (X.nnz if sp.issparse(X) else np.any(X)):
+        # the one-pass estimators standardise by the first batch's moments; all-zero
+        # features have none (GFM's shift correction then fitted an intercept far off the mean)
+        raise ValueError(f"{type(est).__name__}: X is all zeros; the one-pass estimators need "
+                         "features that vary (their moments define the working coordinates)")
     keep = np.flatnonzero(sw > 0)
     if keep.shape[0] < X.shape[0]:
         X, y, sw = X[keep], y[keep], sw[keep]

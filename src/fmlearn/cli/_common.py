@@ -7,7 +7,6 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
-
 # Characters written to stdout per flushed block.
 _STDOUT_BLOCK = 1 << 16
 
