@@ -246,6 +246,8 @@ def load(path):
     except ModelFileError:
         raise
     except _CONTAINER_ERRORS as exc:
+        if isinstance(exc, OSError) and exc.strerror:  # EACCES, EIO, ...: not the content
+            raise ModelFileError(f"{path!r} cannot be read: {exc.strerror}") from None
         raise ModelFileError(f"{path!r} is not an fmlearn model file (corrupt or crafted "
                              f"archive: {type(exc).__name__}: {exc})") from None
     _check_usable(est, path)
