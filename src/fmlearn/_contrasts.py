@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import FLOAT_DTYPES, check_sample_weight
 from ._data import to_csr
+from ._threads import blas_single_thread
 from .exceptions import ConvergenceWarning, DivergenceError
 
 __all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "ContrastALSMixin"]
@@ -187,7 +188,10 @@ class ContrastALSMixin:
             method=self._resolve_solver(contrasts), max_iter=100 if auto else int(self.n_passes),
             tol=float(self.tol), exact_iter=not auto)
         data = ContrastData(Xz, C, y, sw)
-        new, n_iter, info = contrast_ls(data, state, settings)
+        # Small dense matrices every iteration: BLAS threads only add synchronisation here
+        # (the thread policy of fmlearn._threads).
+        with blas_single_thread():
+            new, n_iter, info = contrast_ls(data, state, settings)
         if info["diverged"]:
             raise DivergenceError(f"{type(self).__name__}(solver={settings.method!r}) diverged: "
                                   f"{info['diverged']}; the estimator keeps its previous state")

@@ -297,8 +297,13 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
     ----------
     n_clusters : int, default=8
         m, the number of K-means clusters (seed 001: the number of satellites).
+    init : "k-means++", "random" or ndarray of shape (n_clusters, 2), default="k-means++"
+        Passed to :class:`sklearn.cluster.KMeans`. In the online protocol, the previous
+        window's ``cluster_centers_`` keep cluster g on the same satellite's pierce points from
+        one window to the next (the satellites move ~0.5 deg a minute), so that a warm-started
+        model sees features with the same meaning.
     n_init : int or "auto", default="auto"
-        Passed to :class:`sklearn.cluster.KMeans`.
+        Passed to :class:`sklearn.cluster.KMeans` (1 when ``init`` is an array).
     random_state : int, RandomState or None, default=None
         Seeds K-means (same seed, same clusters).
 
@@ -322,8 +327,9 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
     ((4, 12), [10, 10, 10, 10])
     """
 
-    def __init__(self, n_clusters=8, *, n_init="auto", random_state=None):
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", random_state=None):
         self.n_clusters = n_clusters
+        self.init = init
         self.n_init = n_init
         self.random_state = random_state
 
@@ -339,7 +345,14 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
         if n_distinct < m:
             raise ValueError(f"PiercePointEncoder: {n_distinct} distinct (lat, lon) points "
                              f"cannot make n_clusters={m} clusters")
-        km = KMeans(n_clusters=int(m), n_init=self.n_init, random_state=self.random_state)
+        init, n_init = self.init, self.n_init
+        if not isinstance(init, str):
+            init = np.asarray(init, dtype=np.float64)
+            if init.shape != (m, 2) or not np.all(np.isfinite(init)):
+                raise ValueError(f"init must be 'k-means++', 'random' or finite centres of "
+                                 f"shape ({m}, 2), got shape {init.shape}")
+            n_init = 1
+        km = KMeans(n_clusters=int(m), init=init, n_init=n_init, random_state=self.random_state)
         km.fit(arr[:, :2])
         self.kmeans_ = km
         self.cluster_centers_ = km.cluster_centers_.copy()

@@ -328,8 +328,8 @@ class GNSSSimulation(_Windows):
             for kind, n in (("ms", self.n_mstids), ("ls", self.n_lstids)):
                 for _ in range(n):
                     if kind == "ms":
-                        period = rng.uniform(*self.mstid_period_min) * 60
                         wavelength = rng.uniform(*self.mstid_wavelength_km)
+                        period = wavelength * 1000 / rng.uniform(*self.mstid_speed_m_s)
                         amp = rng.uniform(*self.mstid_amplitude)
                         # Daytime MSTIDs travel mostly equatorward (south-east/south-west).
                         heading = np.radians(rng.uniform(120, 240))
@@ -443,8 +443,8 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
                    semi_major_axis_km=26560.0, elevation_mask_deg=5.0, shell_height_km=350.0,
                    interval_s=1, observable="vtec", night_vtec=5.0, day_vtec_amplitude=30.0,
                    peak_local_time_h=14.0, gradient_per_deg=(-0.03, 0.005), day_to_day=0.15,
-                   n_mstids=3, mstid_period_min=(15.0, 60.0), mstid_wavelength_km=(100.0, 300.0),
-                   mstid_amplitude=(0.1, 0.5), n_lstids=1, lstid_period_min=(30.0, 180.0),
+                   n_mstids=3, mstid_wavelength_km=(150.0, 400.0), mstid_speed_m_s=(100.0, 250.0),
+                   mstid_amplitude=(0.1, 0.4), n_lstids=1, lstid_period_min=(30.0, 180.0),
                    lstid_speed_m_s=(400.0, 1000.0), lstid_amplitude=(0.3, 1.0),
                    n_small_scale_modes=20, small_scale_wavelength_km=(20.0, 80.0),
                    small_scale_rms=0.05, noise=0.01, random_state=None):
@@ -475,8 +475,9 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
     mid-latitude daytime vTEC of 20-50 TECU near solar maximum), a regional gradient per degree
     of latitude and longitude (vTEC falls poleward at mid-latitudes by a few % per degree), a
     day factor 1 + ``day_to_day`` N(0, 1) (day-to-day variability of ~15-20 %, Rishbeth &
-    Mendillo 2001), medium-scale TIDs (periods 15-60 min, wavelengths 100-300 km, amplitudes
-    0.1-0.5 TECU, travelling equatorward; Otsuka et al. 2013, Tsugawa et al. 2007), large-scale
+    Mendillo 2001), medium-scale TIDs (wavelengths 150-400 km and phase speeds 100-250 m/s, hence
+    periods of 10-65 min, amplitudes 0.1-0.4 TECU, travelling equatorward; within the ranges of
+    Hunsucker 1982 and the GPS-TEC climatology of Tsugawa et al. 2007), large-scale
     TIDs (periods 30-180 min, speeds 400-1000 m/s, wavelengths > 1000 km; Hunsucker 1982), and
     small-scale structure of 20-80 km wavelengths drifting at 20-100 m/s.
 
@@ -514,9 +515,10 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
     gradient_per_deg : (float, float)
         Relative change of the background per degree of latitude and of longitude.
     day_to_day : float, default=0.15
-    n_mstids, mstid_period_min, mstid_wavelength_km, mstid_amplitude :
-        Medium-scale TIDs per day: count, ranges of period (min), wavelength (km), amplitude
-        (TECU), drawn uniformly.
+    n_mstids, mstid_wavelength_km, mstid_speed_m_s, mstid_amplitude :
+        Medium-scale TIDs per day: count, ranges of wavelength (km), phase speed (m/s) and
+        amplitude (TECU), drawn uniformly. Waves shorter than about twice the station spacing
+        cannot be resolved by any interpolator between the stations.
     n_lstids, lstid_period_min, lstid_speed_m_s, lstid_amplitude :
         Large-scale TIDs per day (count, period (min), phase speed (m/s), amplitude (TECU)).
     n_small_scale_modes, small_scale_wavelength_km, small_scale_rms :
