@@ -337,6 +337,8 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
         """Cluster the (latitude, longitude) of the pierce points X."""
         from sklearn.cluster import KMeans
 
+        from ._threads import single_thread
+
         m = self.n_clusters
         if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
             raise ValueError(f"n_clusters must be a positive integer, got {m!r}")
@@ -353,7 +355,8 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
                                  f"shape ({m}, 2), got shape {init.shape}")
             n_init = 1
         km = KMeans(n_clusters=int(m), init=init, n_init=n_init, random_state=self.random_state)
-        km.fit(arr[:, :2])
+        with single_thread():
+            km.fit(arr[:, :2])
         self.kmeans_ = km
         self.cluster_centers_ = km.cluster_centers_.copy()
         self.n_features_out_ = 2 * int(m) + 8

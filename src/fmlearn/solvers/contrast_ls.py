@@ -129,7 +129,8 @@ def _syrk(A):
     """A^T A by a symmetric rank-k update (half the flops of a general product)."""
     if A.shape[0] == 0:
         return np.zeros((A.shape[1], A.shape[1]))
-    N = scipy.linalg.blas.dsyrk(1.0, np.asfortranarray(A), trans=1, lower=0)
+    # A.T of a C-ordered A is Fortran-ordered: no copy.
+    N = scipy.linalg.blas.dsyrk(1.0, A.T, trans=0, lower=0)
     return np.triu(N) + np.triu(N, 1).T
 
 
@@ -178,10 +179,15 @@ class _Problem:
         rhs = np.zeros(p)
         n_t = target.shape[0]
         chunk = max(1, int(self.s.memory_budget // (8 * p * 8)))
+        D = None
+        if data.C is not None and 8 * X.shape[0] * p <= self.s.memory_budget // 4:
+            D = self.design(_dense(X))            # every row once, shared by all chunks
         for a in range(0, n_t, chunk):
             b = min(n_t, a + chunk)
             if data.C is None:
                 A = self.design(_dense(X[a:b]))
+            elif D is not None:
+                A = np.asarray(data.C[a:b] @ D)
             else:
                 Cc = data.C[a:b]
                 cols, inv = np.unique(Cc.indices, return_inverse=True)
@@ -325,10 +331,10 @@ def contrast_ls(data, state, settings, callback=None):
             st = st if stalled else new
         else:
             st = _als_sweep(data, st, settings)
-            J, _ = objective(data, st, settings)
         n_iter = it + 1
+        J, rmse = objective(data, st, settings)
         hist_J.append(J)
-        hist_rmse.append(objective(data, st, settings)[1])
+        hist_rmse.append(rmse)
         if callback is not None:
             callback(n_iter, st, info)
         if not (np.isfinite(J) and np.all(np.isfinite(st.U)) and np.all(np.isfinite(st.V))):
