@@ -64,3 +64,24 @@ def test_online_protocol_learns_the_test_station():
             # double differences, the RMSE of predicting 0.
             assert rmse < 0.85 * zero, (name, rmse, zero)
     assert "FM" in vtec.METHODS and vtec.METHODS["FM"].ranked
+
+
+def test_doc_page_example_runs():
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "vtec.md")
+    code = re.search(r"```python\n(.*?)```", open(path, encoding="utf-8").read(), re.S).group(1)
+    scope = {}
+    exec(compile(code, "docs/vtec.md", "exec"), scope)
+    w, y_hat = scope["w"], scope["y_hat"]
+    assert y_hat.shape == w.test.y.shape
+    assert np.sqrt(np.mean((y_hat - w.test.y) ** 2)) < np.sqrt(np.mean(w.test.y ** 2))
+
+
+def test_doctests_of_the_gnss_module():
+    import doctest
+
+    from fmlearn.datasets import _gnss
+
+    assert doctest.testmod(_gnss).failed == 0

@@ -48,8 +48,6 @@ def check_contrasts(C, n_rows, n_targets=None):
     """
     if C is None:
         raise ValueError("contrasts is None")
-    if isinstance(C, (list, tuple)):
-        C = np.asarray(C)
     if not sp.issparse(C):
         try:
             C = np.asarray(C, dtype=np.float64)
