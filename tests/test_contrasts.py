@@ -191,3 +191,16 @@ def test_model_values_equal_the_written_out_model(zd):
     want = [gfm_value(x, st.b, st.w, st.U, st.V, zd) for x in X]
     np.testing.assert_allclose(model_values(X, st, zd), want, rtol=1e-12)
     np.testing.assert_allclose(model_values(sp.csr_matrix(X), st, zd), want, rtol=1e-12)
+
+
+def test_contrast_fit_saves_and_loads(tmp_path):
+    from fmlearn.io import load
+
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((100, 5))
+    C = double_differences(100, 150, rng)
+    m = IFMRegressor(n_factors=2, solver="als", n_passes=3, random_state=0)
+    m.fit(X, C @ rng.standard_normal(100), contrasts=C)
+    back = load(m.save(tmp_path / "m.fmz"))
+    np.testing.assert_array_equal(back.predict_contrasts(X, C), m.predict_contrasts(X, C))
+    assert back.intercept_fitted_ is False
