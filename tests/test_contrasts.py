@@ -172,6 +172,8 @@ def test_bad_contrasts_are_refused_and_change_nothing():
         IFMRegressor(solver="one_pass").fit(X, y, contrasts=C)
     with pytest.raises(ValueError, match="cannot fit contrasts"):
         GFMRegressor(solver="moment").fit(X, y, contrasts=C)
+    with pytest.raises(ValueError, match="one-pass solvers only"):
+        m.fit(X, y, contrasts=C, eval_set=(X, X[:, 0]))
     for key, value in before.items():
         np.testing.assert_array_equal(getattr(m, key), value)
     with pytest.raises(ValueError, match="columns but X has 20 rows"):

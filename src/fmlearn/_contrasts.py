@@ -107,7 +107,11 @@ class ContrastALSMixin:
                 "contrast of f is not f of any row. Use solver='lm', 'als' or 'auto'.")
         return solver
 
-    def _fit_als(self, X, y, sample_weight, contrasts):
+    def _fit_als(self, X, y, sample_weight, contrasts, truth=None, eval_set=None):
+        if truth is not None or eval_set is not None:
+            raise ValueError(f"{type(self).__name__}: truth and eval_set are recorded per batch "
+                             "by the one-pass solvers only; solver='als'/'lm' records the "
+                             "objective and the RMSE of the targets in history_")
         saved = dict(self.__dict__)
         try:
             return self._fit_als_unsafe(X, y, sample_weight, contrasts)

@@ -572,7 +572,7 @@ class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
             with solver "lm" or "als"; see :meth:`predict_contrasts` and docs/vtec.md.
         """
         if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts)
+            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -148,7 +148,7 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         """Fit over X cut into mini-batches, or to ``contrasts`` of f by ALS (see
         :meth:`fmlearn.GFMRegressor.fit`)."""
         if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts)
+            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
     @_fit_context(prefer_skip_nested_validation=True)
