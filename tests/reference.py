@@ -92,3 +92,40 @@ def als_sweep(X, y, sw, order, w0, w, V, reg):
         for j in order:
             argmin_along(lambda j=j, f=f: V[j, f], lambda t, j=j, f=f: V.__setitem__((j, f), t))
     return state[0], w, V
+
+
+def gfm_value(x, b, w, U, V, zero_diagonal):
+    """f(x) = b + <w, x> + x' M x with M = sym(U V') [minus diag(U V')], written out."""
+    M = (U @ V.T + V @ U.T) / 2
+    if zero_diagonal:
+        M = M - np.diag(np.diag(U @ V.T))
+    return b + x @ w + x @ M @ x
+
+
+def contrast_block_oracle(X, C, y, sw, F, zero_diagonal, intercept, reg_linear, reg_pairwise):
+    """One ALS block of fmlearn.solvers.contrast_ls, slowly: the design column of V_jl is the
+    derivative of f(x_i) with respect to V_jl, taken entry by entry; the penalised weighted
+    least-squares problem is solved by lstsq on the stacked system."""
+    n, d = X.shape
+    k = F.shape[1]
+    cols = []
+    if intercept:
+        cols.append(np.ones(n))
+    for j in range(d):
+        cols.append(X[:, j].copy())
+    for j in range(d):
+        for l in range(k):
+            col = np.empty(n)
+            for i in range(n):
+                # d/dV_jl of x' sym(F V') x = x_j (x . f_l); the iFM diagonal adds -x_j^2 F_jl
+                col[i] = X[i, j] * (X[i] @ F[:, l])
+                if zero_diagonal:
+                    col[i] -= X[i, j] ** 2 * F[j, l]
+            cols.append(col)
+    D = np.column_stack(cols)
+    A = np.asarray(C @ D) if C is not None else D
+    reg = np.concatenate([[0.0] * intercept, [reg_linear] * d, [reg_pairwise] * (d * k)])
+    top = np.sqrt(sw)[:, None] * A
+    stacked = np.vstack([top, np.diag(np.sqrt(reg))])
+    rhs = np.concatenate([np.sqrt(sw) * y, np.zeros(reg.shape[0])])
+    return np.linalg.lstsq(stacked, rhs, rcond=None)[0]

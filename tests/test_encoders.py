@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from fmlearn import ConvexFMRegressor
 from fmlearn.datasets import make_low_rank_tensor
@@ -124,3 +125,59 @@ def test_multiview_completion_uses_shared_columns():
     err = np.sqrt(np.mean((cfm.predict(Xm) - y[~obs]) ** 2))
     base = np.sqrt(np.mean((bias.predict(Xm) - y[~obs]) ** 2))
     assert err < 0.3 * base
+
+
+# -- PiercePointEncoder (seed 001 §4.2) ----------------------------------------------------------
+def _pierce_oracle(pts, centers):
+    """The encoding written out from 001 §4.2 with loops: v_j = (alpha, beta) - c_j for j = g."""
+    m = centers.shape[0]
+    out = np.zeros((pts.shape[0], 2 * m + 8))
+    for i, (a, b, th, ga) in enumerate(pts):
+        g = int(np.argmin([(a - c[0]) ** 2 + (b - c[1]) ** 2 for c in centers]))
+        out[i, 2 * g] = a - centers[g, 0]
+        out[i, 2 * g + 1] = b - centers[g, 1]
+        out[i, 2 * m:] = [np.sin(th), np.cos(th), th, th ** 2,
+                          np.sin(ga), np.cos(ga), ga, ga ** 2]
+    return out
+
+
+def test_pierce_point_encoder_matches_the_paper():
+    from fmlearn.datasets import make_gnss_vtec
+    from fmlearn.encoders import PiercePointEncoder
+
+    sim = make_gnss_vtec(n_days=1, random_state=0)
+    w = next(sim.windows(seconds=60, start=30000))
+    enc = PiercePointEncoder(n_clusters=w.n_satellites, random_state=0).fit(w.train.points)
+    Z = enc.transform(w.test.points)
+    assert sp.issparse(Z) and Z.shape == (w.test.points.shape[0], 2 * w.n_satellites + 8)
+    pts = np.column_stack([w.test.points[f] for f in ("lat", "lon", "zenith", "azimuth")])
+    np.testing.assert_allclose(Z.toarray(), _pierce_oracle(pts, enc.cluster_centers_),
+                               rtol=0, atol=1e-12)
+    # A plain (n, 4) array gives the same encoding as the structured table.
+    np.testing.assert_array_equal(Z.toarray(), enc.transform(pts).toarray())
+    # With m = number of satellites, K-means finds the satellites' pierce-point clouds: every
+    # cluster holds one satellite's points (the paper's reason for m = satellites).
+    g = np.argmin(((pts[:, None, :2] - enc.cluster_centers_[None]) ** 2).sum(2), axis=1)
+    sats = w.test.points["satellite"]
+    purity = sum(np.bincount(sats[g == c]).max() for c in np.unique(g)) / sats.shape[0]
+    assert purity > 0.95
+    assert len(enc.get_feature_names_out()) == Z.shape[1]
+
+
+def test_pierce_point_encoder_errors():
+    from fmlearn.encoders import PiercePointEncoder
+
+    pts = np.array([[30.0, 114.0, 0.5, 1.0], [30.2, 114.1, 0.6, 1.1]])
+    with pytest.raises(ValueError, match="cannot make n_clusters=3"):
+        PiercePointEncoder(n_clusters=3).fit(pts)
+    with pytest.raises(ValueError, match="NaN"):
+        PiercePointEncoder(n_clusters=1).fit(np.array([[np.nan, 1, 2, 3.0]]))
+    with pytest.raises(ValueError, match="shape"):
+        PiercePointEncoder(n_clusters=1).fit(pts[:, :3])
+    table = np.zeros(2, dtype=[("lat", "f8"), ("lon", "f8"), ("zenith", "f8")])
+    with pytest.raises(ValueError, match="azimuth"):
+        PiercePointEncoder(n_clusters=1).fit(table)
+    with pytest.raises(ValueError, match="positive integer"):
+        PiercePointEncoder(n_clusters=0).fit(pts)
+    with pytest.raises(ValueError, match="0 rows"):
+        PiercePointEncoder(n_clusters=1).fit(np.zeros((0, 4)))

@@ -21,6 +21,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
+from ._contrasts import ContrastALSMixin
 from ._data import to_csr
 from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from .linalg import symmetric_low_rank
@@ -383,7 +384,7 @@ def _original_parameters(state, zero_diagonal=False):
     return w, U, V, b
 
 
-class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
+class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     """Generalized factorization machine (gFM) trained one pass over mini-batches.
 
     Model::
@@ -410,7 +411,14 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     ----------
     n_factors : int, default=5
         k, the number of columns of U and V.
-    solver : {"one_pass", "moment"}, default="one_pass"
+    solver : {"auto", "one_pass", "moment", "als", "lm"}, default="auto"
+        "auto" is "one_pass" for ordinary targets and "lm" when ``fit`` gets ``contrasts``.
+        "als" and "lm" are the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
+        (alternating exact ridge solves over (b, w, V) and (b, w, U), or Levenberg-Marquardt
+        on all parameters; the objective never increases); they fit y itself or contrasts of f
+        (seed 001 §4.2; docs/vtec.md), with ``n_passes`` iterations ("auto": until the
+        relative decrease is below ``tol``, at most 100). The one-pass solvers cannot fit
+        contrasts (they rely on the law of the rows x, which a contrast breaks).
     batch_size : int or "auto", default="auto"
         Rows per mini-batch in ``fit`` ("auto": 10 k d). ``fit`` cuts X in order into
         ``max(1, n // batch_size)`` batches of about equal size; ``partial_fit`` takes the batch
@@ -455,6 +463,9 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         with single-threaded BLAS and summed in a fixed order, so results do not depend on it.
     verbose : int, default=0
         Progress bar with the prequential batch RMSE (and recovery error / validation RMSE).
+    reg_linear, reg_pairwise : float, default=0.0
+        solver="als" or "lm": ridge penalties on w and on (U, V) (working coordinates), added
+        to the weighted sum of squared residuals (libFM's convention, as in FMRegressor).
 
     Attributes
     ----------
@@ -508,7 +519,9 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
 
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "solver": [StrOptions({"one_pass", "moment"})],
+        "solver": [StrOptions({"auto", "one_pass", "moment", "als", "lm"})],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -522,11 +535,14 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_factors=5, *, solver="one_pass", batch_size="auto", n_passes="auto",
+    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", n_passes="auto",
                  tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
-                 warm_start=False, random_state=None, n_jobs=None, verbose=0):
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
+                 reg_pairwise=0.0):
         self.n_factors = n_factors
         self.solver = solver
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
         self.batch_size = batch_size
         self.n_passes = n_passes
         self.tol = tol
@@ -544,8 +560,8 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None):
-        """Fit over X cut into mini-batches, each read once per pass.
+    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
+        """Fit over X cut into mini-batches, each read once per pass (or by ALS).
 
         Parameters
         ----------
@@ -559,7 +575,12 @@ class GFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
             batch is recorded in ``history_["recovery_error"]``.
         eval_set : (X_val, y_val), optional
             Held-out data whose RMSE is recorded after every batch.
+        contrasts : sparse matrix of shape (n_targets, n_samples), optional
+            Fit y_g = sum_i C[g, i] f(x_i) (y and sample_weight then have n_targets entries)
+            with solver "lm" or "als"; see :meth:`predict_contrasts` and docs/vtec.md.
         """
+        if self._resolve_solver(contrasts) in ("als", "lm"):
+            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
     @failure_atomic

@@ -14,12 +14,13 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic
+from ._contrasts import ContrastALSMixin
 from .gfm import OnePassMixin
 
 __all__ = ["IFMRegressor"]
 
 
-class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
+class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     """Improved factorization machine (zero-diagonal, sign-indefinite) trained one pass.
 
     Model::
@@ -50,6 +51,10 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     Parameters
     ----------
     n_factors : int, default=5
+    solver : {"auto", "one_pass", "als", "lm"}, default="auto"
+        "auto": "one_pass" for ordinary targets, "lm" when ``fit`` gets ``contrasts``. "als"
+        and "lm" are the batch solvers of :mod:`fmlearn.solvers.contrast_ls` (see
+        :class:`fmlearn.GFMRegressor`).
     batch_size : int or "auto", default="auto"
         Rows per mini-batch in ``fit`` ("auto": 10 k d); see :class:`fmlearn.GFMRegressor`.
     n_passes : int or "auto", default="auto"
@@ -69,6 +74,9 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     n_jobs : int or None, default=None
         Threads for the batch products (results do not depend on it).
     verbose : int, default=0
+    reg_linear, reg_pairwise : float, default=0.0
+        solver="als" or "lm": ridge penalties on w and on (U, V) (working coordinates), added to
+        the weighted sum of squared residuals.
 
     Attributes
     ----------
@@ -96,6 +104,9 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
 
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"auto", "one_pass", "als", "lm"})],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -109,10 +120,14 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
-                 safeguard="auto", fit_intercept=True, standardize=True, init="auto",
-                 warm_start=False, random_state=None, n_jobs=None, verbose=0):
+    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", n_passes="auto",
+                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
+                 reg_pairwise=0.0):
         self.n_factors = n_factors
+        self.solver = solver
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
         self.batch_size = batch_size
         self.n_passes = n_passes
         self.tol = tol
@@ -130,8 +145,11 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None):
-        """Fit over X cut into mini-batches (see :meth:`fmlearn.GFMRegressor.fit`)."""
+    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
+        """Fit over X cut into mini-batches, or to ``contrasts`` of f by ALS (see
+        :meth:`fmlearn.GFMRegressor.fit`)."""
+        if self._resolve_solver(contrasts) in ("als", "lm"):
+            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
         return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
 
     @failure_atomic

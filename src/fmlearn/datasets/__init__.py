@@ -4,6 +4,13 @@ Loaders read files; generators return the data together with the model that made
 tests and reproductions can check what a solver recovers.
 """
 
+from ._gnss import (
+    GNSSObservations,
+    GNSSSimulation,
+    load_gnss_csv,
+    make_gnss_vtec,
+    write_gnss_csv,
+)
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
@@ -22,9 +29,12 @@ from ._synthetic_gfm import (
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
+    "GNSSObservations",
+    "GNSSSimulation",
     "PlantedModel",
     "fm_scores",
     "iter_svmlight",
+    "load_gnss_csv",
     "load_movielens_100k",
     "load_svmlight",
     "make_asymmetric_sensing",
@@ -32,6 +42,7 @@ __all__ = [
     "make_cfm_regression",
     "make_fm",
     "make_fm_labels",
+    "make_gnss_vtec",
     "make_gfm",
     "make_low_rank_tensor",
     "make_phase_retrieval",
@@ -40,4 +51,5 @@ __all__ = [
     "movielens_split",
     "sample_features",
     "save_svmlight",
+    "write_gnss_csv",
 ]

@@ -1,0 +1,208 @@
+"""Contrast targets (seed 001 §4.2): fit(X, y, contrasts=C) and predict_contrasts for the
+generalized FM and the iFM through the batch solvers of fmlearn.solvers.contrast_ls."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fmlearn import GFMRegressor, IFMRegressor
+from fmlearn._contrasts import bias_identifiable, check_contrasts
+from fmlearn.solvers.contrast_ls import (
+    ContrastData,
+    ContrastSettings,
+    ContrastState,
+    _Problem,
+    contrast_ls,
+)
+from reference import contrast_block_oracle, gfm_value
+
+ESTIMATORS = [(GFMRegressor, False), (IFMRegressor, True)]
+
+
+def planted(d, zero_diagonal, seed):
+    """w and a rank-3 M with eigenvalues of both signs (diagonal removed for the iFM)."""
+    rng = np.random.default_rng(seed)
+    Q = np.linalg.qr(rng.standard_normal((d, 3)))[0]
+    M = Q @ np.diag([2.0, -1.5, 1.0]) @ Q.T
+    if zero_diagonal:
+        M -= np.diag(np.diag(M))
+    w = rng.standard_normal(d) / np.sqrt(d)
+    return lambda X: 0.7 + X @ w + np.einsum("ij,jk,ik->i", X, M, X)
+
+
+def double_differences(n_rows, n_targets, rng):
+    """Random +1 -1 -1 +1 contrasts of four distinct rows (every row of C sums to zero)."""
+    rows = np.array([rng.choice(n_rows, 4, replace=False) for _ in range(n_targets)])
+    return sp.csr_matrix((np.tile([1.0, -1.0, -1.0, 1.0], n_targets), rows.ravel(),
+                          np.arange(0, 4 * n_targets + 1, 4)), shape=(n_targets, n_rows))
+
+
+@pytest.mark.parametrize("Est, zd", ESTIMATORS)
+def test_planted_model_recovered_from_double_differences(Est, zd):
+    rng = np.random.default_rng(1)
+    d = 15
+    f = planted(d, zd, seed=2)
+    X, Xt = rng.standard_normal((900, d)), rng.standard_normal((400, d))
+    C, Ct = double_differences(900, 2500, rng), double_differences(400, 800, rng)
+    m = Est(n_factors=3, tol=1e-12, random_state=0).fit(X, C @ f(X), contrasts=C)
+    truth = Ct @ f(Xt)
+    err = np.linalg.norm(m.predict_contrasts(Xt, Ct) - truth) / np.linalg.norm(truth)
+    assert err < 1e-4
+    # b is not identifiable from double differences: it is held at its start value, and f
+    # itself is recovered up to that constant.
+    assert m.intercept_ == 0.0 and not m.intercept_fitted_
+    shift = f(Xt) - m.predict(Xt)
+    assert np.std(shift) < 1e-4 * np.std(f(Xt))
+    assert abs(np.mean(shift) - 0.7) < 1e-4
+
+
+@pytest.mark.parametrize("Est, zd", ESTIMATORS)
+def test_identity_contrasts_equal_the_plain_fit(Est, zd):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 8))
+    y = planted(8, zd, seed=4)(X) + 0.1 * rng.standard_normal(300)
+    for solver in ("lm", "als"):
+        kw = dict(n_factors=2, solver=solver, n_passes=8, reg_linear=1e-3, reg_pairwise=1e-2,
+                  random_state=0)
+        plain = Est(**kw).fit(X, y)
+        ident = Est(**kw).fit(X, y, contrasts=sp.identity(300, format="csr"))
+        np.testing.assert_allclose(ident.predict(X), plain.predict(X), rtol=0,
+                                   atol=1e-12 * np.abs(plain.predict(X)).max())
+        assert plain.intercept_fitted_ and abs(plain.intercept_ - 0.7) < 0.2
+
+
+@pytest.mark.parametrize("zd", [False, True])
+def test_als_block_equals_numpy_oracle(zd):
+    rng = np.random.default_rng(5)
+    n, d, k = 60, 5, 2
+    X = rng.standard_normal((n, d))
+    C = double_differences(n, 40, rng)
+    C = sp.vstack([C, sp.csr_matrix(np.eye(n)[:7])]).tocsr()      # some rows not summing to 0
+    y = rng.standard_normal(C.shape[0])
+    sw = rng.uniform(0.5, 2, C.shape[0])
+    F = rng.standard_normal((d, k))
+    settings = ContrastSettings(zero_diagonal=zd, reg_linear=0.3, reg_pairwise=0.7)
+    for Xin in (X, sp.csr_matrix(X)):
+        prob = _Problem(ContrastData(Xin, C, y, sw), [F], settings, True)
+        got = prob.solve(y)
+        want = contrast_block_oracle(X, C.toarray(), y, sw, F, zd, True, 0.3, 0.7)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+        # The matrix-free products are the transpose pair of the same design.
+        t, r = rng.standard_normal(prob.p), rng.standard_normal(C.shape[0])
+        np.testing.assert_allclose(r @ prob.matvec(t), t @ prob.rmatvec(r), rtol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["als", "lm"])
+def test_objective_never_increases_and_matrix_free_matches_dense(method):
+    rng = np.random.default_rng(6)
+    X = sp.random(400, 12, density=0.4, format="csr", random_state=6)
+    C = double_differences(400, 900, rng)
+    y = C @ (rng.standard_normal(400))
+    st = ContrastState(np.zeros(12), np.linalg.qr(rng.standard_normal((12, 3)))[0],
+                       np.zeros((12, 3)))
+    out = {}
+    for budget in (2**28, 2**10):
+        s = ContrastSettings(zero_diagonal=True, fit_intercept=False, reg_linear=1e-2,
+                             reg_pairwise=1e-2, method=method, max_iter=6, exact_iter=True,
+                             memory_budget=budget)
+        new, n_iter, info = contrast_ls(ContrastData(X, C, y, np.ones(900)), st, s)
+        J = np.array(info["objective"])
+        assert n_iter == 6 and np.all(np.diff(J) <= 1e-10 * J[:-1])
+        out[budget] = new
+    np.testing.assert_allclose(out[2**10].U @ out[2**10].V.T, out[2**28].U @ out[2**28].V.T,
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_warm_start_continues_and_weights_act_per_target():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((200, 6))
+    C = double_differences(200, 500, rng)
+    y = C @ planted(6, True, seed=8)(X) + 0.05 * rng.standard_normal(500)
+    kw = dict(n_factors=2, solver="als", reg_pairwise=1e-3, random_state=0)
+    ten = IFMRegressor(n_passes=10, **kw).fit(X, y, contrasts=C)
+    five = IFMRegressor(n_passes=5, warm_start=True, **kw).fit(X, y, contrasts=C)
+    five.fit(X, y, contrasts=C)
+    np.testing.assert_allclose(five.predict(X), ten.predict(X), rtol=1e-8, atol=1e-10)
+    # A weight of 2 is the target counted twice.
+    sw = np.ones(500)
+    sw[:100] = 2.0
+    a = IFMRegressor(n_passes=4, **kw).fit(X, y, sample_weight=sw, contrasts=C)
+    C2 = sp.vstack([C, C[:100]]).tocsr()
+    b = IFMRegressor(n_passes=4, **kw).fit(X, np.concatenate([y, y[:100]]), contrasts=C2)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-8, atol=1e-9)
+    # Sparse X gives the same model as dense X.
+    c = IFMRegressor(n_passes=4, **kw).fit(sp.csr_matrix(X), y, sample_weight=sw, contrasts=C)
+    np.testing.assert_allclose(c.predict(X), a.predict(X), rtol=1e-9, atol=1e-10)
+
+
+def test_intercept_is_learned_when_identifiable_and_held_when_not():
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((300, 5))
+    f = planted(5, False, seed=10)
+    kw = dict(n_factors=3, tol=1e-12, random_state=0)
+    plain = GFMRegressor(**kw).fit(X, f(X), contrasts=sp.identity(300, format="csr"))
+    assert abs(plain.intercept_ - 0.7) < 1e-8 and plain.intercept_fitted_
+    C = double_differences(300, 700, rng)
+    warm = GFMRegressor(warm_start=True, **kw)
+    warm.fit(X, f(X) + 5.0, contrasts=sp.identity(300, format="csr"))
+    b0 = warm.intercept_
+    warm.fit(X, C @ f(X), contrasts=C)
+    assert warm.intercept_ == pytest.approx(b0, abs=1e-12) and not warm.intercept_fitted_
+    assert bias_identifiable(None) and bias_identifiable(sp.identity(3, format="csr"))
+    assert not bias_identifiable(C)
+
+
+def test_bad_contrasts_are_refused_and_change_nothing():
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((50, 4))
+    C = double_differences(50, 80, rng)
+    y = C @ rng.standard_normal(50)
+    m = IFMRegressor(n_factors=2, n_passes=2, random_state=0).fit(X, y, contrasts=C)
+    before = {k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in vars(m).items()}
+    bad = C.toarray()
+    bad[3, 7] = np.nan
+    cases = [(C[:, :40], "columns but X has 50 rows"), (C[:70], "y has 80"),
+             (sp.csr_matrix(bad), "NaN"), (sp.csr_matrix((80, 50)), "reference no row"),
+             (sp.csr_matrix((0, 50)), "no rows"), (np.ones(50), "2-D")]
+    for Cbad, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            m.fit(X[:, :3], y, contrasts=Cbad) if msg == "y has 80" else m.fit(X, y,
+                                                                              contrasts=Cbad)
+    with pytest.raises(ValueError, match="cannot fit contrasts"):
+        IFMRegressor(solver="one_pass").fit(X, y, contrasts=C)
+    with pytest.raises(ValueError, match="cannot fit contrasts"):
+        GFMRegressor(solver="moment").fit(X, y, contrasts=C)
+    with pytest.raises(ValueError, match="one-pass solvers only"):
+        m.fit(X, y, contrasts=C, eval_set=(X, X[:, 0]))
+    for key, value in before.items():
+        np.testing.assert_array_equal(getattr(m, key), value)
+    with pytest.raises(ValueError, match="columns but X has 20 rows"):
+        m.predict_contrasts(X[:20], C)
+    with pytest.raises(ValueError, match="must be"):
+        check_contrasts("abc", 3)
+
+
+@pytest.mark.parametrize("zd", [False, True])
+def test_model_values_equal_the_written_out_model(zd):
+    from fmlearn.solvers.contrast_ls import model_values
+
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((30, 6))
+    st = ContrastState(rng.standard_normal(6), rng.standard_normal((6, 2)),
+                       rng.standard_normal((6, 2)), 0.3)
+    want = [gfm_value(x, st.b, st.w, st.U, st.V, zd) for x in X]
+    np.testing.assert_allclose(model_values(X, st, zd), want, rtol=1e-12)
+    np.testing.assert_allclose(model_values(sp.csr_matrix(X), st, zd), want, rtol=1e-12)
+
+
+def test_contrast_fit_saves_and_loads(tmp_path):
+    from fmlearn.io import load
+
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((100, 5))
+    C = double_differences(100, 150, rng)
+    m = IFMRegressor(n_factors=2, solver="als", n_passes=3, random_state=0)
+    m.fit(X, C @ rng.standard_normal(100), contrasts=C)
+    back = load(m.save(tmp_path / "m.fmz"))
+    np.testing.assert_array_equal(back.predict_contrasts(X, C), m.predict_contrasts(X, C))
+    assert back.intercept_fitted_ is False
