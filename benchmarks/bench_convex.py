@@ -35,7 +35,7 @@ def timed_fit(est, X, y):
 
 def bench(X, y, eta, reg, iters, Xte=None, yte=None):
     warnings.simplefilter("ignore")
-    kw = dict(eta=eta, reg_linear=reg, tol=0, random_state=0)
+    kw = dict(trace_bound=eta, reg_linear=reg, tol=0, random_state=0)
     t1, _ = timed_fit(ConvexFMRegressor(max_iter=1, **kw), X, y)
     est = ConvexFMRegressor(max_iter=iters, **kw)
     tn, peak = timed_fit(est, X, y)

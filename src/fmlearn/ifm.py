@@ -14,7 +14,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMRegressorMixin
-from .gfm import OnePassMixin
+from ._one_pass import OnePassMixin
 
 __all__ = ["IFMRegressor"]
 
@@ -52,10 +52,10 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     n_factors : int, default=5
     batch_size : int or "auto", default="auto"
         Rows per mini-batch in ``fit`` ("auto": 10 k d); see :class:`fmlearn.GFMRegressor`.
-    n_passes : int or "auto", default="auto"
-        Passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
-    tol : float, default=1e-4
-        Stopping tolerance of ``n_passes="auto"``.
+    max_iter : int or "auto", default="auto"
+        Most passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
+    tol : float or None, default=1e-4
+        Stopping tolerance of the passes (None: run all ``max_iter`` passes).
     safeguard : bool or "auto", default="auto"
         Halve a step that would increase its batch's loss also on fresh batches (see
         :class:`fmlearn.GFMRegressor`).
@@ -97,8 +97,8 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
         "safeguard": ["boolean", StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
@@ -109,12 +109,12 @@ class IFMRegressor(OnePassMixin, FMRegressorMixin, BaseFM):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
+    def __init__(self, n_factors=5, *, batch_size="auto", max_iter="auto", tol=1e-4,
                  safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size
-        self.n_passes = n_passes
+        self.max_iter = max_iter
         self.tol = tol
         self.safeguard = safeguard
         self.fit_intercept = fit_intercept

@@ -164,7 +164,7 @@ class CFMState:
 
 @dataclass
 class HazanSettings:
-    eta: float
+    trace_bound: float
     max_iter: int
     loss: str = "squared"  # "squared" | "logistic"
     step: str = "exact"  # "exact" | "standard" (2 / (t + 2))
@@ -355,7 +355,7 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         linear = _RidgeLinear(data, state, settings)
     else:
         linear = _LogisticLinear(data, state, settings)
-    eta = float(settings.eta)
+    eta = float(settings.trace_bound)
     d = data.n_features
     lam = np.array(state.lam, dtype=np.float64)
     m0 = lam.shape[0]
