@@ -91,3 +91,39 @@ def sq_rmatvec_csr(indptr, indices, data, r, out):
         for p in range(indptr[i], indptr[i + 1]):
             x = np.float64(data[p])
             out[indices[p]] += ri * x * x
+
+
+@njit(cache=True, nogil=True)
+def residual_rows(P, shift, b0, k, extra, y, sw, inv_wsum, R, rho, colsum):
+    """The per-row part of the one-pass residual pass, from ``P = X [U V w 1]`` of a chunk.
+
+    With ``p = P[i] - shift``: f_i = b0 + p_w + <p_U, p_V> + extra[i] (``extra`` empty: 0),
+    r_i = y_i - f_i, ``rho[i] = sw_i r_i inv_wsum``, ``R[i] = [rho_i p_U, rho_i, 0...]``
+    (R's width may be padded), ``colsum += column sums of R``. Returns ``(sum sw r^2, row)``
+    with ``row`` the first row whose sum ``P[i, 2k + 1]`` is not finite (NaN or infinity in
+    X), or -1.
+    """
+    n = P.shape[0]
+    width = R.shape[1]
+    rss = 0.0
+    for i in range(n):
+        if not np.isfinite(P[i, 2 * k + 1]):
+            return rss, i
+        quad = 0.0
+        for f in range(k):
+            quad += (P[i, f] - shift[f]) * (P[i, k + f] - shift[k + f])
+        pred = b0 + (P[i, 2 * k] - shift[2 * k]) + quad
+        if extra.shape[0]:
+            pred += extra[i]
+        r = y[i] - pred
+        rss += sw[i] * r * r
+        rc = sw[i] * r * inv_wsum
+        rho[i] = rc
+        for f in range(k):
+            R[i, f] = rc * (P[i, f] - shift[f])
+        R[i, k] = rc
+        for f in range(k + 1, width):
+            R[i, f] = 0.0
+        for f in range(k + 1):
+            colsum[f] += R[i, f]
+    return rss, -1

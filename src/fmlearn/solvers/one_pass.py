@@ -173,6 +173,9 @@ def _first_batch(rows, state, settings):
         # Centring turns x^T M x into a form with a constant term, so it needs an intercept;
         # without one, only the scale is normalised (still an exact reparametrisation).
         state.mean, state.scale = rows.standardization(center=settings.fit_intercept)
+        if not (np.all(np.isfinite(state.mean)) and np.all(np.isfinite(state.scale))):
+            raise ValueError("Input X contains NaN or infinity (or values so large that "
+                             "their squares overflow)")
     else:
         state.mean, state.scale = np.zeros(d), np.ones(d)
     if settings.correction == "moment":
