@@ -16,7 +16,7 @@ import fmlearn
 from fmlearn import GFMRegressor
 from fmlearn.datasets import make_gfm
 from fmlearn.diagnostics import feature_moments, moment_invertibility, recovery_error
-from fmlearn.exceptions import DivergenceError
+from fmlearn.exceptions import ConvergenceWarning, DivergenceError
 from fmlearn.gfm import SmallBatchWarning
 from fmlearn.linalg import symmetric_low_rank
 from fmlearn.solvers import moment as moment_mod
@@ -427,3 +427,47 @@ def test_reproduction_quick(tmp_path, capsys):
     floors = {s: np.median(e[-5:]) for s, e in res["noise"].items()}
     assert floors[0.0] < floors[0.01] < floors[0.1]
     assert "rate/batch" in capsys.readouterr().out
+
+
+# -- no silent stall (issue 10, item 6) ---------------------------------------------------------
+def _stall_run(dist, noise=0.0, T=20, **kw):
+    d, k = 100, 3
+    n = 10 * k * d
+    X, y, truth = make_gfm(T * n, d, k, noise=noise, distribution=dist, random_state=0)
+    return GFMRegressor(k, batch_size=n, max_iter=1, random_state=0, **kw), X, y, truth
+
+
+def test_one_pass_on_skewed_features_warns_with_the_remedy():
+    # The repro of issue 10: plain one-pass gFM on centred exponential features (d = 100,
+    # k = 3, n = 10 k d per batch) used to wander at 5-45% relative error without a word.
+    m, X, y, truth = _stall_run("exponential")
+    with pytest.warns(ConvergenceWarning, match=r"solver='moment' or IFMRegressor"):
+        m.fit(X, y, truth=truth)
+    assert m.history_["recovery_error"][-1] > 0.05  # it did stall
+    # The remedies reach the truth on the same stream.
+    mm, *_ = _stall_run("exponential", solver="moment")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        mm.fit(X, y, truth=truth)
+    assert mm.history_["recovery_error"][-1] < 1e-4
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_no_stall_warning_on_gaussian_features(noise):
+    m, X, y, truth = _stall_run("gaussian", noise=noise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m.fit(X, y, truth=truth)
+    assert m.history_["recovery_error"][-1] < (1e-6 if noise == 0 else 0.2)
+    change = np.array(m.history_["change"][1:])
+    assert change.shape == (19,) and np.all(np.isfinite(change))
+
+
+def test_stall_warning_also_through_partial_fit():
+    m, X, y, _ = _stall_run("exponential")
+    n = X.shape[0] // 20
+    with pytest.warns(ConvergenceWarning, match="not converging") as rec:
+        for t in range(20):
+            m.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
+    # reported once when the stall starts, not on every later batch
+    assert sum("not converging" in str(r.message) for r in rec) == 1
