@@ -6,7 +6,9 @@ import pytest
 from scipy.sparse.linalg import aslinearoperator
 
 from fmlearn.linalg import (
+    LANCZOS_MIN_DIM,
     LowRankOperator,
+    leading_eigenpair,
     low_rank_eigh,
     spectral_norm,
     symmetric_low_rank,
@@ -83,3 +85,21 @@ def test_low_rank_operator_and_norms():
     big = symmetric_low_rank(rng.standard_normal((700, 2)), rng.standard_normal((700, 2)),
                              zero_diagonal=True)
     assert spectral_norm(big) == pytest.approx(np.linalg.norm(big.toarray(), 2), rel=1e-8)
+
+
+@pytest.mark.parametrize("d", [LANCZOS_MIN_DIM, LANCZOS_MIN_DIM + 40])
+def test_leading_eigenpair_dense_and_lanczos_match_lapack(d):
+    vals = np.concatenate([[4.0, -9.0, 3.5], np.linspace(-1.0, 1.0, d - 3)])
+    A, _ = _planted_symmetric(d, vals, 5)
+    p, rho, ok = leading_eigenpair(aslinearoperator(A), v0=np.ones(d), tol=1e-12)
+    assert ok and rho == pytest.approx(4.0, rel=1e-10)  # largest algebraic, not magnitude
+    assert np.linalg.norm(p) == pytest.approx(1.0)
+    assert float(p @ A @ p) == pytest.approx(rho, rel=1e-12)
+
+
+def test_leading_eigenpair_reports_non_convergence():
+    d = 200
+    A, _ = _planted_symmetric(d, np.linspace(0.0, 1.0, d), 6)  # no gap at the top
+    p, rho, ok = leading_eigenpair(A, v0=np.ones(d), tol=1e-14, maxiter=2)
+    assert not ok and np.linalg.norm(p) == pytest.approx(1.0)
+    assert rho == pytest.approx(float(p @ A @ p), rel=1e-12)

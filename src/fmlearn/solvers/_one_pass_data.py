@@ -31,6 +31,8 @@ __all__ = ["Batch", "BatchRows", "predict_batch", "scale_from_variance", "standa
 #: CSR nonzeros): a chunk is read from memory once per fused pass and stays in cache between
 #: its two BLAS products.
 CHUNK_VALUES = 1 << 20
+#: Fewest rows per chunk (very wide rows): below this the per-chunk Python work dominates.
+MIN_CHUNK_ROWS = 64
 
 _POOLS = {}
 
@@ -75,7 +77,7 @@ def _tmatmul(Xc, R):
 def _chunk_bounds(X):
     n = X.shape[0]
     per_row = (X.nnz / max(n, 1)) if sp.issparse(X) else X.shape[1]
-    rows = max(64, int(CHUNK_VALUES // max(per_row, 1.0)))
+    rows = max(MIN_CHUNK_ROWS, int(CHUNK_VALUES // max(per_row, 1.0)))
     bounds = np.unique(np.append(np.arange(0, n, rows), n))
     return bounds if bounds.shape[0] >= 2 else np.array([0, n])
 
