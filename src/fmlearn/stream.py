@@ -210,6 +210,33 @@ def _eval_metric(estimator, eval_set):
     return float(root_mean_squared_error(np.asarray(y_val, dtype=np.float64), pred))
 
 
+def _epoch(estimator, chunks, batch_size, last_batch, classes, bar):
+    """One pass over ``chunks`` through ``partial_fit`` (``classes`` passed to the first call
+    when not None); returns (rows, batches)."""
+    rows = batches = 0
+    head = next(chunks, None)
+    if head is None:
+        return rows, batches
+    X0 = _as_triple(head, "batch source (item 0)")[0]
+    size = _resolve_batch_size(estimator, batch_size, X0.shape[1])
+
+    def stream():
+        yield head
+        yield from chunks
+
+    for Xb, yb, swb in rebatch(stream(), size, last_batch):
+        kw = {}
+        if swb is not None:
+            kw["sample_weight"] = swb
+        if classes is not None and batches == 0:
+            kw["classes"] = classes
+        estimator.partial_fit(Xb, yb, **kw)
+        rows += Xb.shape[0]
+        batches += 1
+        bar.update(1)
+    return rows, batches
+
+
 def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
                zero_based="auto", dtype=np.float64, verbose=0):
@@ -311,28 +338,10 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
     with progress(verbose, None, f"fit_stream[{type(estimator).__name__}]") as bar:
         for _ in range(n_epochs):
             t0 = time.perf_counter()
-            rows = batches = 0
-            chunks = iter(reopen())
-            head = next(chunks, None)
-            if head is not None:
-                X0 = _as_triple(head, "batch source (item 0)")[0]
-                size = _resolve_batch_size(estimator, batch_size, X0.shape[1])
-
-                def stream(head=head, chunks=chunks):
-                    yield head
-                    yield from chunks
-
-                for Xb, yb, swb in rebatch(stream(), size, last_batch):
-                    kw = {}
-                    if swb is not None:
-                        kw["sample_weight"] = swb
-                    if takes_classes and classes is not None and calls == 0:
-                        kw["classes"] = classes
-                    estimator.partial_fit(Xb, yb, **kw)
-                    calls += 1
-                    rows += Xb.shape[0]
-                    batches += 1
-                    bar.update(1)
+            first_call = classes if (takes_classes and calls == 0) else None
+            rows, batches = _epoch(estimator, iter(reopen()), batch_size, last_batch,
+                                   first_call, bar)
+            calls += batches
             if rows == 0:
                 raise ValueError("the source yielded no rows" + (
                     "" if not history["rows"] else f" in epoch {len(history['rows']) + 1}"))
