@@ -375,7 +375,7 @@ class OnePassMixin:
             info = run.passes(lambda: [(X[a:b], y[a:b], sw[a:b]) for a, b in ranges],
                               max_iter=max_iter, tol=self.tol,
                               weights=[float(sw[a:b].sum()) for a, b in ranges])
-        if info["n_passes"] > 1 and not info["converged"]:
+        if self.tol is not None and info["n_passes"] > 1 and not info["converged"]:
             warnings.warn(f"{type(self).__name__}: the training RMSE still changed by more than "
                           f"tol={self.tol} after {info['n_passes']} passes over the data",
                           ConvergenceWarning, stacklevel=3)

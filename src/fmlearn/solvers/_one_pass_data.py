@@ -275,7 +275,8 @@ class Batch:
         none = np.empty(0)
 
         def work(Xc, a, b):
-            P = Xc @ Ws
+            with np.errstate(invalid="ignore", over="ignore"):  # checked just below
+                P = Xc @ Ws
             extra = none
             if sq is not None:
                 extra = -_sq_matvec(Xc, sq[0])
