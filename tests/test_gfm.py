@@ -471,3 +471,19 @@ def test_stall_warning_also_through_partial_fit():
             m.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
     # reported once when the stall starts, not on every later batch
     assert sum("not converging" in str(r.message) for r in rec) == 1
+
+
+def test_nan_in_a_later_batch_is_a_clear_error_and_keeps_the_model():
+    # The finiteness of a dense X is checked by the solver's first read of each batch (not by
+    # a separate read): an error in batch 3 must still leave the fitted model untouched.
+    X, y, _ = make_gfm(4000, 10, 2, random_state=3)
+    m = GFMRegressor(2, batch_size=1000, random_state=0).fit(X, y)
+    before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(m).items()}
+    bad = X.copy()
+    bad[2500, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        m.fit(bad, y)
+    with pytest.raises(ValueError, match="y contains NaN"):
+        m.fit(X, np.where(np.arange(4000) == 7, np.nan, y))
+    for key, value in before.items():
+        np.testing.assert_array_equal(getattr(m, key), value)

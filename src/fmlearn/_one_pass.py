@@ -157,6 +157,11 @@ class OnePassRun:
         self.state = state
         return info
 
+    def warn_small(self, n_rows):
+        """A ``SmallBatchWarning`` when batches of ``n_rows`` rows are below the theory's
+        ~2 k d rows."""
+        self.est._warn_small(n_rows, self.state.w.shape[0])
+
     def commit(self, **attrs):
         """Write the state, the history and ``attrs`` (e.g. ``n_iter_``) to the estimator."""
         est = self.est

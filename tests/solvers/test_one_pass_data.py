@@ -89,3 +89,29 @@ def test_first_batch_statistics_match_numpy(monkeypatch, dtype):
     m, s = standardization(X, sw, center=False)
     np.testing.assert_array_equal(m, 0.0)
     np.testing.assert_allclose(s, np.sqrt(sw @ Xd ** 2 / sw.sum()), rtol=1e-6)
+
+
+def test_first_batch_statistics_make_no_copy_of_X():
+    import tracemalloc
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((6000, 1000))  # 48 MB, six chunks of CHUNK_VALUES
+    sw = np.ones(6000)
+    tracemalloc.start()
+    try:
+        mean, scale = standardization(X, sw)
+        weighted_moments(X, sw, mean, scale)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < X.nbytes / 2  # main's version allocated 2 n x d temporaries (2 X.nbytes)
+
+
+def test_residual_pass_reports_non_finite_rows():
+    X = np.random.default_rng(8).standard_normal((300, 5))
+    X[170, 2] = np.inf
+    b = Batch(X, n_jobs=2)
+    k = 2
+    with pytest.raises(ValueError, match="row 170 of the batch"):
+        b.residual_pass(np.zeros((5, k)), np.zeros((5, k)), np.zeros(5), 0.0, np.zeros(300),
+                        np.ones(300), 300.0)

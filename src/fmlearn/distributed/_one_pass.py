@@ -364,7 +364,7 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     client = active_client(client)
     bounds, sizes = _batch_bounds(n, sw, rows, Runner(client))
     n_b = len(sizes)
-    estimator._warn_small(int(np.min(sizes)), d)
+    run.warn_small(int(np.min(sizes)))
     run.batch_size = int(np.max(sizes))
 
     def batch_rows(a, b):

@@ -337,7 +337,12 @@ def _central_sums(X, sw, mean, orders, n_jobs=1):
         with np.errstate(invalid="ignore", over="ignore"):  # non-finite X: the caller checks
             D = np.asarray(Xc, dtype=np.float64) - mean
             for p in range(1, max(orders) + 1):
-                P = D if P is None else P * D
+                if p == 2:
+                    P = D * D  # then powered in place: two chunk-sized arrays at most
+                elif p > 2:
+                    P *= D
+                else:
+                    P = D
                 if p in orders:
                     out[p] = sw[a:b] @ P
         return out
