@@ -13,8 +13,6 @@ from fmlearn.datasets import (
     make_symmetric_sensing,
 )
 from fmlearn.exceptions import DivergenceError
-from fmlearn.solvers.asym_sensing import AsymState, asym_step
-from fmlearn.solvers.one_pass import OnePassSettings
 
 
 def test_symmetric_sensing_recovers_to_1e6():
@@ -55,24 +53,6 @@ def test_asymmetric_sensing_recovers_to_1e6_and_sparse_equals_dense():
     dense = AsymmetricRankOneSensing(k, **kw).fit(Xs, y[: 3 * n])
     csr = AsymmetricRankOneSensing(k, **kw).fit(sp.csr_matrix(Xs), y[: 3 * n])
     np.testing.assert_allclose(csr.predict(sp.csr_matrix(Xs)), dense.predict(Xs), atol=1e-9)
-
-
-def test_asymmetric_step_matches_dense_oracle():
-    rng = np.random.default_rng(3)
-    d1, d2, k, n = 8, 6, 2, 200
-    Xu, Xv = rng.standard_normal((n, d1)), rng.standard_normal((n, d2))
-    y = rng.standard_normal(n)
-    U = np.linalg.qr(rng.standard_normal((d1, k)))[0]
-    V = rng.standard_normal((d2, k))
-    st = AsymState(U.copy(), V.copy(), t=1, y_scale=1.0, ref_norm=10.0)
-    new, _ = asym_step(Xu, Xv, y, np.ones(n), st, OnePassSettings(k))
-    r = y - np.einsum("ij,jk,ik->i", Xu, U @ V.T, Xv)
-    E = (Xu.T * r) @ Xv / n + U @ V.T
-    Vbar = np.linalg.qr(V)[0]
-    Q, R = np.linalg.qr(E @ (Vbar * np.sign(np.diag(np.linalg.qr(V)[1]))))
-    Q = Q * np.sign(np.diag(R))
-    np.testing.assert_allclose(new.U, Q, atol=1e-10)
-    np.testing.assert_allclose(new.V, E.T @ Q, atol=1e-10)
 
 
 def test_non_isotropic_design_diverges_without_safeguard():
