@@ -18,8 +18,6 @@ import time
 import tracemalloc
 import warnings
 
-import numpy as np
-
 from fmlearn import ConvexFMRegressor
 
 
@@ -35,7 +33,7 @@ def timed_fit(est, X, y):
 
 def bench(X, y, eta, reg, iters, Xte=None, yte=None):
     warnings.simplefilter("ignore")
-    kw = dict(eta=eta, reg_linear=reg, tol=0, random_state=0)
+    kw = dict(trace_bound=eta, reg_linear=reg, tol=0, random_state=0)
     t1, _ = timed_fit(ConvexFMRegressor(max_iter=1, **kw), X, y)
     est = ConvexFMRegressor(max_iter=iters, **kw)
     tn, peak = timed_fit(est, X, y)
@@ -47,7 +45,9 @@ def bench(X, y, eta, reg, iters, Xte=None, yte=None):
     print(f"peak traced memory during fit: {peak / 2**20:.1f} MB; atoms kept: {est.n_atoms_} "
           f"({atoms_mb:.1f} MB)")
     if Xte is not None:
-        print(f"test RMSE: {np.sqrt(np.mean((est.predict(Xte) - yte) ** 2)):.4f}")
+        from sklearn.metrics import root_mean_squared_error
+
+        print(f"test RMSE: {root_mean_squared_error(yte, est.predict(Xte)):.4f}")
 
 
 def main():

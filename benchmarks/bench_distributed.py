@@ -134,7 +134,7 @@ if mode == "parse":
         rows += X.shape[0]
 elif mode == "stream":
     est = fit_stream(make(), path, chunk_size_bytes=chunk, n_features=d, zero_based=True,
-                     batch_rows=batch)
+                     batch_size=batch)
     rows = est.stream_history_["rows"][0]
 elif mode in ("load+train", "train"):
     X, y = load_svmlight(path, n_features=d, zero_based=True)

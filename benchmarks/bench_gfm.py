@@ -22,6 +22,7 @@ import time
 import warnings
 
 import numpy as np
+from sklearn.metrics import root_mean_squared_error
 
 
 def _stream(d, k, n, T, seed=0):
@@ -113,12 +114,12 @@ def movielens_rmse(seeds, n_jobs, quick=False):
                 m.fit(X[tr], y[tr])
             secs.append(time.perf_counter() - t0)
             p = np.clip(m.predict(X[te]), 1.0, 5.0)
-            rmses.append(float(np.sqrt(np.mean((p - y[te]) ** 2))))
+            rmses.append(float(root_mean_squared_error(y[te], p)))
         out[name] = (float(np.mean(rmses)), float(np.mean(secs)))
     base = []
     for seed in seeds:
         tr, te = movielens_split(X.shape[0], seed)
-        base.append(float(np.sqrt(np.mean((y[te] - y[tr].mean()) ** 2))))
+        base.append(float(root_mean_squared_error(y[te], np.full(te.shape[0], y[tr].mean()))))
     out["global mean"] = (float(np.mean(base)), 0.0)
     return out
 

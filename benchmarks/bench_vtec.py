@@ -8,7 +8,7 @@ previous window), predict the test station's double differences. The budget is t
 between refits; the issue's bar is 1 s for iFM.
 
 Side by side on the same windows, alternated (iFM, Ridge, iFM, Ridge, ...): iFM
-(``IFMRegressor(solver="als", n_passes=1)``, the reproduction's setting) and the Ridge
+(``IFMRegressor(solver="als", max_iter=1)``, the reproduction's setting) and the Ridge
 baseline on the contrasted encodings. Each row reports wall and CPU seconds of encode and of
 refit + predict; the load average is printed before and after. The first window of the run
 (cold start, 3 sweeps) is reported apart.
@@ -76,7 +76,7 @@ def main(argv=None):
         # A: iFM, warm-started (3 sweeps on a cold start or when m changed).
         t = _clock()
         warm = getattr(ifm, "n_features_in_", None) == Xtr.shape[1]
-        ifm.set_params(warm_start=warm, n_passes=1 if warm else 3)
+        ifm.set_params(warm_start=warm, max_iter=1 if warm else 3)
         ifm.fit(Xtr, w.train.y, contrasts=w.train.contrasts)
         p_ifm = ifm.predict_contrasts(Xte, w.test.contrasts)
         ifm_t = _since(t)

@@ -84,7 +84,9 @@ def test_diverging_warm_start_on_wider_data_keeps_the_model(name):
     before = _snapshot(model)
     pred = model.predict(X)
     X2, y2 = _wider_failing(name, labels=estimators()[name][1] == "clf")
-    with pytest.raises(DivergenceError):
+    # Diverges, or is refused as too large for the squares the one-pass moments need: either
+    # way the call fails after validation has seen the new width.
+    with pytest.raises((DivergenceError, ValueError)):
         _call(model, "fit", X2, y2)
     assert_unchanged(before, model)
     # and the model still works on its own data (the old bug: it refused it, or segfaulted)

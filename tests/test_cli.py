@@ -65,7 +65,7 @@ def _report(out):
 def test_regression_round_trip(files, tmp_path, capsys, solver):
     model, pred = tmp_path / "m.fmz", tmp_path / "pred.txt"
     code, out, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"],
-                         "--solver", solver, "--rank", 3, "--n-iter", 15, "--seed", 0,
+                         "--solver", solver, "--n-factors", 3, "--n-iter", 15, "--seed", 0,
                          "--reg", "0,0.1,0.1", "--learning-rate", 0.05, "--model", model,
                          "--out", pred)
     assert code == 0, err
@@ -104,7 +104,7 @@ def test_same_seed_same_model(files, tmp_path, capsys):
     for i in range(2):
         pred = tmp_path / f"p{i}.txt"
         code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"],
-                           "--rank", 2, "--n-iter", 8, "--seed", 7, "--out", pred)
+                           "--n-factors", 2, "--n-iter", 8, "--seed", 7, "--out", pred)
         assert code == 0, err
         outs.append(pred.read_text())
     assert outs[0] == outs[1]
@@ -113,7 +113,7 @@ def test_same_seed_same_model(files, tmp_path, capsys):
 def test_classification_round_trip(files, tmp_path, capsys):
     model, pred = tmp_path / "c.fmz", tmp_path / "p.txt"
     code, out, err = run(capsys, "fit", files["c_train"], "--test", files["c_test"], "--task",
-                         "c", "--solver", "sgd", "--rank", 3, "--n-iter", 20, "--seed", 0,
+                         "c", "--solver", "sgd", "--n-factors", 3, "--n-iter", 20, "--seed", 0,
                          "--learning-rate", 0.05, "--model", model, "--out", pred)
     assert code == 0, err
     loaded = fmlearn.load(model)
@@ -141,7 +141,7 @@ def test_classification_round_trip(files, tmp_path, capsys):
 def test_verbose_table_and_log(files, tmp_path, capsys):
     log = tmp_path / "log.tsv"
     code, out, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"],
-                         "--solver", "mcmc", "--rank", 2, "--n-iter", 6, "--seed", 0,
+                         "--solver", "mcmc", "--n-factors", 2, "--n-iter", 6, "--seed", 0,
                          "--log", log, "--verbose")
     assert code == 0, err
     rows = [line.split("\t") for line in log.read_text().splitlines()]
@@ -164,7 +164,7 @@ def test_libfm_flags_equal_native_options(files, tmp_path, capsys):
     iter_lines = [line for line in out.splitlines() if line.startswith("#Iter=")]
     assert len(iter_lines) == 9 and "Test=" in iter_lines[-1]
     code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"], "--task",
-                       "r", "--solver", "als", "--rank", 3, "--n-iter", 9, "--init-stdev",
+                       "r", "--solver", "als", "--n-factors", 3, "--n-iter", 9, "--init-stdev",
                        0.05, "--reg", "0,0.2,0.3", "--learning-rate", 0.02, "--seed", 3,
                        "--out", native_pred)
     assert code == 0, err
@@ -255,7 +255,7 @@ def test_model_file_errors(files, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def small_model(files, tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "m.fmz"
-    assert main(["fit", files["r_train"], "--solver", "als", "--rank", "2", "--n-iter", "3",
+    assert main(["fit", files["r_train"], "--solver", "als", "--n-factors", "2", "--n-iter", "3",
                  "--model", str(path)]) == 0
     return path
 

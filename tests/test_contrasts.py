@@ -62,7 +62,7 @@ def test_identity_contrasts_equal_the_plain_fit(Est, zd):
     X = rng.standard_normal((300, 8))
     y = planted(8, zd, seed=4)(X) + 0.1 * rng.standard_normal(300)
     for solver in ("lm", "als"):
-        kw = dict(n_factors=2, solver=solver, n_passes=8, reg_linear=1e-3, reg_pairwise=1e-2,
+        kw = dict(n_factors=2, solver=solver, max_iter=8, reg_linear=1e-3, reg_pairwise=1e-2,
                   random_state=0)
         plain = Est(**kw).fit(X, y)
         ident = Est(**kw).fit(X, y, contrasts=sp.identity(300, format="csr"))
@@ -119,19 +119,19 @@ def test_warm_start_continues_and_weights_act_per_target():
     C = double_differences(200, 500, rng)
     y = C @ planted(6, True, seed=8)(X) + 0.05 * rng.standard_normal(500)
     kw = dict(n_factors=2, solver="als", reg_pairwise=1e-3, random_state=0)
-    ten = IFMRegressor(n_passes=10, **kw).fit(X, y, contrasts=C)
-    five = IFMRegressor(n_passes=5, warm_start=True, **kw).fit(X, y, contrasts=C)
+    ten = IFMRegressor(max_iter=10, **kw).fit(X, y, contrasts=C)
+    five = IFMRegressor(max_iter=5, warm_start=True, **kw).fit(X, y, contrasts=C)
     five.fit(X, y, contrasts=C)
     np.testing.assert_allclose(five.predict(X), ten.predict(X), rtol=1e-8, atol=1e-10)
     # A weight of 2 is the target counted twice.
     sw = np.ones(500)
     sw[:100] = 2.0
-    a = IFMRegressor(n_passes=4, **kw).fit(X, y, sample_weight=sw, contrasts=C)
+    a = IFMRegressor(max_iter=4, **kw).fit(X, y, sample_weight=sw, contrasts=C)
     C2 = sp.vstack([C, C[:100]]).tocsr()
-    b = IFMRegressor(n_passes=4, **kw).fit(X, np.concatenate([y, y[:100]]), contrasts=C2)
+    b = IFMRegressor(max_iter=4, **kw).fit(X, np.concatenate([y, y[:100]]), contrasts=C2)
     np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-8, atol=1e-9)
     # Sparse X gives the same model as dense X.
-    c = IFMRegressor(n_passes=4, **kw).fit(sp.csr_matrix(X), y, sample_weight=sw, contrasts=C)
+    c = IFMRegressor(max_iter=4, **kw).fit(sp.csr_matrix(X), y, sample_weight=sw, contrasts=C)
     np.testing.assert_allclose(c.predict(X), a.predict(X), rtol=1e-9, atol=1e-10)
 
 
@@ -157,7 +157,7 @@ def test_bad_contrasts_are_refused_and_change_nothing():
     X = rng.standard_normal((50, 4))
     C = double_differences(50, 80, rng)
     y = C @ rng.standard_normal(50)
-    m = IFMRegressor(n_factors=2, n_passes=2, random_state=0).fit(X, y, contrasts=C)
+    m = IFMRegressor(n_factors=2, max_iter=2, random_state=0).fit(X, y, contrasts=C)
     before = {k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in vars(m).items()}
     bad = C.toarray()
     bad[3, 7] = np.nan
@@ -201,7 +201,7 @@ def test_contrast_fit_saves_and_loads(tmp_path):
     rng = np.random.default_rng(13)
     X = rng.standard_normal((100, 5))
     C = double_differences(100, 150, rng)
-    m = IFMRegressor(n_factors=2, solver="als", n_passes=3, random_state=0)
+    m = IFMRegressor(n_factors=2, solver="als", max_iter=3, random_state=0)
     m.fit(X, C @ rng.standard_normal(100), contrasts=C)
     back = load(m.save(tmp_path / "m.fmz"))
     np.testing.assert_array_equal(back.predict_contrasts(X, C), m.predict_contrasts(X, C))

@@ -21,7 +21,6 @@ from fmlearn.solvers.hazan import (
     compress_atoms,
     hazan_solver,
     logistic_line_search,
-    top_eigenpair,
     zero_diag_operator,
 )
 
@@ -127,7 +126,7 @@ def test_exact_step_minimizes_along_the_segment():
     eta, lam1 = 3.0, 0.3
     data = cfm_data(X, y, sw)
     rng = np.random.default_rng(0)
-    settings = HazanSettings(eta=eta, max_iter=3, reg_linear=lam1)
+    settings = HazanSettings(trace_bound=eta, max_iter=3, reg_linear=lam1)
     cold = CFMState(0.0, np.zeros(d), np.zeros((d, 0)), np.zeros(0))
     state, _, _ = hazan_solver(data, cold, settings, rng)
     recs = []
@@ -150,10 +149,10 @@ def test_exact_step_minimizes_along_the_segment():
 
 def test_objective_monotone_and_gap_bounds_suboptimality():
     X, y, sw = small_problem(n=200, d=12, seed=5)
-    m = ConvexFMRegressor(eta=4.0, max_iter=60, tol=0, random_state=0).fit(X, y, sw)
+    m = ConvexFMRegressor(trace_bound=4.0, max_iter=60, tol=0, random_state=0).fit(X, y, sw)
     obj = np.array(m.history_["objective"])
     assert np.all(np.diff(obj) <= 1e-10 * obj[0])
-    best = ConvexFMRegressor(eta=4.0, max_iter=300, tol=0, random_state=0).fit(X, y, sw)
+    best = ConvexFMRegressor(trace_bound=4.0, max_iter=300, tol=0, random_state=0).fit(X, y, sw)
     j_star = min(best.objective_, m.objective_)  # an upper bound on the optimum J*
     gaps = np.array(m.history_["gap"])
     # Frank-Wolfe duality: J(W_t) - J* <= gap_t, and the gap closes.
@@ -165,11 +164,11 @@ def test_gap_falls_below_tolerance():
     X, y, sw = small_problem(n=150, d=8, seed=6)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        m = ConvexFMRegressor(eta=3.0, max_iter=500, tol=1e-4, random_state=0).fit(X, y, sw)
+        m = ConvexFMRegressor(trace_bound=3.0, max_iter=500, tol=1e-4, random_state=0).fit(X, y, sw)
     assert m.n_iter_ < 500
     assert m.history_["gap"][-1] <= 1e-4 * m.history_["objective"][-1]
     with pytest.warns(ConvergenceWarning, match="duality gap"):
-        ConvexFMRegressor(eta=3.0, max_iter=2, tol=1e-8, random_state=0).fit(X, y, sw)
+        ConvexFMRegressor(trace_bound=3.0, max_iter=2, tol=1e-8, random_state=0).fit(X, y, sw)
 
 
 def test_planted_psd_model_is_recovered():
@@ -180,7 +179,7 @@ def test_planted_psd_model_is_recovered():
     U = rng.normal(size=(d, 2))
     W = U @ U.T
     y = 1.0 + X @ rng.normal(size=d) + dense_q(X, W)
-    m = ConvexFMRegressor(eta=np.trace(W), max_iter=300, tol=0, random_state=0,
+    m = ConvexFMRegressor(trace_bound=np.trace(W), max_iter=300, tol=0, random_state=0,
                           clip_predictions=False).fit(X[:500], y[:500])
     assert rmse(m.predict(X[500:]), y[500:]) < 0.05 * y.std()
     Wd = m.interaction_matrix()
@@ -188,9 +187,10 @@ def test_planted_psd_model_is_recovered():
     assert np.abs(Wd - W)[off].max() < 0.1 * np.abs(W[off]).max()
 
 
-def test_zero_eta_is_ridge():
+def test_zero_trace_bound_is_ridge():
     X, y, sw = small_problem(seed=8)
-    m = ConvexFMRegressor(eta=0.0, reg_linear=0.5, max_iter=5, clip_predictions=False).fit(X, y, sw)
+    m = ConvexFMRegressor(trace_bound=0.0, reg_linear=0.5, max_iter=5,
+                          clip_predictions=False).fit(X, y, sw)
     ref = Ridge(alpha=0.5).fit(X.toarray(), y, sample_weight=sw)
     np.testing.assert_allclose(m.predict(X), ref.predict(X.toarray()), rtol=1e-6, atol=1e-8)
     assert m.n_atoms_ == 0
@@ -202,10 +202,10 @@ def test_synthetic_4_1_beats_ridge_and_fm_als():
     Xtr, ytr, Xte, yte = X[:900], y[:900], X[900:], y[900:]
     scores = {}
     for eta in (30.0, 60.0, 120.0):
-        m = ConvexFMRegressor(eta=eta, max_iter=40, tol=0, random_state=0)
+        m = ConvexFMRegressor(trace_bound=eta, max_iter=40, tol=0, random_state=0)
         scores[eta] = rmse(m.fit(Xtr[:720], ytr[:720]).predict(Xtr[720:]), ytr[720:])
     eta = min(scores, key=scores.get)
-    cfm = ConvexFMRegressor(eta=eta, max_iter=100, tol=0, random_state=0).fit(Xtr, ytr)
+    cfm = ConvexFMRegressor(trace_bound=eta, max_iter=100, tol=0, random_state=0).fit(Xtr, ytr)
     cfm_rmse = rmse(cfm.predict(Xte), yte)
     poly = PolynomialFeatures(2, interaction_only=True, include_bias=False)
     ridge = RidgeCV(alphas=np.logspace(0, 4, 5)).fit(poly.fit_transform(Xtr), ytr)
@@ -220,8 +220,8 @@ def test_synthetic_4_1_beats_ridge_and_fm_als():
 
 def test_standard_step_also_converges():
     X, y, sw = small_problem(n=200, d=10, seed=9)
-    exact = ConvexFMRegressor(eta=3.0, max_iter=80, tol=0, random_state=0).fit(X, y, sw)
-    std = ConvexFMRegressor(eta=3.0, max_iter=80, tol=0, step="standard",
+    exact = ConvexFMRegressor(trace_bound=3.0, max_iter=80, tol=0, random_state=0).fit(X, y, sw)
+    std = ConvexFMRegressor(trace_bound=3.0, max_iter=80, tol=0, step="standard",
                             random_state=0).fit(X, y, sw)
     assert std.history_["step"][:3] == pytest.approx([1.0, 2 / 3, 0.5])
     assert std.objective_ < std.history_["objective"][0]
@@ -239,30 +239,31 @@ def test_compression_keeps_W():
     np.testing.assert_allclose((Q * vals) @ Q.T, (P * lam) @ P.T, atol=1e-12)
     np.testing.assert_allclose(Q.T @ Q, np.eye(6), atol=1e-12)
     X, y, sw = small_problem(n=150, d=10, seed=11)
-    a = ConvexFMRegressor(eta=3.0, max_iter=40, tol=0, random_state=0, compress=False).fit(X, y)
-    b = ConvexFMRegressor(eta=3.0, max_iter=40, tol=0, random_state=0, compress=True).fit(X, y)
+    kw = dict(trace_bound=3.0, max_iter=40, tol=0, random_state=0)
+    a = ConvexFMRegressor(compress=False, **kw).fit(X, y)
+    b = ConvexFMRegressor(compress=True, **kw).fit(X, y)
     assert b.n_atoms_ <= min(a.n_atoms_, 10)
     np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-9, atol=1e-9)
 
 
-def test_warm_start_continues_and_eta_path():
+def test_warm_start_continues_and_trace_bound_path():
     X, y, sw = small_problem(n=150, d=10, seed=12)
-    full = ConvexFMRegressor(eta=3.0, max_iter=10, tol=0, random_state=0, compress=False)
+    full = ConvexFMRegressor(trace_bound=3.0, max_iter=10, tol=0, random_state=0, compress=False)
     full.fit(X, y)
-    half = ConvexFMRegressor(eta=3.0, max_iter=5, tol=0, random_state=0, compress=False,
+    half = ConvexFMRegressor(trace_bound=3.0, max_iter=5, tol=0, random_state=0, compress=False,
                              warm_start=True)
     half.fit(X, y).fit(X, y)
     assert half.t_ == full.t_ == 10
     np.testing.assert_allclose(half.predict(X), full.predict(X), rtol=1e-6, atol=1e-8)
     # A path over eta: the previous W is rescaled onto the new budget and improved from there.
-    half.set_params(eta=6.0, max_iter=5).fit(X, y)
+    half.set_params(trace_bound=6.0, max_iter=5).fit(X, y)
     assert np.sum(half.atom_weights_) <= 6.0 * (1 + 1e-12)
     assert half.history_["objective"][-1] < full.objective_
 
 
 def test_sparse_dense_float32_and_eval_set():
     X, y, sw = small_problem(n=120, d=9, seed=13)
-    kw = dict(eta=3.0, max_iter=15, tol=0, random_state=0)
+    kw = dict(trace_bound=3.0, max_iter=15, tol=0, random_state=0)
     a = ConvexFMRegressor(**kw).fit(X, y)
     b = ConvexFMRegressor(**kw).fit(X.toarray(), y)
     np.testing.assert_allclose(a.predict(X), b.predict(X.toarray()), rtol=1e-10, atol=1e-10)
@@ -274,12 +275,13 @@ def test_sparse_dense_float32_and_eval_set():
     assert len(d.history_["val"]) == len(d.history_["train"]) == 15
     # history_ is recorded before each step; after the last step predict() gives the rest.
     assert d.history_["val"][0] == pytest.approx(
-        rmse(ConvexFMRegressor(eta=0.0).fit(X[:80], y[:80]).predict(X[80:]), y[80:]), rel=1e-6)
+        rmse(ConvexFMRegressor(trace_bound=0.0).fit(X[:80], y[:80]).predict(X[80:]), y[80:]),
+        rel=1e-6)
 
 
 def test_linear_features_mask():
     X, y, sw = small_problem(seed=14)
-    m = ConvexFMRegressor(eta=2.0, max_iter=10, tol=0, linear_features=[0, 2],
+    m = ConvexFMRegressor(trace_bound=2.0, max_iter=10, tol=0, linear_features=[0, 2],
                           random_state=0).fit(X, y)
     assert np.all(m.w_[[1, 3, 4, 5, 6]] == 0) and np.any(m.w_[[0, 2]] != 0)
     with pytest.raises(ValueError, match="outside"):
@@ -290,18 +292,18 @@ def test_linear_features_mask():
 def test_bad_input_and_divergence():
     X, y, sw = small_problem(seed=15)
     with pytest.raises(ValueError):
-        ConvexFMRegressor(eta=-1.0).fit(X, y)
+        ConvexFMRegressor(trace_bound=-1.0).fit(X, y)
     with pytest.raises(ValueError):
         ConvexFMRegressor(step="fast").fit(X, y)
     with pytest.raises(ValueError, match="NaN|infinity"):
         ConvexFMRegressor().fit(X, np.full_like(y, np.nan))
     with pytest.raises(DivergenceError, match="non-finite"):
-        ConvexFMRegressor(eta=1.0).fit(X, y * 1e200)
+        ConvexFMRegressor(trace_bound=1.0).fit(X, y * 1e200)
 
 
 def test_save_load_roundtrip(tmp_path):
     X, y, sw = small_problem(seed=16)
-    m = ConvexFMRegressor(eta=2.0, max_iter=8, tol=0, random_state=0).fit(X, y)
+    m = ConvexFMRegressor(trace_bound=2.0, max_iter=8, tol=0, random_state=0).fit(X, y)
     m2 = load(m.save(tmp_path / "cfm.fmlearn"))
     np.testing.assert_array_equal(m2.predict(X), m.predict(X))
 
@@ -321,23 +323,26 @@ def test_classifier_learns_interactions_and_descends():
     rng = np.random.default_rng(18)
     X = rng.normal(size=(600, 5))
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, "pos", "neg")
-    clf = ConvexFMClassifier(eta=20.0, max_iter=40, tol=0, random_state=0).fit(X[:400], y[:400])
+    clf = ConvexFMClassifier(trace_bound=20.0, max_iter=40, tol=0, random_state=0)
+    clf.fit(X[:400], y[:400])
     obj = np.array(clf.history_["objective"])
     assert np.all(np.diff(obj) <= 1e-7 * obj[0])
     acc = (clf.predict(X[400:]) == y[400:]).mean()
-    lin = ConvexFMClassifier(eta=0.0, max_iter=1).fit(X[:400], y[:400])
+    lin = ConvexFMClassifier(trace_bound=0.0, max_iter=1).fit(X[:400], y[:400])
     assert acc > 0.85 and acc > (lin.predict(X[400:]) == y[400:]).mean() + 0.2
     proba = clf.predict_proba(X[400:])
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
 
 
-def test_top_eigenpair_dense_and_lanczos_agree():
+def test_atom_quadratic_of_the_leading_eigenvector():
     rng = np.random.default_rng(19)
     A = rng.normal(size=(80, 80))
     A = A + A.T
     from scipy.sparse.linalg import aslinearoperator
 
-    p, rho, ok = top_eigenpair(aslinearoperator(A), rng.normal(size=80), 1e-10)
+    from fmlearn.linalg import leading_eigenpair
+
+    p, rho, ok = leading_eigenpair(aslinearoperator(A), v0=rng.normal(size=80), tol=1e-10)
     assert ok and rho == pytest.approx(np.linalg.eigvalsh(A)[-1], rel=1e-8)
     q = atom_quadratic((sp.csr_matrix(A[:5]), sp.csr_matrix(A[:5] ** 2)), p)
     np.testing.assert_allclose(q, dense_q(A[:5], np.outer(p, p)), rtol=1e-10)

@@ -81,7 +81,7 @@ def test_fit_one_pass_equals_in_memory_solver(case, sparse, sync):
     make_est, make_data = CASES[case]
     X, y, truth = make_data()
     Xin = sp.csr_matrix(X) if sparse else X
-    est = make_est().set_params(n_passes=1, random_state=0)
+    est = make_est().set_params(max_iter=1, random_state=0)
     ref = clone(est).fit(Xin, y, truth=truth)
     Xd, yd = _dask(Xin, y, 700)
     m = fit_one_pass(clone(est), Xd, yd, truth=truth)
@@ -143,7 +143,7 @@ def test_weights_randomized_init_and_safeguard(sync):
     X, y, truth = make_gfm(6000, 24, 3, noise=0.05, random_state=5)
     sw = np.random.default_rng(0).uniform(0, 2, size=6000)
     sw[::7] = 0.0
-    est = GFMRegressor(3, batch_size=1500, n_passes=1, init="randomized", safeguard=True,
+    est = GFMRegressor(3, batch_size=1500, max_iter=1, init="randomized", safeguard=True,
                        random_state=0)
     ref = clone(est).fit(X, y, sample_weight=sw, truth=truth)
     m = fit_one_pass(clone(est), *_dask(X, y, 1100, sw), truth=truth)
@@ -152,7 +152,7 @@ def test_weights_randomized_init_and_safeguard(sync):
 
 def test_warm_start_continues_like_fit(sync):
     X, y, _ = make_gfm(6000, 20, 2, random_state=6)
-    est = GFMRegressor(2, batch_size=1000, n_passes=1, warm_start=True, random_state=0)
+    est = GFMRegressor(2, batch_size=1000, max_iter=1, warm_start=True, random_state=0)
     ref = clone(est).fit(X[:3000], y[:3000]).fit(X[3000:], y[3000:])
     m = clone(est)
     fit_one_pass(m, *_dask(X[:3000], y[:3000], 800))
@@ -176,7 +176,7 @@ def test_float32_and_batch_size_default(sync):
     m = fit_one_pass(GFMRegressor(2, random_state=0), *_dask(X, y, 1000))
     assert m.dtype_ == "float32" and m.working_U_.dtype == np.float32
     assert m.n_batches_ == 4800 // (10 * 2 * 12)  # batch_size="auto": 10 k d rows
-    ref = GFMRegressor(2, n_passes=1, random_state=0).fit(X, y)
+    ref = GFMRegressor(2, max_iter=1, random_state=0).fit(X, y)
     np.testing.assert_allclose(m.predict(X[:50]), ref.predict(X[:50]), rtol=1e-3, atol=1e-3)
 
 
@@ -185,7 +185,7 @@ def test_divergence_raises_and_keeps_previous_state(sync):
     m = fit_one_pass(GFMRegressor(2, batch_size=1500, random_state=0), *_dask(X, y, 1500))
     before = m.predict(X[:20])
     Xs, ys, _ = make_gfm(40 * 40, 30, 2, truth=truth, random_state=10)
-    ref = GFMRegressor(2, batch_size=40, n_passes=1, random_state=0)
+    ref = GFMRegressor(2, batch_size=40, max_iter=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SmallBatchWarning)
         with pytest.raises(DivergenceError) as in_memory:
@@ -247,7 +247,7 @@ def _cluster_checks(client):
     X, y, truth = make_gfm(6000, 20, 2, intercept=0.5, random_state=12)
     est = GFMRegressor(2, batch_size=1000, random_state=0)
     Xd, yd = client.persist(_dask(X, y, 700))
-    ref = clone(est).set_params(n_passes=1).fit(X, y, truth=truth)
+    ref = clone(est).set_params(max_iter=1).fit(X, y, truth=truth)
     m = fit_one_pass(clone(est), Xd, yd, truth=truth, client=client)
     assert_same_iterates(m, ref)
     with dask.config.set(scheduler="synchronous"):

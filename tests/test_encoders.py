@@ -78,11 +78,11 @@ def test_planted_tensor_completed_from_30_percent():
     # Lemma 3 asks eta / 2 >= the nuclear norms: eta = 300 leaves some slack.
     kw = dict(linear_features=enc.linear_features_, interaction_groups=enc.groups_,
               clip_predictions=False, tol=0, random_state=0)
-    cfm = ConvexFMRegressor(eta=300.0, max_iter=100, **kw).fit(X_obs, values[obs])
+    cfm = ConvexFMRegressor(trace_bound=300.0, max_iter=100, **kw).fit(X_obs, values[obs])
     err = np.sqrt(np.mean((cfm.predict(X_miss) - values[~obs]) ** 2)) / values.std()
     # The bias-only model (eta = 0, Eq. 14) cannot complete it (relative error ~1); the
     # convex completion recovers the missing 70% (measured 0.24).
-    bias = ConvexFMRegressor(eta=0.0, max_iter=1, **kw).fit(X_obs, values[obs])
+    bias = ConvexFMRegressor(trace_bound=0.0, max_iter=1, **kw).fit(X_obs, values[obs])
     bias_err = np.sqrt(np.mean((bias.predict(X_miss) - values[~obs]) ** 2)) / values.std()
     assert bias_err > 0.8
     assert err < 0.4
@@ -119,9 +119,9 @@ def test_multiview_completion_uses_shared_columns():
     y = A[enc.row_offsets_[idx[:, 0]] + idx[:, 1], idx[:, 2]]
     obs = rng.random(y.shape[0]) < 0.5
     Xo, Xm = enc.transform(idx[obs]), enc.transform(idx[~obs])
-    cfm = ConvexFMRegressor(eta=2 * np.linalg.svd(A, compute_uv=False).sum(), max_iter=150,
+    cfm = ConvexFMRegressor(trace_bound=2 * np.linalg.svd(A, compute_uv=False).sum(), max_iter=150,
                             tol=0, random_state=0).fit(Xo, y[obs])
-    bias = ConvexFMRegressor(eta=0.0).fit(Xo, y[obs])
+    bias = ConvexFMRegressor(trace_bound=0.0).fit(Xo, y[obs])
     err = np.sqrt(np.mean((cfm.predict(Xm) - y[~obs]) ** 2))
     base = np.sqrt(np.mean((bias.predict(Xm) - y[~obs]) ** 2))
     assert err < 0.3 * base

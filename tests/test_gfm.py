@@ -16,7 +16,7 @@ import fmlearn
 from fmlearn import GFMRegressor
 from fmlearn.datasets import make_gfm
 from fmlearn.diagnostics import feature_moments, moment_invertibility, recovery_error
-from fmlearn.exceptions import DivergenceError
+from fmlearn.exceptions import ConvergenceWarning, DivergenceError
 from fmlearn.gfm import SmallBatchWarning
 from fmlearn.linalg import symmetric_low_rank
 from fmlearn.solvers import moment as moment_mod
@@ -125,7 +125,7 @@ def _stream_fit(dist="gaussian", c=10, T=20, noise=0.0, solver="one_pass", d=100
                 **kw):
     n = c * k * d
     X, y, truth = make_gfm((T + 1) * n, d, k, noise=noise, distribution=dist, random_state=seed)
-    m = GFMRegressor(k, solver=solver, batch_size=n, n_passes=1, random_state=0, **kw)
+    m = GFMRegressor(k, solver=solver, batch_size=n, max_iter=1, random_state=0, **kw)
     return m.fit(X, y, truth=truth), truth
 
 
@@ -170,7 +170,7 @@ def test_small_batch_diverges_and_large_converges():
     # n <= k d diverges (the issue's prototype); the estimator stops and says why.
     X, y, truth = make_gfm(40 * 500, 100, 5, random_state=4)
     with pytest.warns(SmallBatchWarning):
-        m = GFMRegressor(5, batch_size=500, n_passes=1, random_state=0)
+        m = GFMRegressor(5, batch_size=500, max_iter=1, random_state=0)
         with pytest.raises(DivergenceError, match="batch"):
             m.fit(X, y, truth=truth)
     assert not hasattr(m, "working_U_")
@@ -178,7 +178,7 @@ def test_small_batch_diverges_and_large_converges():
 
 def test_divergence_keeps_previous_state():
     X, y, truth = make_gfm(20 * 1500, 30, 2, random_state=5)
-    m = GFMRegressor(2, batch_size=1500, n_passes=1, random_state=0).fit(X, y)
+    m = GFMRegressor(2, batch_size=1500, max_iter=1, random_state=0).fit(X, y)
     before = m.predict(X[:50])
     Xe = np.random.default_rng(0).exponential(size=(60 * 150, 30)) - 1
     ye = make_gfm(60 * 150, 30, 2, distribution="exponential", truth=truth, random_state=1)[1]
@@ -274,7 +274,7 @@ def test_lemma10_shift_as_printed_diverges(variant, monkeypatch):
 # -- estimator behaviour --------------------------------------------------------------------
 def test_fit_equals_partial_fit_and_warm_start():
     X, y, truth = make_gfm(8 * 1000, 20, 2, random_state=6)
-    a = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0).fit(X, y, truth=truth)
+    a = GFMRegressor(2, batch_size=1000, max_iter=1, random_state=0).fit(X, y, truth=truth)
     b = GFMRegressor(2, random_state=0)
     for i in range(8):
         b.partial_fit(X[1000 * i:1000 * (i + 1)], y[1000 * i:1000 * (i + 1)], truth=truth)
@@ -283,17 +283,17 @@ def test_fit_equals_partial_fit_and_warm_start():
     assert a.working_intercept_ == b.working_intercept_
     assert a.history_["recovery_error"] == b.history_["recovery_error"]
     assert a.n_batches_ == b.n_batches_ == 8
-    c = GFMRegressor(2, batch_size=1000, n_passes=1, warm_start=True, random_state=0)
+    c = GFMRegressor(2, batch_size=1000, max_iter=1, warm_start=True, random_state=0)
     c.fit(X[:4000], y[:4000]).fit(X[4000:], y[4000:])
     np.testing.assert_array_equal(c.predict(X[:100]), a.predict(X[:100]))
 
 
 def test_results_do_not_depend_on_threads(monkeypatch):
-    from fmlearn.solvers import one_pass
+    from fmlearn.solvers import _one_pass_data
 
-    monkeypatch.setattr(one_pass, "CHUNK_VALUES", 2000)  # many chunks even on small data
+    monkeypatch.setattr(_one_pass_data, "CHUNK_VALUES", 2000)  # many chunks even on small data
     X, y, truth = make_gfm(4 * 3000, 20, 2, random_state=15)
-    fits = [GFMRegressor(2, solver="moment", batch_size=3000, n_passes=1, n_jobs=j,
+    fits = [GFMRegressor(2, solver="moment", batch_size=3000, max_iter=1, n_jobs=j,
                          random_state=0).fit(sp.csr_matrix(X) if sparse else X, y)
             for sparse in (False, True) for j in (1, 2)]
     np.testing.assert_array_equal(fits[0].working_V_, fits[1].working_V_)
@@ -304,7 +304,7 @@ def test_results_do_not_depend_on_threads(monkeypatch):
 def test_sparse_equals_dense_and_float32_close():
     X, y, truth = make_gfm(6 * 800, 20, 2, random_state=7)
     X[np.abs(X) < 0.5] = 0.0  # real zeros, so CSR differs from dense
-    kw = dict(batch_size=800, n_passes=1, random_state=0)
+    kw = dict(batch_size=800, max_iter=1, random_state=0)
     for solver in ("one_pass", "moment"):
         dense = GFMRegressor(2, solver=solver, **kw).fit(X, y)
         csr = GFMRegressor(2, solver=solver, **kw).fit(sp.csr_matrix(X), y)
@@ -322,8 +322,8 @@ def test_standardisation_is_an_exact_reparametrisation():
     X, y, truth = make_gfm(10 * 1000, 15, 2, random_state=8)
     s = np.linspace(0.5, 3.0, 15)
     m0 = np.linspace(-2.0, 5.0, 15)
-    a = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0).fit(X, y, truth=truth)
-    b = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0).fit(X * s + m0, y)
+    a = GFMRegressor(2, batch_size=1000, max_iter=1, random_state=0).fit(X, y, truth=truth)
+    b = GFMRegressor(2, batch_size=1000, max_iter=1, random_state=0).fit(X * s + m0, y)
     np.testing.assert_allclose(b.predict(X * s + m0), a.predict(X), rtol=1e-8, atol=1e-8)
     # Model in input coordinates reproduces predict: b + x w + x^T M x.
     Z = X[:20] * s + m0
@@ -397,7 +397,7 @@ def test_bad_input_and_truth():
 
 def test_eval_set_and_history():
     X, y, truth = make_gfm(12 * 1000, 10, 2, noise=0.1, random_state=13)
-    m = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0)
+    m = GFMRegressor(2, batch_size=1000, max_iter=1, random_state=0)
     m.fit(X[:10000], y[:10000], truth=truth, eval_set=(X[10000:], y[10000:]))
     assert len(m.history_["val"]) == len(m.history_["rmse"]) == m.n_iter_ == 10
     assert m.history_["val"][-1] < 0.2
@@ -407,7 +407,7 @@ def test_eval_set_and_history():
 def test_save_load_roundtrip(tmp_path):
     X, y, truth = make_gfm(5 * 600, 12, 2, random_state=14)
     for solver in ("one_pass", "moment"):
-        m = GFMRegressor(2, solver=solver, batch_size=600, n_passes=1, random_state=0).fit(X, y)
+        m = GFMRegressor(2, solver=solver, batch_size=600, max_iter=1, random_state=0).fit(X, y)
         path = m.save(tmp_path / f"{solver}.fmz")
         m2 = fmlearn.load(path)
         np.testing.assert_array_equal(m2.predict(X), m.predict(X))
@@ -427,3 +427,63 @@ def test_reproduction_quick(tmp_path, capsys):
     floors = {s: np.median(e[-5:]) for s, e in res["noise"].items()}
     assert floors[0.0] < floors[0.01] < floors[0.1]
     assert "rate/batch" in capsys.readouterr().out
+
+
+# -- no silent stall (issue 10, item 6) ---------------------------------------------------------
+def _stall_run(dist, noise=0.0, T=20, **kw):
+    d, k = 100, 3
+    n = 10 * k * d
+    X, y, truth = make_gfm(T * n, d, k, noise=noise, distribution=dist, random_state=0)
+    return GFMRegressor(k, batch_size=n, max_iter=1, random_state=0, **kw), X, y, truth
+
+
+def test_one_pass_on_skewed_features_warns_with_the_remedy():
+    # The repro of issue 10: plain one-pass gFM on centred exponential features (d = 100,
+    # k = 3, n = 10 k d per batch) used to wander at 5-45% relative error without a word.
+    m, X, y, truth = _stall_run("exponential")
+    with pytest.warns(ConvergenceWarning, match=r"solver='moment' or IFMRegressor"):
+        m.fit(X, y, truth=truth)
+    assert m.history_["recovery_error"][-1] > 0.05  # it did stall
+    # The remedies reach the truth on the same stream.
+    mm, *_ = _stall_run("exponential", solver="moment")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        mm.fit(X, y, truth=truth)
+    assert mm.history_["recovery_error"][-1] < 1e-4
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_no_stall_warning_on_gaussian_features(noise):
+    m, X, y, truth = _stall_run("gaussian", noise=noise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m.fit(X, y, truth=truth)
+    assert m.history_["recovery_error"][-1] < (1e-6 if noise == 0 else 0.2)
+    change = np.array(m.history_["change"][1:])
+    assert change.shape == (19,) and np.all(np.isfinite(change))
+
+
+def test_stall_warning_also_through_partial_fit():
+    m, X, y, _ = _stall_run("exponential")
+    n = X.shape[0] // 20
+    with pytest.warns(ConvergenceWarning, match="not converging") as rec:
+        for t in range(20):
+            m.partial_fit(X[t * n:(t + 1) * n], y[t * n:(t + 1) * n])
+    # reported once when the stall starts, not on every later batch
+    assert sum("not converging" in str(r.message) for r in rec) == 1
+
+
+def test_nan_in_a_later_batch_is_a_clear_error_and_keeps_the_model():
+    # The finiteness of a dense X is checked by the solver's first read of each batch (not by
+    # a separate read): an error in batch 3 must still leave the fitted model untouched.
+    X, y, _ = make_gfm(4000, 10, 2, random_state=3)
+    m = GFMRegressor(2, batch_size=1000, random_state=0).fit(X, y)
+    before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(m).items()}
+    bad = X.copy()
+    bad[2500, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        m.fit(bad, y)
+    with pytest.raises(ValueError, match="y contains NaN"):
+        m.fit(X, np.where(np.arange(4000) == 7, np.nan, y))
+    for key, value in before.items():
+        np.testing.assert_array_equal(getattr(m, key), value)

@@ -64,7 +64,7 @@ def test_recovers_zero_diagonal_model_without_moments(dist):
     # Issue bar: one-pass iFM reaches ~3e-7 on centred exponential features with n = 5 k d.
     d, k, n, T = 100, 5, 2500, 30
     X, y, truth = zero_diag_data((T + 1) * n, d, k, dist, seed=1)
-    m = IFMRegressor(k, batch_size=n, n_passes=1, random_state=0).fit(X, y, truth=truth)
+    m = IFMRegressor(k, batch_size=n, max_iter=1, random_state=0).fit(X, y, truth=truth)
     err = np.array(m.history_["recovery_error"])
     assert err[-1] < 3e-6
     assert np.exp(np.polyfit(np.arange(T + 1), np.log(err), 1)[0]) < 0.8  # linear rate
@@ -73,7 +73,7 @@ def test_recovers_zero_diagonal_model_without_moments(dist):
 
 def test_prediction_is_the_zero_diagonal_quadratic_form():
     X, y, truth = zero_diag_data(6 * 600, 12, 2, "gaussian", seed=2)
-    m = IFMRegressor(2, batch_size=600, n_passes=1, random_state=0).fit(X * 2.0 + 1.0, y)
+    m = IFMRegressor(2, batch_size=600, max_iter=1, random_state=0).fit(X * 2.0 + 1.0, y)
     Z = X[:30] * 2.0 + 1.0
     M = m.M_.toarray()
     assert np.allclose(np.diag(M), 0.0)
@@ -90,7 +90,7 @@ def test_fits_labels_the_classic_fm_cannot(kind, rank):
     n = 30 * k * d
     Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
     kk = 2 * k if rank == 10 else k
-    ifm = IFMRegressor(kk, batch_size=n, n_passes=15, random_state=0).fit(Xtr, ytr)
+    ifm = IFMRegressor(kk, batch_size=n, max_iter=15, tol=None, random_state=0).fit(Xtr, ytr)
     fm = FMRegressor(k, solver="als", n_iter=15, random_state=0).fit(Xtr, ytr)
     rmse = lambda m: float(np.sqrt(np.mean((m.predict(Xte) - yte) ** 2)))  # noqa: E731
     assert rmse(ifm) < 0.02 * yte.std()
@@ -100,7 +100,7 @@ def test_fits_labels_the_classic_fm_cannot(kind, rank):
 def test_fit_equals_partial_fit_and_sparse_equals_dense():
     X, y, truth = zero_diag_data(5 * 700, 14, 2, "exponential", seed=4)
     X[np.abs(X) < 0.3] = 0.0
-    a = IFMRegressor(2, batch_size=700, n_passes=1, random_state=0).fit(X, y)
+    a = IFMRegressor(2, batch_size=700, max_iter=1, random_state=0).fit(X, y)
     b = IFMRegressor(2, random_state=0)
     for i in range(5):
         b.partial_fit(sp.csr_matrix(X[700 * i:700 * (i + 1)]), y[700 * i:700 * (i + 1)])

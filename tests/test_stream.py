@@ -67,7 +67,7 @@ def test_rebatch_weights_and_passthrough():
     out = list(rebatch(chunks, 4, "keep"))
     np.testing.assert_array_equal(np.concatenate([b[2] for b in out]),
                                   [1, 1, 1, 2, 2, 2, 2, 1, 1, 1])
-    # batch_rows=None passes the chunks through, weights as given
+    # batch_size=None passes the chunks through, weights as given
     through = list(rebatch(chunks, None))
     assert [b[0].shape[0] for b in through] == [3, 4, 3]
     assert through[0][2] is None and through[1][2] is not None
@@ -86,9 +86,9 @@ def test_rebatch_bad_chunks(bad, err, match):
         list(rebatch(bad, 2))
 
 
-@pytest.mark.parametrize("kw, err", [({"batch_rows": 0}, ValueError),
-                                     ({"batch_rows": 2.5}, TypeError),
-                                     ({"batch_rows": 3, "last_batch": "pad"}, ValueError)])
+@pytest.mark.parametrize("kw, err", [({"batch_size": 0}, ValueError),
+                                     ({"batch_size": 2.5}, TypeError),
+                                     ({"batch_size": 3, "last_batch": "pad"}, ValueError)])
 def test_rebatch_bad_arguments(kw, err):
     with pytest.raises(err):
         rebatch([], **kw)
@@ -209,7 +209,7 @@ def test_sklearn_estimator_with_partial_fit():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1000, 4))
     y = X @ np.array([1.0, -2.0, 0.5, 0.0])
-    got = fit_stream(SGDRegressor(random_state=0), _chunks(X, y, [300, 700]), batch_rows=250)
+    got = fit_stream(SGDRegressor(random_state=0), _chunks(X, y, [300, 700]), batch_size=250)
     ref = SGDRegressor(random_state=0)
     for Xb, yb, _ in rebatch([(X, y)], 250):
         ref.partial_fit(Xb, yb)
@@ -296,7 +296,7 @@ def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
     model = str(tmp_path / "m.fmz")
     log = str(tmp_path / "log.tsv")
     code = main(["fit", sgd_files[task], "--test", sgd_files[task + "_test"], "--task", task,
-                 "--solver", "sgd", "--stream", "--batch-rows", "300", "--rank", "3",
+                 "--solver", "sgd", "--stream", "--batch-size", "300", "--n-factors", "3",
                  "--n-iter", "2", "--seed", "0", "--model", model, "--log", log])
     out = capsys.readouterr().out
     assert code == 0
@@ -307,7 +307,7 @@ def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
     X, y = load_svmlight(sgd_files[task], n_features=30, zero_based=True)
     Xt, yt = load_svmlight(sgd_files[task + "_test"], n_features=30, zero_based=True)
     kw = {"classes": [-1.0, 1.0]} if task == "c" else {}
-    fit_stream(ref, [(X, y)], n_epochs=2, batch_rows=300, **kw)
+    fit_stream(ref, [(X, y)], n_epochs=2, batch_size=300, **kw)
     np.testing.assert_array_equal(got.V_, ref.V_)
     metric = "error rate" if task == "c" else "rmse"
     pred = ref.predict(X)
@@ -321,5 +321,5 @@ def test_cli_stream_option_errors(sgd_files, capsys):
 
     assert main(["fit", sgd_files["r"], "--stream", "--solver", "als"]) == 2
     assert "--solver sgd" in capsys.readouterr().err
-    assert main(["fit", sgd_files["r"], "--solver", "sgd", "--batch-rows", "10"]) == 2
+    assert main(["fit", sgd_files["r"], "--solver", "sgd", "--batch-size", "10"]) == 2
     assert "--stream" in capsys.readouterr().err

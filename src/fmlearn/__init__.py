@@ -1,5 +1,6 @@
 """fmlearn: factorization machines with classic, generalized, convex and online solvers."""
 
+from ._version import __version__
 from .convex import ConvexFMClassifier, ConvexFMRegressor
 from .evaluate import evaluate_prequential
 from .fm import FMClassifier, FMRegressor
@@ -16,8 +17,6 @@ from .online import (
 )
 from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
 from .stream import fit_stream
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AsymmetricRankOneSensing",

@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._data import check_sparse_structure, to_csr
+from ._registry import register
 from .exceptions import DivergenceError
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -171,6 +172,11 @@ class _NoProgress:
 
 class BaseFM(BaseEstimator):
     """Base class of every fmlearn estimator (not for direct use)."""
+
+    def __init_subclass__(cls, **kwargs):
+        # io.load finds a class by the name stored in a model file through this registry.
+        super().__init_subclass__(**kwargs)
+        register(cls)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -183,11 +183,11 @@ class ContrastALSMixin:
             state = ContrastState(np.zeros(d), U0, np.zeros((d, k)), 0.0)
         if not self._uses_intercept():
             state.b = 0.0
-        auto = self.n_passes == "auto"
+        auto = self.max_iter == "auto"
         settings = ContrastSettings(
             zero_diagonal=self._zero_diagonal(), fit_intercept=fit_b,
             reg_linear=float(self.reg_linear), reg_pairwise=float(self.reg_pairwise),
-            method=self._resolve_solver(contrasts), max_iter=100 if auto else int(self.n_passes),
+            method=self._resolve_solver(contrasts), max_iter=100 if auto else int(self.max_iter),
             tol=float(self.tol), exact_iter=not auto)
         data = ContrastData(Xz, C, y, sw)
         # Small dense matrices every iteration: BLAS threads only add synchronisation here

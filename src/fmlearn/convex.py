@@ -1,10 +1,10 @@
 """Convex factorization machines (Yamada et al., seed 004): a global optimum, no initialization.
 
     f(x) = w0 + w^T x + 1/2 tr(W (x x^T - diag(x o x)))
-         = w0 + w^T x + sum_{j<l} W_jl x_j x_l,          W psd, tr(W) <= eta
+         = w0 + w^T x + sum_{j<l} W_jl x_j x_l,          W psd, tr(W) <= trace_bound
 
 The pairwise weights of the classic FM, <v_j, v_l>, become the entries of one positive
-semi-definite matrix W whose trace (= nuclear norm) is bounded by ``eta``: a convex problem
+semi-definite matrix W whose trace (= nuclear norm) is bounded by ``trace_bound``: a convex problem
 (a semidefinite program) solved by Hazan's algorithm (:mod:`fmlearn.solvers.hazan`), which adds
 one rank-one atom per iteration. W is never formed: it is kept as atoms P diag(lambda) P^T,
 and prediction uses the FM kernel with factors U = P diag(lambda)^1/2.
@@ -34,7 +34,7 @@ from .solvers.hazan import (
 
 class _BaseConvexFM(BaseFM):
     _parameter_constraints = {
-        "eta": [Interval(numbers.Real, 0, None, closed="left")],
+        "trace_bound": [Interval(numbers.Real, 0, None, closed="left")],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "step": [StrOptions({"exact", "standard"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -50,10 +50,10 @@ class _BaseConvexFM(BaseFM):
 
     _loss = "squared"
 
-    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  warm_start=False, random_state=None, verbose=0):
-        self.eta = eta
+        self.trace_bound = trace_bound
         self.max_iter = max_iter
         self.step = step
         self.tol = tol
@@ -73,9 +73,10 @@ class _BaseConvexFM(BaseFM):
             return empty
         lam = self.atom_weights_.astype(np.float64)
         total = float(lam.sum())
-        # A new eta continues a path: scaling W keeps it psd and puts it on the new budget.
-        if total > 0 and float(self.eta_) != float(self.eta):
-            lam = lam * (float(self.eta) / float(self.eta_))
+        # A new trace_bound continues a path: scaling W keeps it psd and puts it on the new
+        # budget.
+        if total > 0 and float(self.trace_bound_) != float(self.trace_bound):
+            lam = lam * (float(self.trace_bound) / float(self.trace_bound_))
         return CFMState(float(self.w0_), self.w_.astype(np.float64),
                         self.atoms_.astype(np.float64), lam, int(self.t_),
                         getattr(self, "_lanczos_start", None))
@@ -139,7 +140,7 @@ class _BaseConvexFM(BaseFM):
         eval_data, y_val = self._eval_data(eval_set)
         rs = check_random_state(self.random_state)
         state = self._start_state(X.shape[1])
-        settings = HazanSettings(eta=float(self.eta), max_iter=int(self.max_iter),
+        settings = HazanSettings(trace_bound=float(self.trace_bound), max_iter=int(self.max_iter),
                                  loss=self._loss, step=self.step, tol=float(self.tol),
                                  reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
                                  eig_schedule=False,
@@ -183,7 +184,7 @@ class _BaseConvexFM(BaseFM):
         self.atoms_ = np.ascontiguousarray(P, dtype=dtype)
         self.atom_weights_ = np.asarray(lam, dtype=dtype)
         self.n_atoms_ = int(lam.shape[0])
-        self.eta_ = float(self.eta)
+        self.trace_bound_ = float(self.trace_bound)
         self.t_ = int(state.t)
         self.n_iter_ = int(n_done)
         self.objective_ = float(info["objective"])
@@ -226,9 +227,9 @@ class _BaseConvexFM(BaseFM):
                 raise ValueError(f"{name} has dtype {arr.dtype}, expected {self.dtype_}")
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"{name} contains NaN or infinity")
-        if np.any(self.atom_weights_ < 0) or float(np.sum(self.atom_weights_)) > self.eta_ * (
-                1 + 1e-6) + 1e-12:
-            raise ValueError("atom_weights_ must be non-negative with sum <= eta_")
+        bound = self.trace_bound_ * (1 + 1e-6) + 1e-12
+        if np.any(self.atom_weights_ < 0) or float(np.sum(self.atom_weights_)) > bound:
+            raise ValueError("atom_weights_ must be non-negative with sum <= trace_bound_")
         if not np.isfinite(self.w0_):
             raise ValueError("w0_ is not finite")
 
@@ -238,7 +239,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
 
     Model (seed 004 Eq. 1)::
 
-        f(x) = w0 + w^T x + sum_{j<l} W_jl x_j x_l,     W psd,  tr(W) <= eta
+        f(x) = w0 + w^T x + sum_{j<l} W_jl x_j x_l,     W psd,  tr(W) <= trace_bound
 
     fitted by (seed 004 Eq. 2)::
 
@@ -247,15 +248,16 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     The linear part is eliminated exactly (a weighted ridge fit by conjugate gradient, Eq. 5);
     Frank-Wolfe (Algorithm 1) adds the top eigenvector of the negative gradient as an atom
     each iteration. Because the model ignores the diagonal of W, the constraint tr(W) = eta of
-    the paper and tr(W) <= eta give the same solutions. See :mod:`fmlearn.solvers.hazan` for
+    the paper and tr(W) <= trace_bound give the same solutions. See :mod:`fmlearn.solvers.hazan` for
     the corrections to the printed algorithm and docs/convex.md for a guide.
 
     Parameters
     ----------
-    eta : float, default=1.0
-        Trace (nuclear-norm) budget of W: the only capacity knob of the pairwise part, and it
-        matters a lot; choose it on held-out data (``GridSearchCV``, or a warm-started path
-        of increasing values, see Notes). ``eta=0`` is ridge regression on x.
+    trace_bound : float, default=1.0
+        Trace (nuclear-norm) budget of W, seed 004's eta: the only capacity knob of the
+        pairwise part, and it matters a lot; choose it on held-out data (``GridSearchCV``, or
+        a warm-started path of increasing values, see Notes). ``trace_bound=0`` is ridge
+        regression on x.
     max_iter : int, default=100
         Frank-Wolfe iterations (each adds at most one atom).
     step : {"exact", "standard"}, default="exact"
@@ -279,7 +281,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         only: ``TensorEncoder.linear_features_``.
     interaction_groups : list of array-like of int, default=None
         Disjoint groups of features; W is block-diagonal over them (only features of the same
-        group interact, each block psd, the traces summing to <= eta), and the Frank-Wolfe
+        group interact, each block psd, the traces summing to <= trace_bound), and the Frank-Wolfe
         vertex is the best of the blocks' top eigenvectors. None: one block of all features.
         Tensor completion needs it (seed 004 Lemma 3): ``TensorEncoder.groups_``; without
         it, pairs of unfolding indices from two modes identify single entries and the model
@@ -287,8 +289,8 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets.
     warm_start : bool, default=False
-        Continue from the previous atoms and linear part. With a new ``eta`` the previous W
-        is rescaled to it, so a path over eta costs a few iterations per value.
+        Continue from the previous atoms and linear part. With a new ``trace_bound`` the previous W
+        is rescaled to it, so a path over trace_bound costs a few iterations per value.
     random_state : int, RandomState or None, default=None
         Draws the first Lanczos start vector (the only randomness).
     verbose : int, default=0
@@ -301,7 +303,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     atoms_ : ndarray of shape (n_features, n_atoms_)
         Unit-norm atoms p_k (orthonormal after compression).
     atom_weights_ : ndarray of shape (n_atoms_,)
-        Non-negative weights with sum <= eta: W = atoms_ diag(atom_weights_) atoms_^T.
+        Non-negative weights with sum <= trace_bound: W = atoms_ diag(atom_weights_) atoms_^T.
     n_atoms_ : int
     n_iter_ : int
         Iterations run by the last ``fit``; ``t_`` counts all Frank-Wolfe steps so far.
@@ -330,7 +332,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     >>> from fmlearn import ConvexFMRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 6)); y = X[:, 0] * X[:, 1] + X[:, 2]
-    >>> m = ConvexFMRegressor(eta=2.0, max_iter=30, tol=0, random_state=0).fit(X, y)
+    >>> m = ConvexFMRegressor(trace_bound=2.0, max_iter=30, tol=0, random_state=0).fit(X, y)
     >>> bool(np.sqrt(np.mean((m.predict(X) - y) ** 2)) < 0.3), m.n_atoms_ <= 30
     (True, True)
     """
@@ -338,10 +340,10 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     _parameter_constraints = {**_BaseConvexFM._parameter_constraints,
                               "clip_predictions": ["boolean"]}
 
-    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
-        super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
+        super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
                          eig_tol=eig_tol, compress=compress, linear_features=linear_features,
                          interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
@@ -371,7 +373,7 @@ class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
     The model and feasible set of :class:`ConvexFMRegressor` with the logistic loss::
 
         min  sum_i s_i log(1 + exp(-y_i f(x_i))) + reg_linear / 2 ||w||^2,
-             W psd, tr(W) <= eta
+             W psd, tr(W) <= trace_bound
 
     still a convex problem. The paper treats the squared loss only; here the linear part is
     re-fitted by L-BFGS after every Frank-Wolfe step (it has no closed form), and the exact
@@ -380,7 +382,7 @@ class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
 
     Parameters
     ----------
-    eta, max_iter, step, tol, eig_tol, compress, linear_features, interaction_groups, \
+    trace_bound, max_iter, step, tol, eig_tol, compress, linear_features, interaction_groups, \
 warm_start, random_state, verbose :
         As in :class:`ConvexFMRegressor`.
     reg_linear : float, default=1.0
@@ -399,17 +401,17 @@ warm_start, random_state, verbose :
     >>> from fmlearn import ConvexFMClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 4)); y = np.where(X[:, 0] * X[:, 1] > 0, "yes", "no")
-    >>> clf = ConvexFMClassifier(eta=20.0, max_iter=30, tol=0, random_state=0).fit(X, y)
+    >>> clf = ConvexFMClassifier(trace_bound=20.0, max_iter=30, tol=0, random_state=0).fit(X, y)
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
     """
 
     _loss = "logistic"
 
-    def __init__(self, eta=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
+    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  warm_start=False, random_state=None, verbose=0):
-        super().__init__(eta, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
+        super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
                          eig_tol=eig_tol, compress=compress, linear_features=linear_features,
                          interaction_groups=interaction_groups, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)

@@ -29,5 +29,5 @@ class SmallBatchWarning(UserWarning):
     """A batch is smaller than the one-pass theory needs (about 2-3 k d rows on Gaussian data).
 
     The step still runs; on small data sets ``fit`` then uses the whole set as one batch and
-    ``n_passes`` re-uses it, which is a batch heuristic outside the one-pass guarantees.
+    ``max_iter`` re-uses it, which is a batch heuristic outside the one-pass guarantees.
     """

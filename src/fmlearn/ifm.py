@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic
 from ._contrasts import ContrastALSMixin
-from .gfm import OnePassMixin
+from ._one_pass import OnePassMixin
 
 __all__ = ["IFMRegressor"]
 
@@ -57,10 +57,10 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         :class:`fmlearn.GFMRegressor`).
     batch_size : int or "auto", default="auto"
         Rows per mini-batch in ``fit`` ("auto": 10 k d); see :class:`fmlearn.GFMRegressor`.
-    n_passes : int or "auto", default="auto"
-        Passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
-    tol : float, default=1e-4
-        Stopping tolerance of ``n_passes="auto"``.
+    max_iter : int or "auto", default="auto"
+        Most passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
+    tol : float or None, default=1e-4
+        Stopping tolerance of the passes (None: run all ``max_iter`` passes).
     safeguard : bool or "auto", default="auto"
         Halve a step that would increase its batch's loss also on fresh batches (see
         :class:`fmlearn.GFMRegressor`).
@@ -108,8 +108,8 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
         "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
         "safeguard": ["boolean", StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
@@ -120,7 +120,7 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", n_passes="auto",
+    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
                  tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
                  reg_pairwise=0.0):
@@ -129,7 +129,7 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         self.reg_linear = reg_linear
         self.reg_pairwise = reg_pairwise
         self.batch_size = batch_size
-        self.n_passes = n_passes
+        self.max_iter = max_iter
         self.tol = tol
         self.safeguard = safeguard
         self.fit_intercept = fit_intercept

@@ -73,15 +73,9 @@ _ARRAY_KINDS = frozenset("biufcUS")
 
 
 def _estimator_classes():
-    import fmlearn
-    from fmlearn._base import BaseFM
+    from ._registry import estimator_classes
 
-    out = {}
-    for name in fmlearn.__all__:
-        obj = getattr(fmlearn, name)
-        if isinstance(obj, type) and issubclass(obj, BaseFM):
-            out[name] = obj
-    return out
+    return estimator_classes()
 
 
 def _json_value(value, where):
@@ -140,7 +134,7 @@ def save_model(estimator, path):
     """Save a fitted fmlearn estimator to ``path`` atomically (see module docstring)."""
     from sklearn.utils.validation import check_is_fitted
 
-    from . import __version__
+    from ._version import __version__
 
     check_is_fitted(estimator)
     cls_name = type(estimator).__name__

@@ -15,16 +15,29 @@ example a conditional-gradient step) can call :func:`top_eigenpairs` with ``whic
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator, aslinearoperator, eigsh, svds
+from scipy.sparse.linalg import (
+    ArpackNoConvergence,
+    LinearOperator,
+    aslinearoperator,
+    eigsh,
+    svds,
+)
 from sklearn.utils import check_random_state
 
-#: Largest dimension for which an operator is materialised (d x d float64 = 2 MB at d = 512).
+#: Memory budget of the dense path: largest dimension for which an operator is materialised
+#: (d x d float64 = 2 MB at d = 512).
 DENSE_MAX_DIM = 512
+#: Below this dimension :func:`leading_eigenpair` forms the operator densely: its d products
+#: cost no more than ARPACK's Lanczos iterations (~20-30 products each call), and ARPACK needs
+#: d > ncv = 20 anyway. (A cost crossover, not a memory budget: hence not DENSE_MAX_DIM.)
+LANCZOS_MIN_DIM = 32
 
 __all__ = [
     "DENSE_MAX_DIM",
+    "LANCZOS_MIN_DIM",
     "LowRankOperator",
     "as_operator",
+    "leading_eigenpair",
     "low_rank_eigh",
     "orthonormal_basis",
     "spectral_norm",
@@ -320,6 +333,49 @@ def top_eigenpairs(A, k, *, which="LM", method="auto", n_iter=4, oversample=10,
         order = _pick(vals, k, which)
         vals, vecs = vals[order], vecs[:, order]
     return vals, _fix_signs(vecs)
+
+
+def leading_eigenpair(A, *, v0=None, tol=0.0, maxiter=None):
+    """Largest algebraic eigenpair of a symmetric operator, warm-started, never failing.
+
+    The linear oracle of Frank-Wolfe over the spectahedron (:mod:`fmlearn.solvers.hazan`):
+    ARPACK's Lanczos (``eigsh``, ``which="LA"``) from ``v0``, or a dense ``eigh`` below
+    :data:`LANCZOS_MIN_DIM`.
+
+    Returns
+    -------
+    p : ndarray of shape (d,), unit norm
+    rho : float
+        The Rayleigh quotient of ``p`` (exact for that vector, so a duality gap computed from
+        it is never overstated).
+    converged : bool
+        False when ARPACK did not converge: ``p`` is then its best Ritz vector (or ``v0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, rho, ok = leading_eigenpair(np.diag([1.0, 3.0, -5.0]))
+    >>> float(rho), bool(abs(p[1]) == 1.0), ok
+    (3.0, True, True)
+    """
+    op = as_operator(A)
+    d = op.shape[0]
+    converged = True
+    if d <= LANCZOS_MIN_DIM:
+        M = _dense(op)
+        _, vecs = np.linalg.eigh(0.5 * (M + M.T))
+        p = vecs[:, -1]
+    else:
+        maxiter = max(1000, 10 * d) if maxiter is None else maxiter
+        try:
+            _, vecs = eigsh(op, k=1, which="LA", v0=v0, tol=tol, maxiter=maxiter)
+            p = vecs[:, 0]
+        except ArpackNoConvergence as exc:
+            converged = False
+            p = exc.eigenvectors[:, 0] if exc.eigenvectors.shape[1] else v0
+    p = np.asarray(p, dtype=np.float64)
+    p = p / np.linalg.norm(p)
+    return p, float(p @ op.matvec(p)), converged
 
 
 def top_singular_triplets(A, k, *, method="auto", n_iter=4, oversample=10,

@@ -22,10 +22,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
+from ._one_pass import OnePassMixin, train_rows
 from .exceptions import DivergenceError
-from .gfm import OnePassMixin, train_rows
 from .linalg import LowRankOperator, low_rank_eigh
-from .solvers.one_pass import AsymState, Batch, OnePassSettings, asym_predict, asym_step
+from .solvers.asym_sensing import AsymState, asym_predict, asym_step_rows
+from .solvers.one_pass import Batch, OnePassSettings, auto_batch_size, one_pass_solver
 
 __all__ = ["AsymmetricRankOneSensing", "PhaseRetrieval", "SymmetricRankOneSensing"]
 
@@ -66,9 +67,9 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     n_factors : int, default=5
     batch_size : int or "auto", default="auto"
         Rows per batch in ``fit`` ("auto": 10 k d).
-    n_passes : int or "auto", default="auto"
-    tol : float, default=1e-4
-        Passes and stopping tolerance; see :class:`fmlearn.GFMRegressor`.
+    max_iter : int or "auto", default="auto"
+    tol : float or None, default=1e-4
+        Most passes and their stopping tolerance; see :class:`fmlearn.GFMRegressor`.
     safeguard : bool, default=True
         Halve a step that would increase its own batch's loss. Sensing models cannot be
         standardised (centring x would add a linear term the model does not have), so on
@@ -103,17 +104,17 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     _fit_linear = False
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
         **_COMMON_CONSTRAINTS,
     }
 
-    def __init__(self, n_factors=5, *, batch_size="auto", n_passes="auto", tol=1e-4,
+    def __init__(self, n_factors=5, *, batch_size="auto", max_iter="auto", tol=1e-4,
                  safeguard=True, init="auto", warm_start=False, random_state=None,
                  n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.batch_size = batch_size
-        self.n_passes = n_passes
+        self.max_iter = max_iter
         self.tol = tol
         self.safeguard = safeguard
         self.init = init
@@ -124,6 +125,10 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
 
     def _correction(self):
         return "shift"
+
+    def _stall_remedy(self):
+        return ("the one-pass sensing theory assumes Gaussian measurement vectors (seed 000 "
+                "§2.1): keep safeguard=True and use more rows per batch")
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
@@ -146,7 +151,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
 
     Parameters
     ----------
-    batch_size, n_passes, tol, init, warm_start, random_state, n_jobs, verbose :
+    batch_size, max_iter, tol, init, warm_start, random_state, n_jobs, verbose :
         As in :class:`SymmetricRankOneSensing`.
 
     Attributes
@@ -169,16 +174,16 @@ class PhaseRetrieval(SymmetricRankOneSensing):
     """
 
     _parameter_constraints = {
-        "n_passes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
         **_COMMON_CONSTRAINTS,
     }
     n_factors = 1  # fixed: M* = s s^T has rank one (a class constant, not a parameter)
 
-    def __init__(self, *, batch_size="auto", n_passes="auto", tol=1e-4, safeguard=True,
+    def __init__(self, *, batch_size="auto", max_iter="auto", tol=1e-4, safeguard=True,
                  init="auto", warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.batch_size = batch_size
-        self.n_passes = n_passes
+        self.max_iter = max_iter
         self.tol = tol
         self.safeguard = safeguard
         self.init = init
@@ -272,6 +277,14 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
     def _k(self, d1, d2):
         return min(self.n_factors, d1, d2)
 
+    def resolve_batch_size(self, n_features):
+        """Rows per batch that ``fit`` uses on data of ``n_features = d1 + d2`` columns:
+        ``batch_size``, "auto" resolved by :func:`fmlearn.solvers.one_pass.auto_batch_size`."""
+        if self.batch_size != "auto":
+            return int(self.batch_size)
+        d1 = self._split(n_features)
+        return auto_batch_size(self._k(d1, n_features - d1), n_features)
+
     def _settings(self, rs):
         return OnePassSettings(n_factors=self.n_factors, init=self.init, random_state=rs,
                                safeguard=self.safeguard, n_jobs=self.n_jobs)
@@ -303,23 +316,23 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
 
     def _run(self, batches, state, truth, history, bar):
         settings = self._settings(check_random_state(self.random_state))
-        n_done = 0
-        for Xb, yb, swb in batches:
-            Xu, Xv = self._prepare(Xb)
-            new, info = asym_step(Xu, Xv, yb, swb, state, settings)
-            if info["diverged"]:
-                raise DivergenceError(
-                    f"AsymmetricRankOneSensing diverged: {info['diverged']}; use larger batches "
-                    "or fewer n_factors. The estimator keeps its previous state")
-            state = new
-            n_done += 1
+
+        def record(t, st, info):
             history["rmse"].append(info["rmse"])
             if truth is not None:
                 from .diagnostics import recovery_error
 
                 history["recovery_error"].append(
-                    recovery_error(None, LowRankOperator(state.U, state.V), None, truth))
+                    recovery_error(None, LowRankOperator(st.U, st.V), None, truth))
             bar.update(1)
+
+        split = (self._prepare(Xb) + (yb, swb) for Xb, yb, swb in batches)
+        state, n_done, info = one_pass_solver(split, state, settings, record,
+                                              step=asym_step_rows)
+        if info["diverged"]:
+            raise DivergenceError(
+                f"AsymmetricRankOneSensing diverged: {info['diverged']}; use larger batches "
+                "or fewer n_factors. The estimator keeps its previous state")
         return state, n_done
 
     def _truth(self, truth):
@@ -345,9 +358,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         if state is None or state.U.shape[0] != self.n_left_:
             state = self._new_state(self.n_left_, d - self.n_left_, X.dtype)
         n = X.shape[0]
-        k = self._k(self.n_left_, d - self.n_left_)
-        rows = 10 * k * d if self.batch_size == "auto" else int(self.batch_size)
-        n_b = max(1, n // rows)
+        n_b = max(1, n // self.resolve_batch_size(d))
         bounds = np.linspace(0, n, n_b + 1).round().astype(np.int64)
         self.batch_size_ = int(np.max(np.diff(bounds)))
         history = {"rmse": []}

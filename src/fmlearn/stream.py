@@ -56,15 +56,15 @@ def _as_triple(item, where):
     return X, y, sw
 
 
-def rebatch(batches, batch_rows, last_batch="merge"):
-    """Cut a stream of ``(X, y[, sample_weight])`` chunks into batches of ``batch_rows`` rows.
+def rebatch(batches, batch_size, last_batch="merge"):
+    """Cut a stream of ``(X, y[, sample_weight])`` chunks into batches of ``batch_size`` rows.
 
     Rows keep their order; chunks may be larger or smaller than a batch. Every batch but the
-    last has exactly ``batch_rows`` rows; ``last_batch`` says what happens to the rows left at
+    last has exactly ``batch_size`` rows; ``last_batch`` says what happens to the rows left at
     the end of the stream:
 
     * ``"merge"`` (default): they join the previous batch, so the last batch has between
-      ``batch_rows`` and ``2 * batch_rows - 1`` rows (a short batch would be a poor step for
+      ``batch_size`` and ``2 * batch_size - 1`` rows (a short batch would be a poor step for
       the one-pass generalized FM). This looks one batch ahead: at most about two batches
       plus one chunk are held in memory.
     * ``"keep"``: they form a last, shorter batch.
@@ -77,7 +77,7 @@ def rebatch(batches, batch_rows, last_batch="merge"):
     batches : iterable of (X, y) or (X, y, sample_weight)
         ``X`` dense 2-D arrays or scipy sparse matrices (the output is CSR when any chunk is
         sparse), all with the same number of columns.
-    batch_rows : int or None
+    batch_size : int or None
         Rows per batch; ``None`` passes the chunks through unchanged.
     last_batch : {"merge", "keep", "drop"}, default="merge"
 
@@ -96,14 +96,14 @@ def rebatch(batches, batch_rows, last_batch="merge"):
     >>> [X.shape[0] for X, y, sw in rebatch(chunks, 5, last_batch="keep")]
     [5, 5, 4]
     """
-    if batch_rows is not None:
-        if isinstance(batch_rows, bool) or not isinstance(batch_rows, numbers.Integral):
-            raise TypeError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
-        if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+            raise TypeError(f"batch_size must be a positive int or None, got {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if last_batch not in _LAST_BATCH:
         raise ValueError(f"last_batch must be one of {_LAST_BATCH}, got {last_batch!r}")
-    return _rebatch(batches, None if batch_rows is None else int(batch_rows), last_batch)
+    return _rebatch(batches, None if batch_size is None else int(batch_size), last_batch)
 
 
 def _rebatch(batches, size, last_batch):
@@ -157,20 +157,16 @@ def _rebatch(batches, size, last_batch):
         yield Xa, ya, wa
 
 
-def _resolve_batch_rows(estimator, batch_rows, n_features):
-    """``batch_rows``, else the estimator's own batch size for ``n_features`` columns."""
-    if batch_rows is not None:
-        return batch_rows
+def _resolve_batch_size(estimator, batch_size, n_features):
+    """``batch_size``, else the estimator's own batch size for ``n_features`` columns (the
+    one-pass models resolve "auto" with ``resolve_batch_size``)."""
+    if batch_size is not None:
+        return batch_size
+    if hasattr(estimator, "resolve_batch_size"):
+        return int(estimator.resolve_batch_size(n_features))
     size = getattr(estimator, "batch_size", None)
-    if size is None:
+    if size is None or isinstance(size, str):
         return None
-    if size == "auto":
-        if hasattr(estimator, "_batch_rows"):
-            return int(estimator._batch_rows(n_features))
-        from .gfm import AUTO_BATCH_FACTOR
-
-        k = min(int(getattr(estimator, "n_factors", 1)), n_features)
-        return AUTO_BATCH_FACTOR * k * n_features
     return int(size)
 
 
@@ -208,21 +204,49 @@ def _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dty
 
 def _eval_metric(estimator, eval_set):
     from sklearn.base import is_classifier
+    from sklearn.metrics import root_mean_squared_error, zero_one_loss
 
     X_val, y_val = eval_set
     pred = estimator.predict(X_val)
     if is_classifier(estimator):
-        return float(np.mean(pred != np.asarray(y_val)))
-    return float(np.sqrt(np.mean((pred - np.asarray(y_val, dtype=np.float64)) ** 2)))
+        return float(zero_one_loss(np.asarray(y_val), pred))
+    return float(root_mean_squared_error(np.asarray(y_val, dtype=np.float64), pred))
 
 
-def fit_stream(estimator, source, *, n_epochs=1, batch_rows=None, last_batch="merge",
+def _epoch(estimator, chunks, batch_size, last_batch, classes, bar):
+    """One pass over ``chunks`` through ``partial_fit`` (``classes`` passed to the first call
+    when not None); returns (rows, batches)."""
+    rows = batches = 0
+    head = next(chunks, None)
+    if head is None:
+        return rows, batches
+    X0 = _as_triple(head, "batch source (item 0)")[0]
+    size = _resolve_batch_size(estimator, batch_size, X0.shape[1])
+
+    def stream():
+        yield head
+        yield from chunks
+
+    for Xb, yb, swb in rebatch(stream(), size, last_batch):
+        kw = {}
+        if swb is not None:
+            kw["sample_weight"] = swb
+        if classes is not None and batches == 0:
+            kw["classes"] = classes
+        estimator.partial_fit(Xb, yb, **kw)
+        rows += Xb.shape[0]
+        batches += 1
+        bar.update(1)
+    return rows, batches
+
+
+def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
                zero_based="auto", dtype=np.float64, verbose=0):
     """Train ``estimator`` with ``partial_fit`` on a stream read chunk by chunk.
 
     Equivalent to calling ``estimator.partial_fit`` on the batches of
-    ``rebatch(chunks, batch_rows, last_batch)`` in order, ``n_epochs`` times, with the whole
+    ``rebatch(chunks, batch_size, last_batch)`` in order, ``n_epochs`` times, with the whole
     data in memory (the results are identical); a fitted estimator continues from its state
     (pass ``sklearn.base.clone(estimator)`` to start afresh). Memory holds one chunk and at most
     two batches, whatever the length of the stream.
@@ -241,7 +265,7 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_rows=None, last_batch="me
         per epoch). A one-shot iterator (e.g. a generator object) allows only ``n_epochs=1``.
     n_epochs : int, default=1
         Passes over the source (a file is re-read, a callable called again).
-    batch_rows : int or None, default=None
+    batch_size : int or None, default=None
         Rows per ``partial_fit`` call. ``None`` uses the estimator's own ``batch_size`` when it
         has one ("auto" resolved for the stream's width: 10 k d rows for the one-pass models),
         and otherwise passes the chunks as they come.
@@ -292,8 +316,8 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_rows=None, last_batch="me
                         "feeds estimators batch by batch through it")
     if isinstance(n_epochs, bool) or not isinstance(n_epochs, numbers.Integral) or n_epochs < 1:
         raise ValueError(f"n_epochs must be a positive int, got {n_epochs!r}")
-    if batch_rows is not None:
-        rebatch([], batch_rows, last_batch)  # validates batch_rows / last_batch
+    if batch_size is not None:
+        rebatch([], batch_size, last_batch)  # validates batch_size / last_batch
     if last_batch not in _LAST_BATCH:
         raise ValueError(f"last_batch must be one of {_LAST_BATCH}, got {last_batch!r}")
     if eval_set is not None:
@@ -317,28 +341,10 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_rows=None, last_batch="me
     with progress(verbose, None, f"fit_stream[{type(estimator).__name__}]") as bar:
         for _ in range(n_epochs):
             t0 = time.perf_counter()
-            rows = batches = 0
-            chunks = iter(reopen())
-            head = next(chunks, None)
-            if head is not None:
-                X0 = _as_triple(head, "batch source (item 0)")[0]
-                size = _resolve_batch_rows(estimator, batch_rows, X0.shape[1])
-
-                def stream(head=head, chunks=chunks):
-                    yield head
-                    yield from chunks
-
-                for Xb, yb, swb in rebatch(stream(), size, last_batch):
-                    kw = {}
-                    if swb is not None:
-                        kw["sample_weight"] = swb
-                    if takes_classes and classes is not None and calls == 0:
-                        kw["classes"] = classes
-                    estimator.partial_fit(Xb, yb, **kw)
-                    calls += 1
-                    rows += Xb.shape[0]
-                    batches += 1
-                    bar.update(1)
+            first_call = classes if (takes_classes and calls == 0) else None
+            rows, batches = _epoch(estimator, iter(reopen()), batch_size, last_batch,
+                                   first_call, bar)
+            calls += batches
             if rows == 0:
                 raise ValueError("the source yielded no rows" + (
                     "" if not history["rows"] else f" in epoch {len(history['rows']) + 1}"))

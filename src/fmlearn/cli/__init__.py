@@ -55,7 +55,7 @@ def _add_fit(sub):
         description="Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
                     "svmlight/libFM file (feature indices are used as written).",
         epilog="examples:\n"
-               "  fmlearn fit train.libfm --test test.libfm --solver mcmc --rank 8 \\\n"
+               "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
                "      --n-iter 100 --model model.fmz\n"
                "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
                "      -train train.libfm -test test.libfm -out pred.txt\n\n"
@@ -69,7 +69,7 @@ def _add_fit(sub):
                    help="r: regression (RMSE), c: binary classification (error rate); default r")
     p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default="mcmc",
                    help="default mcmc (no regularization to tune)")
-    p.add_argument("--rank", type=_nonneg_int, default=8, metavar="K",
+    p.add_argument("--n-factors", type=_nonneg_int, default=8, metavar="K",
                    help="number of factors k (default 8)")
     p.add_argument("--n-iter", type=_positive_int, default=100, metavar="N",
                    help="sweeps (MCMC, ALS) or epochs (SGD); default 100")
@@ -79,7 +79,7 @@ def _add_fit(sub):
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three")
     p.add_argument("--learning-rate", type=_positive_float, default=0.01, metavar="LR",
                    help="SGD step size (default 0.01)")
-    p.add_argument("--burn-in", type=_nonneg_int, default=None, metavar="N",
+    p.add_argument("--n-burn-in", type=_nonneg_int, default=None, metavar="N",
                    help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
     p.add_argument("--seed", type=_nonneg_int, default=None, metavar="S",
                    help="random seed (default: fresh randomness)")
@@ -90,7 +90,7 @@ def _add_fit(sub):
     p.add_argument("--stream", action="store_true",
                    help="read TRAIN in chunks instead of whole (out of core, --solver sgd): "
                         "each epoch re-reads the file; memory holds one chunk")
-    p.add_argument("--batch-rows", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
                    help="with --stream: rows per SGD call (default: the chunks as read)")
     p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
     p.add_argument("--out", metavar="PRED.txt",

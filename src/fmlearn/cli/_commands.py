@@ -36,10 +36,10 @@ def build_estimator(args):
     if args.solver == "mcmc" and args.reg is not None and any(reg[1:]):
         note("with --solver mcmc the linear and pairwise regularization are learned from the "
              "data (as in libFM); --reg only sets the prior precision of the bias")
-    params = dict(n_factors=args.rank, solver=args.solver, n_iter=args.n_iter,
+    params = dict(n_factors=args.n_factors, solver=args.solver, n_iter=args.n_iter,
                   init_stdev=args.init_stdev, reg_bias=reg[0], reg_linear=reg[1],
                   reg_pairwise=reg[2], learning_rate=args.learning_rate,
-                  n_burn_in=args.burn_in, random_state=args.seed, n_jobs=args.n_jobs,
+                  n_burn_in=args.n_burn_in, random_state=args.seed, n_jobs=args.n_jobs,
                   verbose=1 if args.verbose else 0)
     if args.task == "r":
         return FMRegressor(clip_predictions=not args.no_clip, **params)
@@ -59,10 +59,12 @@ def _is_classifier(est):
 
 
 def _final_metric(est, X, y):
+    from sklearn.metrics import root_mean_squared_error, zero_one_loss
+
     pred = est.predict(X)
     if _is_classifier(est):
-        return float(np.mean(pred != y))
-    return float(np.sqrt(np.mean((pred - y) ** 2)))
+        return float(zero_one_loss(y, pred))
+    return float(root_mean_squared_error(y, pred))
 
 
 def _history_rows(est, h=None):
@@ -114,8 +116,8 @@ def cmd_fit(args):
         raise CLIError("--out writes the predictions for --test; give a test file")
     if args.proba and args.task != "c":
         raise CLIError("--proba needs a classifier (--task c)")
-    if args.batch_rows is not None and not args.stream:
-        raise CLIError("--batch-rows applies to --stream only")
+    if args.batch_size is not None and not args.stream:
+        raise CLIError("--batch-size applies to --stream only")
     if args.stream:
         return _fit_stream(args, train)
     X, y = read_svmlight(train, "training")
@@ -140,7 +142,7 @@ def cmd_fit(args):
         print(format_table(rows, heads, floatfmt=".6g"))
     metric = _metric_name(est)
     pairs = [
-        ("model", f"{type(est).__name__}(solver={est.solver}, rank={est.n_factors}, "
+        ("model", f"{type(est).__name__}(solver={est.solver}, n_factors={est.n_factors}, "
                   f"n_iter={est.n_iter})"),
         ("train", f"{train}: {X.shape[0]} rows, {X.shape[1]} features"),
         ("fit time", f"{fit_s:.3f} s"),
@@ -218,7 +220,7 @@ def _fit_stream(args, train):
     t0 = time.perf_counter()
     try:
         fit_stream(est, lambda: _stream_pass(train, d, chunk), n_epochs=args.n_iter,
-                   batch_rows=args.batch_rows, eval_set=(X_test, y_test) if args.test else None,
+                   batch_size=args.batch_size, eval_set=(X_test, y_test) if args.test else None,
                    classes=classes, verbose=1 if args.verbose else 0)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
@@ -243,7 +245,7 @@ def _fit_stream(args, train):
     metric = _metric_name(est)
     rows = est.stream_history_["rows"][0]
     pairs = [
-        ("model", f"{type(est).__name__}(solver=sgd, rank={est.n_factors}, "
+        ("model", f"{type(est).__name__}(solver=sgd, n_factors={est.n_factors}, "
                   f"epochs={args.n_iter}, streamed)"),
         ("train", f"{train}: {rows} rows, {d} features, read in chunks of {chunk >> 20} MiB"),
         ("fit time", f"{fit_s:.3f} s"),

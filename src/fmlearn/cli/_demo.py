@@ -61,9 +61,11 @@ def _estimator(task, solver, n_iter, seed, n_jobs=None):
 
 
 def _score(task, y, pred):
+    from sklearn.metrics import root_mean_squared_error, zero_one_loss
+
     if task == "r":
-        return float(np.sqrt(np.mean((pred - y) ** 2)))
-    return float(np.mean(pred != y))
+        return float(root_mean_squared_error(y, pred))
+    return float(zero_one_loss(y, pred))
 
 
 def _warm_up(seed, n_jobs):

@@ -101,7 +101,7 @@ def translate(argv):
                 raise CLIError(f"unknown libFM method {val!r} (choose mcmc, als or sgd)")
             out += ["--solver", _METHODS[val]]
         elif tok == "-dim":
-            out += ["--rank", str(parse_dim(_value(argv, i, tok)))]
+            out += ["--n-factors", str(parse_dim(_value(argv, i, tok)))]
         elif tok == "-verbosity":
             val = _value(argv, i, tok)
             try:

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import Delaunay
 
-from ._files import atomic_write
+from .._files import atomic_write
 
 __all__ = ["GNSSPart", "GNSSWindow", "GNSSObservations", "GNSSSimulation", "POINT_FIELDS",
            "make_gnss_vtec", "write_gnss_csv", "load_gnss_csv"]

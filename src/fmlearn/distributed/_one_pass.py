@@ -8,6 +8,8 @@ the first batch, the weighted moments of the features and targets. :class:`DaskB
 computes each of them as a map over the partitions of the batch (on the workers that hold
 them; ``rho`` stays there between the two passes) and a reduce on the client in partition
 order; :func:`fmlearn.solvers.one_pass.one_pass_step_rows` does the rest (d x O(k) work).
+The estimator side is the public step of every one-pass estimator,
+:meth:`fmlearn._one_pass.OnePassMixin.begin_one_pass` and :class:`fmlearn._one_pass.OnePassRun`.
 """
 
 import numbers
@@ -15,18 +17,11 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from dask import delayed
-from sklearn.utils import check_random_state
 
 from .._base import progress
 from .._data import to_csr
-from ..solvers.one_pass import (
-    Batch,
-    new_state,
-    one_pass_step_rows,
-    predict_batch,
-    scale_from_variance,
-    weighted_moments,
-)
+from .._one_pass import OnePassMixin
+from ..solvers.one_pass import Batch, predict_batch, scale_from_variance, weighted_moments
 from ._common import Runner, active_client, is_frame, row_arrays
 
 __all__ = ["DaskBatchRows", "fit_one_pass"]
@@ -35,7 +30,7 @@ __all__ = ["DaskBatchRows", "fit_one_pass"]
 # -- work done on the workers, one partition at a time -----------------------------------------
 def _prepare_part(X, y, sw, dtype, first_row):
     """The validated rows of one partition: (X dense C-contiguous or canonical CSR, y, sw),
-    rows of weight 0 dropped (as :func:`fmlearn.gfm.train_rows` does in memory)."""
+    rows of weight 0 dropped (as :func:`fmlearn._one_pass.train_rows` does in memory)."""
     where = f"rows {first_row}..{first_row + X.shape[0] - 1}"
     if sp.issparse(X):
         X = to_csr(X, dtype)
@@ -283,8 +278,6 @@ def _head(X, y, n):
 
 
 def _one_pass_estimator(estimator):
-    from ..gfm import OnePassMixin
-
     if not isinstance(estimator, OnePassMixin):
         raise TypeError(f"fit_one_pass trains the one-pass models (GFMRegressor, IFMRegressor, "
                         f"SymmetricRankOneSensing, PhaseRetrieval), not "
@@ -296,7 +289,7 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
                  client=None):
     """One pass of the one-pass generalized FM over a Dask array, data-parallel.
 
-    Equivalent to ``estimator.set_params(n_passes=1).fit(X, y)`` with X in memory (same cut
+    Equivalent to ``estimator.set_params(max_iter=1).fit(X, y)`` with X in memory (same cut
     into batches: ``max(1, n // batch_size)`` batches of about equal size, in row order, rows
     of weight 0 left out; same warm start rule), computed on a Dask cluster: for every batch,
     its partitions are persisted on the workers, each worker computes the partial sums of its
@@ -312,7 +305,7 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     ----------
     estimator : GFMRegressor, IFMRegressor, SymmetricRankOneSensing or PhaseRetrieval
         Its parameters (n_factors, solver, standardize, fit_intercept, init, safeguard,
-        random_state, warm_start, verbose) apply; ``n_passes`` and ``n_jobs`` are ignored
+        random_state, warm_start, verbose) apply; ``max_iter`` and ``n_jobs`` are ignored
         (one pass; the parallelism is the cluster's). Fitted in place and returned.
     X : dask.array.Array of shape (n_samples, n_features) or Dask DataFrame
         Dense or scipy.sparse blocks; rows may be chunked in any way (a batch is a row range;
@@ -344,14 +337,11 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     >>> est = GFMRegressor(2, batch_size=1000, random_state=0)
     >>> with dask.config.set(scheduler="synchronous"):
     ...     m = fit_one_pass(est, Xd, yd)
-    >>> ref = GFMRegressor(2, batch_size=1000, n_passes=1, random_state=0).fit(X, y)
+    >>> ref = GFMRegressor(2, batch_size=1000, max_iter=1, random_state=0).fit(X, y)
     >>> m.n_batches_, bool(np.allclose(m.working_V_, ref.working_V_, rtol=1e-10, atol=0))
     (8, True)
     """
-    from ..gfm import _as_truth
-
     _one_pass_estimator(estimator)
-    estimator._validate_params()
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
             batch_size, numbers.Integral) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
@@ -366,22 +356,16 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
         raise ValueError("X has no rows")
     if Xh is None:
         Xh, yh = _head(X, y, n)
-    Xh, _, _ = estimator._validate_train(Xh, yh, None, reset=True)
-    dtype = np.dtype(Xh.dtype)
-    estimator.dtype_ = dtype.name
-    truth = _as_truth(truth, d)
-
-    state = estimator._state_from_attributes() if estimator.warm_start else None
-    if state is None or state.w.shape[0] != d or state.w.dtype != dtype:
-        state = new_state(d, estimator.n_factors, dtype)
-    fresh = state.t == 0
-    rows = int(batch_size) if batch_size is not None else estimator._batch_rows(d)
+    # The estimator's public step: validation (on the head rows), the state to continue from,
+    # the settings; then one run.step per batch and one commit at the end.
+    run = estimator.begin_one_pass(Xh, yh, truth=truth)
+    dtype = run.dtype
+    rows = int(batch_size) if batch_size is not None else estimator.resolve_batch_size(d)
     client = active_client(client)
     bounds, sizes = _batch_bounds(n, sw, rows, Runner(client))
     n_b = len(sizes)
-    estimator._warn_small(int(np.min(sizes)), d)
-    settings = estimator._settings(check_random_state(estimator.random_state), multi_pass=False)
-    history = estimator._history_template(truth, None)
+    run.warn_small(int(np.min(sizes)))
+    run.batch_size = int(np.max(sizes))
 
     def batch_rows(a, b):
         xs = X[a:b].to_delayed().ravel()
@@ -393,26 +377,15 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
         return DaskBatchRows(parts, d, client)
 
     ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-    n_done = 0
     ahead = None
-    with progress(estimator.verbose, n_b, f"{type(estimator).__name__}[dask]") as bar:
+    run.bar = progress(estimator.verbose, n_b, f"{type(estimator).__name__}[dask]")
+    with run.bar:
         for i, (a, b) in enumerate(ranges):
             rows_b = ahead if ahead is not None else batch_rows(a, b)
             # On a cluster, load the next batch while this one is processed (two batches in
             # cluster memory); a local scheduler would only load it early, so it does not.
             ahead = batch_rows(*ranges[i + 1]) if client is not None and i + 1 < n_b else None
-            new, info = one_pass_step_rows(rows_b, state, settings)
+            run.step(rows_b)
             del rows_b  # release the batch on the cluster
-            if info["diverged"]:
-                estimator._raise_diverged(info, int(np.max(sizes)))
-            state = new
-            n_done += 1
-            estimator._record(history, state, info, truth, None, bar)
-    if fresh and state.t > 0:
-        estimator._after_first_batch(state)
-    estimator.batch_size_ = int(np.max(sizes))
-    estimator.n_iter_ = n_done
-    estimator.n_passes_ = 1
-    estimator.history_ = history
-    estimator._store_state(state)
-    return estimator
+    return run.commit(dtype_=dtype.name, batch_size_=run.batch_size, n_iter_=run.n_steps,
+                      n_passes_=1)

@@ -15,6 +15,7 @@ each, and ridge regression (the convex FM with eta = 0).
 import time
 
 import numpy as np
+from sklearn.metrics import root_mean_squared_error
 
 from fmlearn import ConvexFMRegressor, FMRegressor
 from fmlearn.datasets import load_movielens_100k, movielens_split
@@ -23,24 +24,20 @@ from fmlearn.reproduce import format_table, pyplot, save_figure
 ETA, REG_LINEAR = 1000.0, 3.0
 
 
-def _rmse(a, b):
-    return float(np.sqrt(np.mean((a - b) ** 2)))
-
-
 def models(n_iter):
     """(name, estimator) pairs of Table 2's row."""
     cfm = dict(max_iter=n_iter, tol=0, reg_linear=REG_LINEAR, random_state=0)
     return [
-        ("CFM exact step (eta=1000)", ConvexFMRegressor(eta=ETA, step="exact", **cfm)),
-        ("CFM 2/(t+2) (eta=1000)", ConvexFMRegressor(eta=ETA, step="standard", **cfm)),
-        ("CFM exact step (eta=2000)", ConvexFMRegressor(eta=2000.0, step="exact", **cfm)),
+        ("CFM exact step (eta=1000)", ConvexFMRegressor(trace_bound=ETA, step="exact", **cfm)),
+        ("CFM 2/(t+2) (eta=1000)", ConvexFMRegressor(trace_bound=ETA, step="standard", **cfm)),
+        ("CFM exact step (eta=2000)", ConvexFMRegressor(trace_bound=2000.0, step="exact", **cfm)),
         ("FM-SGD (k=20)", FMRegressor(20, solver="sgd", n_iter=n_iter, learning_rate=0.01,
                                       reg_linear=0.01, reg_pairwise=0.01, random_state=0)),
         ("FM-ALS (k=20)", FMRegressor(20, solver="als", n_iter=n_iter, reg_pairwise=0.01,
                                       random_state=0)),
         ("FM-MCMC (k=20)", FMRegressor(20, solver="mcmc", n_iter=n_iter, init_stdev=0.1,
                                        random_state=0)),
-        ("ridge", ConvexFMRegressor(eta=0.0, max_iter=1, tol=0, reg_linear=REG_LINEAR)),
+        ("ridge", ConvexFMRegressor(trace_bound=0.0, max_iter=1, tol=0, reg_linear=REG_LINEAR)),
     ]
 
 
@@ -60,12 +57,13 @@ def run(out_dir, quick=False, path=None):
                 est.fit(Xtr, ytr, eval_set=(Xte, yte))
                 pred = est.predict(Xte)
                 key = "exact step" if "exact" in name else "2/(t+2)"
-                curves[key].append(np.array(est.history_["val"][1:] + [_rmse(pred, yte)]))
+                final = root_mean_squared_error(yte, pred)
+                curves[key].append(np.array(est.history_["val"][1:] + [final]))
             else:
                 est.fit(Xtr, ytr)
                 pred = est.predict(Xte)
             seconds.setdefault(name, []).append(time.perf_counter() - t0)
-            results.setdefault(name, []).append(_rmse(pred, yte))
+            results.setdefault(name, []).append(root_mean_squared_error(yte, pred))
     rows = [[name, float(np.mean(v))] + [float(x) for x in v] + [float(np.mean(seconds[name]))]
             for name, v in results.items()]
     headers = ["method", "mean RMSE"] + [f"seed {s}" for s in seeds] + ["fit s"]

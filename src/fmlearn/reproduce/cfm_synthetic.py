@@ -8,16 +8,13 @@ paper's lambda_1 = 0, lambda_2 = 0.01.
 """
 
 import numpy as np
+from sklearn.metrics import root_mean_squared_error
 
 from fmlearn import ConvexFMRegressor, FMRegressor
 from fmlearn.datasets import make_cfm_regression
 from fmlearn.reproduce import format_table, pyplot, save_figure
 
 ETA_GRID = (30.0, 60.0, 120.0, 240.0)
-
-
-def _rmse(a, b):
-    return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
 def _curve(history_val, final):
@@ -39,32 +36,33 @@ def run(out_dir, quick=False):
         Xtr, ytr, Xte, yte = X[:900], y[:900], X[900:], y[900:]
         scores = {}
         for eta in ETA_GRID:
-            m = ConvexFMRegressor(eta=eta, max_iter=sel_iter, tol=0, random_state=0,
+            m = ConvexFMRegressor(trace_bound=eta, max_iter=sel_iter, tol=0, random_state=0,
                                   clip_predictions=False)
-            scores[eta] = _rmse(m.fit(Xtr[:720], ytr[:720]).predict(Xtr[720:]), ytr[720:])
+            scores[eta] = root_mean_squared_error(
+                ytr[720:], m.fit(Xtr[:720], ytr[:720]).predict(Xtr[720:]))
         eta = min(scores, key=scores.get)
         etas.append(eta)
         for name, step in (("CFM (exact step)", "exact"), ("CFM (2/(t+2))", "standard")):
-            m = ConvexFMRegressor(eta=eta, max_iter=n_iter, tol=0, step=step, random_state=0,
-                                  clip_predictions=False)
+            m = ConvexFMRegressor(trace_bound=eta, max_iter=n_iter, tol=0, step=step,
+                                  random_state=0, clip_predictions=False)
             m.fit(Xtr, ytr, eval_set=(Xte, yte))
-            final = _rmse(m.predict(Xte), yte)
+            final = root_mean_squared_error(yte, m.predict(Xte))
             curves[name].append(_curve(m.history_["val"], final))
             finals[name].append(final)
         als = FMRegressor(20, solver="als", n_iter=n_iter, reg_linear=0.0, reg_pairwise=0.01,
                           random_state=run_id, clip_predictions=False)
         als.fit(Xtr, ytr, eval_set=(Xte, yte))
         curves["FM-ALS"].append(np.array(als.history_["val"]))
-        finals["FM-ALS"].append(_rmse(als.predict(Xte), yte))
+        finals["FM-ALS"].append(root_mean_squared_error(yte, als.predict(Xte)))
         mcmc = FMRegressor(20, solver="mcmc", n_iter=n_iter, init_stdev=0.1,
                            random_state=run_id, clip_predictions=False)
         mcmc.fit(Xtr, ytr, eval_set=(Xte, yte))
         curves["FM-MCMC"].append(np.array(mcmc.history_["val_avg"]))
-        finals["FM-MCMC"].append(_rmse(mcmc.predict(Xte), yte))
+        finals["FM-MCMC"].append(root_mean_squared_error(yte, mcmc.predict(Xte)))
         poly = PolynomialFeatures(2, interaction_only=True, include_bias=False)
         ridge = RidgeCV(alphas=np.logspace(-1, 4, 11)).fit(poly.fit_transform(Xtr), ytr)
         finals["ridge (quadratic features)"].append(
-            _rmse(ridge.predict(poly.transform(Xte)), yte))
+            root_mean_squared_error(yte, ridge.predict(poly.transform(Xte))))
 
     rows = [[name, float(np.mean(v)), float(np.std(v))] for name, v in finals.items()]
     print(f"Seed 004 §4.1 synthetic: {n_runs} draws, {n_iter} iterations, eta chosen per draw "

@@ -41,7 +41,7 @@ def _trial(kind, d, k, n_train, n_test, n_iter, seed):
     out["FM (ALS)"] = (np.array(fm.history_["val"]), time.perf_counter() - t0)
     t0 = time.perf_counter()
     kk = 2 * k if kind == "mixed_sign" else k
-    ifm = IFMRegressor(kk, batch_size=n_train, n_passes=n_iter, random_state=seed)
+    ifm = IFMRegressor(kk, batch_size=n_train, max_iter=n_iter, tol=None, random_state=seed)
     ifm.fit(Xtr, ytr, eval_set=(Xte, yte))
     out[f"iFM (k={kk})"] = (np.array(ifm.history_["val"]), time.perf_counter() - t0)
     out["std(y_test)"] = float(yte.std())

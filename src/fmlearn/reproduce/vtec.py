@@ -150,7 +150,7 @@ class FactorContrast:
     def fit(self, w):
         d_prev = getattr(self.est, "n_features_in_", None)
         warm = self.started and d_prev == w.Xtr.shape[1]
-        self.est.set_params(warm_start=True, n_passes=self.warm if warm else self.cold)
+        self.est.set_params(warm_start=True, max_iter=self.warm if warm else self.cold)
         if not warm and hasattr(self.est, "working_U_"):
             self.est.set_params(warm_start=False)
         self.est.fit(w.Xtr, w.ytr, contrasts=w.Ctr)

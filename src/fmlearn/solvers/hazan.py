@@ -53,14 +53,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
-from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, cg, eigsh
+from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import expit
 
+from ..linalg import leading_eigenpair
 from ..losses import loss_derivative_np, loss_value_np
-
-# Up to this many features the top eigenpair comes from a dense eigh of M (d x d doubles, 8 kB
-# at d = 32: ARPACK needs d > ncv); above it only the matrix-free Lanczos path is used.
-DENSE_EIG_MAX_D = 32
 
 
 @dataclass
@@ -164,7 +161,7 @@ class CFMState:
 
 @dataclass
 class HazanSettings:
-    eta: float
+    trace_bound: float
     max_iter: int
     loss: str = "squared"  # "squared" | "logistic"
     step: str = "exact"  # "exact" | "standard" (2 / (t + 2))
@@ -204,32 +201,6 @@ def zero_diag_operator(data, g, group=None):
         return XT @ (g * (X @ v)) - c * v
 
     return LinearOperator((d, d), matvec=matvec, dtype=np.float64)
-
-
-def top_eigenpair(op, v0, tol):
-    """Leading (algebraic) eigenpair of the symmetric operator ``op``; returns (p, rho, ok).
-
-    ``rho`` is the Rayleigh quotient of the returned unit vector (exact for that vector, so
-    the Frank-Wolfe gap computed from it is never overstated). ``ok`` is False when ARPACK did
-    not converge and the best Ritz vector (or ``v0``) was used instead.
-    """
-    d = op.shape[0]
-    ok = True
-    if d <= DENSE_EIG_MAX_D:
-        M = op.matmat(np.eye(d))
-        vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
-        p = vecs[:, -1]
-    else:
-        try:
-            _, vecs = eigsh(op, k=1, which="LA", v0=v0, tol=tol, maxiter=max(1000, 10 * d))
-            p = vecs[:, 0]
-        except ArpackNoConvergence as exc:
-            ok = False
-            p = exc.eigenvectors[:, 0] if exc.eigenvectors.shape[1] else v0
-    p = np.asarray(p, dtype=np.float64)
-    p = p / np.linalg.norm(p)
-    rho = float(p @ op.matvec(p))
-    return p, rho, ok
 
 
 class RidgeSystem:
@@ -306,13 +277,14 @@ def frank_wolfe_vertex(data, g, v0, tol):
     Returns (p, rho, ok).
     """
     if data.groups is None:
-        p, rho, ok = top_eigenpair(zero_diag_operator(data, g), v0, tol)
+        p, rho, ok = leading_eigenpair(zero_diag_operator(data, g), v0=v0, tol=tol)
         v0[:] = p
         return p, rho, ok
     best, ok_all = None, True
     for group in data.groups:
         idx = group[0]
-        pg, rho, ok = top_eigenpair(zero_diag_operator(data, g, group), v0[idx], tol)
+        pg, rho, ok = leading_eigenpair(zero_diag_operator(data, g, group), v0=v0[idx],
+                                            tol=tol)
         ok_all &= ok
         v0[idx] = pg
         if best is None or rho > best[1]:
@@ -355,7 +327,7 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         linear = _RidgeLinear(data, state, settings)
     else:
         linear = _LogisticLinear(data, state, settings)
-    eta = float(settings.eta)
+    eta = float(settings.trace_bound)
     d = data.n_features
     lam = np.array(state.lam, dtype=np.float64)
     m0 = lam.shape[0]
