@@ -16,7 +16,7 @@ from numba import njit
 
 from ..losses import SQUARED, loss_derivative
 from .lowrank import extend_coordinates, lr_compress, lr_predict, project_core
-from .steps import BAD_STEP, NO_ROOM, OK, invscaling, load_xhat
+from .steps import BAD_STEP, NO_ROOM, OK, invscaling, load_xhat, run_rows
 
 OGD = 0
 PA = 1
@@ -109,3 +109,9 @@ def update(state, cfg, work, rows, i, pred, scale):
         C.dropped[0] += dropped
     C.r[0] = r
     return OK
+
+
+@njit(cache=True, nogil=True)
+def learn_rows(rows, state, cfg, work, limit):
+    """The per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with this learner's step."""
+    return run_rows(rows, state, cfg, work, predict, update, limit)

@@ -42,7 +42,7 @@ from .eigtrack import (
 )
 from .lanczos import lanczos_top, start_state
 from .lowrank import lr_compress, lr_predict
-from .steps import BAD_STEP, NO_ROOM, OK, load_xhat
+from .steps import BAD_STEP, NO_ROOM, OK, load_xhat, run_rows
 from .symacc import sacc_add, sacc_matvec, sacc_rows
 
 # Relative Ritz residual at which the dense (small-D) Lanczos eigen-step stops: 1e-4 gave the
@@ -269,3 +269,9 @@ def _cg_step(state, cfg, work, th, Y, best):
         for b in range(r):
             K[a, b] += ca * aU[b]
     C.r[0] = r
+
+
+@njit(cache=True, nogil=True)
+def learn_rows(rows, state, cfg, work, limit):
+    """The per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with this learner's step."""
+    return run_rows(rows, state, cfg, work, predict, update, limit)

@@ -11,7 +11,7 @@ from numba import njit
 from ..losses import LOGISTIC, SMOOTHNESS, loss_derivative
 from .predict import fm_row
 from .sgd import _pred_and_grad_norm2
-from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, invscaling
+from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, invscaling, run_rows
 
 # t: 1-array, rounds learned; w0: 1-array
 FMState = namedtuple("FMState", "t w0 w V")
@@ -126,3 +126,21 @@ def update_ftrl(state, cfg, work, rows, i, pred, scale):
                 cfg.reg_pairwise)
             check += V[j, f]
     return OK if math.isfinite(check) else BAD_STEP
+
+
+# the per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with each learner's step
+
+
+@njit(cache=True, nogil=True)
+def learn_ogd(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict_with_norm, update_ogd, limit)
+
+
+@njit(cache=True, nogil=True)
+def learn_pa(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict_with_norm, update_pa, limit)
+
+
+@njit(cache=True, nogil=True)
+def learn_ftrl(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict, update_ftrl, limit)

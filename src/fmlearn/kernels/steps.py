@@ -7,8 +7,10 @@ beyond ``limit``, visit a row of weight s ceil(s) times with its gradient scaled
 (so a weight of m equals m repeated rows), count the round and hand it to the learner's
 ``update``. A learner is three records -- its state, its settings and its work buffers -- and
 two compiled functions ``predict(state, cfg, work, rows, i)`` and
-``update(state, cfg, work, rows, i, pred, scale) -> status``; numba specialises the loop for
-each pair.
+``update(state, cfg, work, rows, i, pred, scale) -> status``. Each learner module has a
+two-line cached ``learn_rows`` that calls :func:`run_rows` with its pair; ``run_rows`` is inlined
+there (numba IR inlining), so each learner's loop calls its step directly and is cached (a
+compiled function taking compiled functions as run-time arguments cannot be cached).
 
 Also here: reading a row into index/value buffers (with the CCFM's bias coordinate),
 FTRL-Proximal on one coordinate and the inverse-scaling step size.
@@ -30,7 +32,7 @@ BAD_STEP = 2  # the row's update produced a non-finite value
 NO_ROOM = 3  # internal: a needed entry or direction had no room (callers prevent it)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(inline="always")
 def run_rows(rows, state, cfg, work, predict, update, limit):
     """The per-row protocol (module docstring); returns ``(status, row)``, ``row`` = -1 when
     every row was learned."""

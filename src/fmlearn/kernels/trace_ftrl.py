@@ -24,7 +24,7 @@ from numba import njit
 from ..losses import loss_derivative
 from .eigtrack import append, gs_rank1, refresh, ritz, rotate, top_by_magnitude
 from .lowrank import ball_threshold
-from .steps import BAD_STEP, NO_ROOM, OK, ftrl_coord, invscaling, load_row, load_xhat
+from .steps import BAD_STEP, NO_ROOM, OK, ftrl_coord, invscaling, load_row, load_xhat, run_rows
 from .symacc import sacc_add, sacc_matvec, sacc_quad, sacc_rows, sym_dense
 
 # V (cap, D), lam (cap), k: the eigenpairs of the model; s_coef: the weight of S in it;
@@ -295,3 +295,9 @@ def eig_predict_rows(Xp, Xi, Xd, state, self_inter, augment, out):
             n = load_row(Xp, Xi, Xd, i, idx, val)
         out[i] = eig_predict_row(state, idx, val, n, self_inter, d, augment)
     return out
+
+
+@njit(cache=True, nogil=True)
+def learn_rows(rows, state, cfg, work, limit):
+    """The per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with this learner's step."""
+    return run_rows(rows, state, cfg, work, predict, update, limit)

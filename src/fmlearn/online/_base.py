@@ -13,6 +13,7 @@ them on the next call.
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -26,6 +27,9 @@ from ..losses import LOSS_CODES
 from ..solvers._online_common import status_message
 
 _PREFIX = "state_"
+
+# constructor argument names per class (inspect.signature is slow on a one-row call)
+_PARAM_NAMES = {}
 
 # rows per compiled call in ``fit`` when a progress bar is shown
 _CHUNK = 8192
@@ -58,8 +62,8 @@ class _OnlineBase(BaseFM):
             raise ValueError(f"the model was fitted with learner={fitted!r}; "
                              f"set learner={fitted!r} or fit again")
         live = self.__dict__.get("_live")
-        if live is not None and self._is_current(live):
-            self._check_compatible(live)
+        if (live is not None and self._is_current(live)
+                and self.__dict__.get("_live_params") == self._params_token()):
             return live
         learner = self._new_learner(int(self.n_features_in_), None)
         values = {k[len(_PREFIX):-1]: v for k, v in vars(self).items()
@@ -85,14 +89,30 @@ class _OnlineBase(BaseFM):
             setattr(self, f"{_PREFIX}{name}_", value)
         self._live = learner
         self._live_arrays = arrays
+        self._live_params = self._params_token()
         self.learner_ = learner.name
         self.n_rounds_ = learner.t
 
     def __getstate__(self):
         state = dict(super().__getstate__())
-        state.pop("_live", None)
-        state.pop("_live_arrays", None)
+        for key in ("_live", "_live_arrays", "_live_params", "_checked_params"):
+            state.pop(key, None)
         return state
+
+    def _params_token(self):
+        """The constructor arguments as a tuple (cheap to compare: no signature inspection)."""
+        names = _PARAM_NAMES.get(type(self))
+        if names is None:
+            names = _PARAM_NAMES[type(self)] = tuple(self._get_param_names())
+        return tuple(getattr(self, name) for name in names)
+
+    def _check_params_once(self):
+        """``_validate_params`` unless these very parameters were checked by an earlier call
+        (a one-row ``partial_fit`` should not pay for it every time)."""
+        token = self._params_token()
+        if self.__dict__.get("_checked_params") != token:
+            self._validate_params()
+            self._checked_params = token
 
     def _limit(self, y):
         return 1e10 * max(1.0, float(np.max(np.abs(y))) if y.shape[0] else 1.0)
@@ -113,12 +133,17 @@ class _OnlineBase(BaseFM):
 
     # -- validation -------------------------------------------------------------------------
     def _validate(self, X, y, sample_weight, reset, classes=None):
-        kw = {"classes": classes} if self._is_classifier() else {}
-        X, y, sw = self._validate_train(X, y, sample_weight, reset=reset, **kw)
+        fast = None if reset else self._validate_csr_rows(X, y, sample_weight)
+        if fast is not None:
+            X, y, sw = fast
+        else:
+            kw = {"classes": classes} if self._is_classifier() else {}
+            X, y, sw = self._validate_train(X, y, sample_weight, reset=reset, **kw)
         if sw.shape[0] and sw.max() > MAX_WEIGHT:
             raise ValueError(f"sample_weight above {MAX_WEIGHT:.0f}: a row of weight s is "
                              f"learned as ceil(s) rounds; rescale the weights")
-        X = to_csr(X, np.float64)
+        if fast is None:
+            X = to_csr(X, np.float64)
         if np.any(np.abs(y) > 1e150):
             raise ValueError("targets above 1e150 in magnitude would overflow the learners' "
                              "squared terms; rescale y")
@@ -127,6 +152,35 @@ class _OnlineBase(BaseFM):
 
     def _check_scale(self, X):
         """Hook: refuse inputs whose scale would overflow a bounded model."""
+
+    def _validate_csr_rows(self, X, y, sample_weight):
+        """O(nnz) validation of a float64 CSR batch for a fitted estimator -- what a one-row
+        ``partial_fit`` needs -- or None when the input is of another kind or anything is off,
+        so that the general validation runs and raises its usual error."""
+        if not (sp.issparse(X) and X.format == "csr" and X.dtype == np.float64
+                and sample_weight is None and X.shape[0] >= 1
+                and X.shape[1] == self.n_features_in_
+                and not hasattr(self, "feature_names_in_")):
+            return None
+        indptr, indices, data = X.indptr, X.indices, X.data
+        nnz = data.shape[0]
+        if (indptr.shape[0] != X.shape[0] + 1 or indptr[0] != 0 or indptr[-1] != nnz
+                or indices.shape[0] != nnz or np.any(indptr[1:] < indptr[:-1])
+                or (nnz and (indices.min() < 0 or indices.max() >= X.shape[1]))
+                or not np.isfinite(data).all() or not X.has_canonical_format):
+            return None
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            return None
+        if self._is_classifier():
+            if not np.isin(y, self.classes_).all():
+                return None
+            y = np.where(y == self.classes_[1], 1.0, -1.0)
+        else:
+            if y.dtype.kind not in "iuf" or not np.isfinite(y).all():
+                return None
+            y = y.astype(np.float64)
+        return X, y, np.ones(X.shape[0])
 
     # -- running the learner ----------------------------------------------------------------
     def _run(self, learner, X, y, sw, order, out, bar=None):
@@ -199,6 +253,8 @@ class _OnlineBase(BaseFM):
         return self._atomically(work, X)
 
     def _partial_fit(self, X, y, sample_weight, classes=None):
+        self._check_params_once()
+
         def work(snapshot):
             first = not hasattr(self, "learner_")
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=first, classes=classes)
@@ -268,7 +324,6 @@ class _OnlineBase(BaseFM):
 class _OnlineClassifier(FMClassifierMixin):
     """Binary classification front of the online estimators."""
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Learn from one row or many, visited in the given order (one round per row).
 
@@ -281,7 +336,6 @@ class _RegressorRange(FMRegressorMixin):
     """Regression front: predictions are clipped to the range of the targets seen (as
     libFM does)."""
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """Learn from one row or many, visited in the given order (one round per row)."""
         self._partial_fit(X, y, sample_weight)

@@ -107,8 +107,9 @@ class _CCFMBase(_OnlineBase):
     def _check_scale(self, X):
         # |y^| <= delta / 2 * ||x^||^2 for every C in the ball: refuse rows that would overflow
         if X.nnz:
-            norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
-                                weights=X.data ** 2, minlength=X.shape[0]) + 1.0
+            with np.errstate(over="ignore"):
+                norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
+                                    weights=X.data ** 2, minlength=X.shape[0]) + 1.0
             if not np.all(np.isfinite(norm2)) or self.trace_bound * norm2.max() > 1e300:
                 raise ValueError("feature values are too large for the trace-norm bound "
                                  "(predictions would overflow); rescale X")

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ..kernels.eigtrack import Tracker
 from ..kernels.lowrank import LowRank
-from ..kernels.steps import BAD_PREDICTION, BAD_STEP, OK, Rows, run_rows
+from ..kernels.steps import BAD_PREDICTION, BAD_STEP, OK, Rows
 from ..kernels.symacc import EXACT, SKETCH, SymAcc, pattern_missing, remap_values
 
 # Bytes the learners' arrays (basis of C, tracked subspace, accumulated gradient) may take by
@@ -105,14 +105,13 @@ class OnlineLearner:
     """Interface of every online learner.
 
     ``state`` is a record of named arrays (nested records for C, S and the tracker) that the
-    compiled ``predict_fn`` / ``update_fn`` change in place; ``learn`` runs the per-row
-    protocol over a batch; ``arrays`` / ``load_arrays`` expose the state by name (no copies);
-    ``snapshot`` / ``restore`` undo a failed call.
+    compiled ``learn_fn`` (the per-row protocol with the learner's step) changes in place;
+    ``learn`` runs it over a batch; ``arrays`` / ``load_arrays`` expose the state by name (no
+    copies); ``snapshot`` / ``restore`` undo a failed call.
     """
 
     name = ""
-    predict_fn = None
-    update_fn = None
+    learn_fn = None
 
     @property
     def t(self):
@@ -141,8 +140,8 @@ class OnlineLearner:
             part = order[start:start + step]
             self.prepare(*_rows_of(indptr, indices, part))
             rows = Rows(indptr, indices, data, y, sw, part, out)
-            status, row = run_rows(rows, self.state, self.config(indptr), self.work(indptr),
-                                   type(self).predict_fn, type(self).update_fn, float(limit))
+            status, row = type(self).learn_fn(rows, self.state, self.config(indptr),
+                                              self.work(indptr), float(limit))
             if status != OK:
                 break
         if status not in (OK, BAD_PREDICTION, BAD_STEP):  # pragma: no cover - prevented

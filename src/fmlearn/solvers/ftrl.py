@@ -62,8 +62,7 @@ class FTRLSettings:
 
 class FMFTRLLearner(FMStateLearner):
     name = "ftrl"
-    predict_fn = online_fm.predict
-    update_fn = online_fm.update_ftrl
+    learn_fn = online_fm.learn_ftrl
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code, settings):
         self.settings = settings
@@ -90,8 +89,7 @@ class _TraceFTRLLearner(OnlineLearner):
 
     augment = True
     psd = False
-    predict_fn = trace_ftrl.predict
-    update_fn = trace_ftrl.update
+    learn_fn = trace_ftrl.learn_rows
 
     def __init__(self, n_features, settings, loss_code, self_interaction):
         D = n_features + 1 if self.augment else n_features

@@ -61,8 +61,7 @@ class OCGLearner(CCFMMatrixLearner):
     """OCCFM state and step."""
 
     name = "ocg"
-    predict_fn = kernel.predict
-    update_fn = kernel.update
+    learn_fn = kernel.learn_rows
 
     def __init__(self, n_features, settings, loss_code, self_interaction):
         super().__init__(n_features, settings.max_rank, settings.budget_mb, loss_code,

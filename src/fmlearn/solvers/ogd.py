@@ -33,8 +33,7 @@ class OGDSettings:
 class CCFMProjectedLearner(CCFMMatrixLearner):
     """Shared state and batch set-up of the projected CCFM learners (OGD, PA)."""
 
-    predict_fn = ccfm_proj.predict
-    update_fn = ccfm_proj.update
+    learn_fn = ccfm_proj.learn_rows
     mode = ccfm_proj.OGD
 
     def __init__(self, n_features, settings, loss_code, self_interaction):
@@ -89,8 +88,7 @@ class CCFMOGDLearner(CCFMProjectedLearner):
 
 class FMOGDLearner(FMStateLearner):
     name = "ogd"
-    predict_fn = online_fm.predict_with_norm
-    update_fn = online_fm.update_ogd
+    learn_fn = online_fm.learn_ogd
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code, settings):
         super().__init__(n_features, n_factors, init_stdev, rng, loss_code)

@@ -32,8 +32,7 @@ class CCFMPALearner(CCFMProjectedLearner):
 
 class FMPALearner(FMStateLearner):
     name = "pa"
-    predict_fn = online_fm.predict_with_norm
-    update_fn = online_fm.update_pa
+    learn_fn = online_fm.learn_pa
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code, settings):
         super().__init__(n_features, n_factors, init_stdev, rng, loss_code)
