@@ -558,3 +558,233 @@ def test_planted_stream_targets_equal_the_dense_model(self_inter, fields):
     if not self_inter:
         f -= 0.5 * (Xd ** 2) @ np.diag(C)[:-1]
     np.testing.assert_allclose(y, f, rtol=1e-12, atol=1e-12)
+
+
+# -- live learner, failure atomicity, edge numbers, loaded state ---------------------------------
+
+ALL_LEARNERS = ESTIMATORS + CLASSIFIERS[:1]
+
+
+def _snapshot_dict(est):
+    return {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else copy_value(v))
+            for k, v in vars(est).items() if not k.startswith("_")}
+
+
+def copy_value(v):
+    import copy
+
+    return copy.deepcopy(v)
+
+
+def _assert_same_dict(est, before):
+    after = {k: v for k, v in vars(est).items() if not k.startswith("_")}
+    assert set(after) == set(before)
+    for k, v in before.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(after[k], v, err_msg=k)
+        else:
+            assert after[k] == v, k
+
+
+@pytest.mark.parametrize("est", ALL_LEARNERS, ids=repr)
+def test_one_row_calls_keep_the_live_learner_without_copying_its_state(est):
+    # the state attributes are the live learner's arrays: a partial_fit changes them in place
+    # (no per-call copy of the O(d k) state), and a save finds them by name
+    X, y = _regression_data(n=60, seed=11, sparse=True)
+    if is_classifier(est):
+        y = np.where(y > 0, 1, -1)
+    m = clone(est).set_params(shuffle=False)
+    m.partial_fit(X[:20], y[:20])
+    arrays = {k: v for k, v in vars(m).items() if k.startswith("state_") and v.size > 1}
+    for i in range(20, 25):
+        m.partial_fit(X[i:i + 1], y[i:i + 1])
+    for k, v in arrays.items():
+        if k in ("state_S_indptr_", "state_S_indices_", "state_S_data_"):
+            continue  # the exact pattern of S grows when a row brings new feature pairs
+        assert getattr(m, k) is v, k
+    assert m.n_rounds_ == 25
+
+
+@pytest.mark.parametrize("est", ALL_LEARNERS, ids=repr)
+@pytest.mark.parametrize("failure", ["divergence", "bad_input", "interrupt"])
+def test_a_failed_call_leaves_every_attribute_as_it_was(est, failure, monkeypatch):
+    X, y = _regression_data(n=80, seed=12)
+    if is_classifier(est):
+        y = np.where(y > 0, 1, -1)
+    m = clone(est).set_params(shuffle=False, random_state=0)
+    m.partial_fit(X[:40], y[:40])
+    before = _snapshot_dict(m)
+    pred = _pred(m, X)
+    if failure == "divergence":
+        # a limit that a later row's prediction exceeds: the call learns some rows, then stops
+        monkeypatch.setattr(type(m), "_limit", lambda self, yy: 1e-3)
+        expected = DivergenceError
+        Xb, yb = X[40:].copy(), y[40:]
+        Xb[:3] = 0.0  # rows of zeros: predicted near 0 and learned before the stop
+    elif failure == "bad_input":
+        expected = ValueError
+        Xb, yb = X[40:].copy(), y[40:]
+        Xb[-1, 0] = np.nan
+    else:
+        from fmlearn.solvers._online_common import OnlineLearner
+
+        real = OnlineLearner.learn
+        calls = []
+
+        def interrupted(self, *args, **kw):
+            real(self, *args, **kw)  # the rows are learned, then Ctrl-C arrives
+            calls.append(1)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(OnlineLearner, "learn", interrupted)
+        expected = KeyboardInterrupt
+        Xb, yb = X[40:], y[40:]
+    with pytest.raises(expected):
+        m.partial_fit(Xb, yb)
+    monkeypatch.undo()
+    _assert_same_dict(m, before)
+    np.testing.assert_array_equal(_pred(m, X), pred)
+    # and the model goes on learning as if the failed call never happened
+    ref = clone(est).set_params(shuffle=False, random_state=0).partial_fit(X[:40], y[:40])
+    m.partial_fit(X[40:60], y[40:60])
+    ref.partial_fit(X[40:60], y[40:60])
+    np.testing.assert_array_equal(_pred(m, X), _pred(ref, X))
+
+
+@pytest.mark.parametrize("learner", ["ocg", "ogd", "ftrl"])
+@pytest.mark.parametrize("d", [6, 80])
+def test_edge_numbers_raise_named_errors_never_crash(learner, d):
+    # issue 10 item 4: huge or tiny targets, huge weights and steps end in a ValueError or a
+    # DivergenceError naming the cause (before: ZeroDivisionError from the kernel)
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(30, d)) * (rng.random((30, d)) < 0.3)
+    y = rng.normal(size=30)
+    for kw, data in [({}, (X, y * 1e300)), ({}, (X, y, np.full(30, 1e300))),
+                     ({"learning_rate": 1e300}, (X, y)), ({}, (X, y * 1e-300))]:
+        m = CCFMRegressor(learner, trace_bound=3.0, **kw)
+        try:
+            m.fit(*data[:2], sample_weight=data[2] if len(data) > 2 else None)
+        except DivergenceError as exc:
+            assert "diverged" in str(exc)
+            continue
+        except ValueError as exc:
+            assert "rescale" in str(exc)
+            continue
+        assert np.all(np.isfinite(m.predict(X)))
+
+
+def test_auto_parameters_are_documented_defaults_and_explicit_values_are_honoured():
+    X, y = _regression_data(n=30)
+    auto = CCFMRegressor("ftrl").fit(X, y)._learner().settings
+    assert (auto.eig_max_iter, auto.eig_tol) == (10, 1e-6)
+    given = CCFMRegressor("ftrl", eig_max_iter=2, eig_tol=1e-3).fit(X, y)._learner().settings
+    assert (given.eig_max_iter, given.eig_tol) == (2, 1e-3)
+    ocg = CCFMRegressor("ocg", max_rank=5).fit(np.hstack([X] * 10), y)._learner()
+    assert ocg.settings.max_rank == 5 and ocg.state.C.K.shape == (5, 5)
+    assert CCFMRegressor("ogd").fit(X, y)._learner().settings.max_rank == 128
+
+
+def _crafted(tmp_path, est, edit):
+    """Save ``est``, change one state array with ``edit`` and recompute every digest."""
+    import hashlib
+    import io as _io
+    import json
+    import zipfile
+
+    from fmlearn.io import manifest_digest
+
+    src, dst = tmp_path / "m.fmz", tmp_path / "evil.fmz"
+    est.save(src)
+    with zipfile.ZipFile(src) as zf:
+        meta = json.loads(zf.read("fmlearn.json"))
+        blobs = {n: zf.read(n) for n in zf.namelist() if n != "fmlearn.json"}
+    name, arr = edit({k: np.load(_io.BytesIO(blobs[s["file"]]))
+                      for k, s in meta["arrays"].items()})
+    buf = _io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(arr))
+    spec = meta["arrays"][name]
+    blobs[spec["file"]] = buf.getvalue()
+    spec.update(shape=list(arr.shape), dtype=arr.dtype.str,
+                sha256=hashlib.sha256(buf.getvalue()).hexdigest())
+    meta["digest"] = manifest_digest(meta)
+    with zipfile.ZipFile(dst, "w") as zf:
+        zf.writestr("fmlearn.json", json.dumps(meta))
+        for n, b in blobs.items():
+            zf.writestr(n, b)
+    return dst
+
+
+MUTATIONS = {
+    "C_r beyond the cap": ("state_C_r_", lambda a: a + 10_000),
+    "negative counter": ("state_t_", lambda a: a - 10**6),
+    "S index out of range": ("state_S_indices_", lambda a: a + 10_000),
+    "S pointer past the end": ("state_S_indptr_", lambda a: a * 3 + 1),
+    "NaN in C": ("state_C_K_", lambda a: a * np.nan),
+    "truncated basis": ("state_C_K_", lambda a: a[:-1]),
+    "tracker size": ("state_tr_nb_", lambda a: a + 100),
+    "V of the wrong width": ("state_V_", lambda a: a[:, :-1]),
+    "w truncated": ("state_w_", lambda a: a[:-1]),
+    "huge k": ("state_k_", lambda a: a + 100),
+}
+
+
+_S = ["S index out of range", "S pointer past the end", "tracker size"]
+CRAFTED = [
+    (CCFMRegressor(trace_bound=3.0), ["C_r beyond the cap", "negative counter", "NaN in C",
+                                      "truncated basis"] + _S),
+    (CCFMRegressor("ogd", trace_bound=3.0, max_rank=20),
+     ["C_r beyond the cap", "negative counter", "NaN in C", "truncated basis"]),
+    (CCFMRegressor("ftrl", trace_bound=3.0), ["negative counter", "huge k"] + _S),
+    (OnlineFMRegressor("ftrl", n_factors=3),
+     ["negative counter", "V of the wrong width", "w truncated"]),
+    (OnlineCFMRegressor(trace_bound=3.0), ["negative counter", "huge k", "w truncated"] + _S),
+]
+
+
+@pytest.mark.parametrize("est, mutation", [(e, m) for e, ms in CRAFTED for m in ms], ids=repr)
+def test_crafted_state_is_refused_before_any_kernel_runs(est, mutation, tmp_path):
+    from fmlearn.exceptions import ModelFileError
+
+    X, y = _regression_data(n=50, d=8, seed=14)
+    m = clone(est).set_params(shuffle=False).fit(X, y)
+    key, change = MUTATIONS[mutation]
+    path = _crafted(tmp_path, m, lambda arrays: (key, change(arrays[key])))
+    with pytest.raises(ModelFileError, match="inconsistent model state|cannot predict"):
+        load(path)
+
+
+def test_a_version_1_file_is_refused_with_the_remedy(tmp_path):
+    import json
+    import zipfile
+
+    from fmlearn.exceptions import ModelFileError
+    from fmlearn.io import manifest_digest
+
+    X, y = _regression_data(n=30)
+    CCFMRegressor().fit(X, y).save(tmp_path / "m.fmz")
+    with zipfile.ZipFile(tmp_path / "m.fmz") as zf:
+        meta = json.loads(zf.read("fmlearn.json"))
+        blobs = {n: zf.read(n) for n in zf.namelist() if n != "fmlearn.json"}
+    meta["format_version"] = 1
+    meta["digest"] = manifest_digest(meta)
+    with zipfile.ZipFile(tmp_path / "old.fmz", "w") as zf:
+        zf.writestr("fmlearn.json", json.dumps(meta))
+        for n, b in blobs.items():
+            zf.writestr(n, b)
+    with pytest.raises(ModelFileError, match="version 1.*fit the model again"):
+        load(tmp_path / "old.fmz")
+
+
+def test_state_of_ocg_on_wide_sparse_rows_is_bounded_by_the_sketch():
+    # 60 features per row of 3,000: S's exact pattern would hold up to 61^2 pairs a row; beyond
+    # 4 * sketch_size * (d + 1) entries it becomes the sketch and the state stops growing
+    X, y, _ = make_ccfm_stream(1500, 3000, rank=2, trace_norm=5.0, fields=[50] * 60,
+                               noise=0.1, random_state=15)
+    m = CCFMRegressor(trace_bound=5.0, sketch_size=4, shuffle=False)
+    sizes = []
+    for start in range(0, 1500, 300):
+        m.partial_fit(X[start:start + 300], y[start:start + 300])
+        sizes.append(sum(v.nbytes for k, v in vars(m).items() if k.startswith("state_")))
+    assert m.info_["gradient_sketch"] and m.state_S_P_.shape == (8, 3001)
+    assert max(sizes[1:]) == min(sizes[1:])
+    assert np.all(np.isfinite(m.predict(X[:50])))

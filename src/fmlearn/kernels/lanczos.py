@@ -43,6 +43,7 @@ def start_state(seed, key):
 def lcg_fill(h, out):
     """Fill ``out`` with uniform values in [-0.5, 0.5) from the 64-bit LCG state h; returns the
     next state."""
+    h = np.uint64(h)  # a Python int from a caller would be typed as a signed int64
     for j in range(out.shape[0]):
         h = h * _LCG_A + _LCG_C
         out[j] = (float(h >> np.uint64(11)) / 9007199254740992.0) - 0.5

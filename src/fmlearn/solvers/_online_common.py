@@ -22,10 +22,13 @@ SMALL_D = 64
 
 # Rows of the Frequent Directions sketch of S when ``sketch_size="auto"``: 2 x 32 rows of
 # length D per sign. The exact sparse S is kept while its pattern has at most
-# SKETCH_COST_FACTOR * sketch_size * D entries, i.e. while a product with it costs no more than
-# one with the sketch.
+# max(SKETCH_MIN_ENTRIES, SKETCH_COST_FACTOR * sketch_size * D) entries: while a product with
+# it costs no more than one with the sketch, or in any case while it is small (2^20 entries,
+# 12 MB, about a millisecond per product), because the sketch costs accuracy (measured in
+# benchmarks/bench_online_flat.py --accuracy).
 AUTO_SKETCH_SIZE = 32
 SKETCH_COST_FACTOR = 4
+SKETCH_MIN_ENTRIES = 2**20
 
 # Rows learned per compiled call while S is exact, so that its pattern grows (and may switch
 # to the sketch) between calls instead of once for a whole batch.
@@ -246,7 +249,7 @@ class SymAccumulator:
         self.D = D
         self.augment = augment
         self.sketch_size = int(sketch_size)
-        self.exact_cap = SKETCH_COST_FACTOR * self.sketch_size * D
+        self.exact_cap = max(SKETCH_MIN_ENTRIES, SKETCH_COST_FACTOR * self.sketch_size * D)
 
     def new(self):
         D = self.D
@@ -331,16 +334,19 @@ def _pair_pattern(indptr, indices, D, augment):
 
 def _extreme_eigenpairs(M, k, which):
     """k algebraically largest ("LA") or smallest ("SA") eigenpairs of a sparse symmetric M,
-    from a fixed start vector (deterministic)."""
+    from a fixed start vector (deterministic); none when M is zero."""
     D = M.shape[0]
+    if not np.any(M.data):
+        return np.zeros(0), np.zeros((D, 0))
     if D <= 4 * k + 8:
         lam, Q = np.linalg.eigh(M.toarray())
         sel = slice(D - k, D) if which == "LA" else slice(0, k)
         return lam[sel], Q[:, sel]
     from scipy.sparse.linalg import eigsh
 
-    v0 = np.ones(D) / np.sqrt(D)
-    return eigsh(M, k=k, which=which, v0=v0, tol=1e-8)
+    # a fixed start vector with every coordinate nonzero and no special structure
+    v0 = 1.0 + 0.5 * np.sin(np.arange(1, D + 1))
+    return eigsh(M, k=k, which=which, v0=v0 / np.linalg.norm(v0), tol=1e-8)
 
 
 def sketch_size_for(D, sketch_size, fixed_bytes, budget_mb):
@@ -351,7 +357,7 @@ def sketch_size_for(D, sketch_size, fixed_bytes, budget_mb):
     per_row = max(SKETCH_COST_FACTOR * D * 12, 4 * D * 8)  # bytes per unit of l
 
     def need(ell):
-        return fixed_bytes + ell * per_row
+        return fixed_bytes + max(ell * per_row, min(SKETCH_MIN_ENTRIES, D * D) * 12)
 
     if sketch_size == "auto":
         ell = AUTO_SKETCH_SIZE
