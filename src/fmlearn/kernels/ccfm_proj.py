@@ -15,8 +15,8 @@ from collections import namedtuple
 from numba import njit
 
 from ..losses import SQUARED, loss_derivative
-from .lowrank import extend_coordinates, lr_compress, lr_predict, project_core
-from .steps import BAD_STEP, NO_ROOM, OK, invscaling, load_xhat, run_rows
+from .lowrank import extend_coordinates, lr_compress, predict_step, project_core
+from .steps import BAD_STEP, NO_ROOM, OK, invscaling, run_rows
 
 OGD = 0
 PA = 1
@@ -28,14 +28,6 @@ ProjState = namedtuple("ProjState", "t C")
 ProjConfig = namedtuple("ProjConfig", "loss self_inter mode learning_rate power_t trace_bound "
                                       "pa_c epsilon row_cap r_keep")
 ProjWork = namedtuple("ProjWork", "idx val n z w v work")
-
-
-@njit(cache=True, nogil=True)
-def predict(state, cfg, work, rows, i):
-    d = state.C.U.shape[1] - 1
-    n = load_xhat(rows.indptr, rows.indices, rows.data, i, d, work.idx, work.val)
-    work.n[0] = n
-    return lr_predict(state.C, work.idx, work.val, n, cfg.self_inter, d, work.z, work.w)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -114,4 +106,4 @@ def update(state, cfg, work, rows, i, pred, scale):
 @njit(cache=True, nogil=True)
 def learn_rows(rows, state, cfg, work, limit):
     """The per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with this learner's step."""
-    return run_rows(rows, state, cfg, work, predict, update, limit)
+    return run_rows(rows, state, cfg, work, predict_step, update, limit)

@@ -124,35 +124,29 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
 
 @njit(cache=True, nogil=True)
 def gram_c(C, r, UB, B, nb, GC, kb):
-    """GC = B C B' (from UB and the core, or directly for a dense C)."""
-    K = C.K
+    """GC = B C B': M' K M with M = UB[:r] (C = U' K U, so B C B' = UB' K UB) or M = B' for a
+    dense C (K = C)."""
     if C.ident:
-        D = B.shape[1]
-        for b in range(nb):
-            for j in range(D):
-                s = 0.0
-                for l in range(D):
-                    s += K[j, l] * B[b, l]
-                kb[j] = s
-            for a in range(b + 1):
-                s = 0.0
-                for j in range(D):
-                    s += B[a, j] * kb[j]
-                GC[a, b] = s
-                GC[b, a] = s
-        return
+        _congruence(C.K, B.T, B.shape[1], nb, GC, kb)
+    else:
+        _congruence(C.K, UB, r, nb, GC, kb)
+
+
+@njit(cache=True, nogil=True)
+def _congruence(K, M, r, nb, out, kb):
+    """out[:nb, :nb] = M[:r, :nb]' K[:r, :r] M[:r, :nb] (symmetric K)."""
     for b in range(nb):
         for k in range(r):
             s = 0.0
             for l in range(r):
-                s += K[k, l] * UB[l, b]
+                s += K[k, l] * M[l, b]
             kb[k] = s
         for a in range(b + 1):
             s = 0.0
             for k in range(r):
-                s += UB[k, a] * kb[k]
-            GC[a, b] = s
-            GC[b, a] = s
+                s += M[k, a] * kb[k]
+            out[a, b] = s
+            out[b, a] = s
 
 
 @njit(cache=True, nogil=True)

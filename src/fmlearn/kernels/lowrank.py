@@ -221,6 +221,17 @@ def extend_coordinates(C, idx, n, keep, v, work):
     return r
 
 
+@njit(cache=True, nogil=True)
+def predict_step(state, cfg, work, rows, i):
+    """The ``predict`` of the learners on C (OCCFM, CCFM-OGD/PA): load x^_i into the row
+    buffers ``work.idx``/``work.val`` (its length in ``work.n``) and return 1/2 x^' C x^
+    (leaves z = U x^ in ``work.z``)."""
+    d = state.C.U.shape[1] - 1
+    n = load_xhat(rows.indptr, rows.indices, rows.data, i, d, work.idx, work.val)
+    work.n[0] = n
+    return lr_predict(state.C, work.idx, work.val, n, cfg.self_inter, d, work.z, work.w)
+
+
 @njit(cache=True)
 def lr_predict_rows(Xp, Xi, Xd, C, self_inter, out):
     """Predictions of a CCFM for every row of a CSR matrix (serial: a state record cannot enter a

@@ -3,7 +3,7 @@ one round's update, run by :func:`fmlearn.kernels.steps.run_rows`.
 
 Round t (1-based, counted over the learner's life in ``state.t``):
 
-1. predict y^_t = 1/2 x^_t' C_t x^_t (:func:`predict`);
+1. predict y^_t = 1/2 x^_t' C_t x^_t (:func:`fmlearn.kernels.lowrank.predict_step`);
 2. S_t = S_{t-1} + l'(y^_t, y_t) 1/2 G(x_t), so grad F_t(C) = eta S_t + 2 (C - C_1), C_1 = 0;
 3. (theta, q) = the eigenpair of H_t = -eta S_t - 2 C_t of largest |theta| (002 Thm. 1 and
    Lemma 5: the top singular pair of a symmetric matrix is (|theta|, sign(theta) q, q)): for
@@ -41,8 +41,8 @@ from .eigtrack import (
     top_by_magnitude,
 )
 from .lanczos import lanczos_top, start_state
-from .lowrank import lr_compress, lr_predict
-from .steps import BAD_STEP, NO_ROOM, OK, load_xhat, run_rows
+from .lowrank import lr_compress, predict_step
+from .steps import BAD_STEP, NO_ROOM, OK, run_rows
 from .symacc import sacc_add, sacc_matvec, sacc_rows
 
 # Relative Ritz residual at which the dense (small-D) Lanczos eigen-step stops: 1e-4 gave the
@@ -60,15 +60,6 @@ OCGConfig = namedtuple("OCGConfig", "loss self_inter learning_rate trace_bound g
 # row buffers (idx, val, n), vectors of length D (v, Sv, q, Cq), of the rank (z, w, t1, aU, Uv,
 # kb), of the subspace (cb, work, GC) and the Lanczos workspace (lw, small D only)
 OCGWork = namedtuple("OCGWork", "idx val n z w t1 aU Uv kb cb work GC v Sv q Cq lw")
-
-
-@njit(cache=True, nogil=True)
-def predict(state, cfg, work, rows, i):
-    """Load x^_i into the row buffers and return 1/2 x^' C x^ (leaves z = U x^)."""
-    d = state.C.U.shape[1] - 1
-    n = load_xhat(rows.indptr, rows.indices, rows.data, i, d, work.idx, work.val)
-    work.n[0] = n
-    return lr_predict(state.C, work.idx, work.val, n, cfg.self_inter, d, work.z, work.w)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -274,4 +265,4 @@ def _cg_step(state, cfg, work, th, Y, best):
 @njit(cache=True, nogil=True)
 def learn_rows(rows, state, cfg, work, limit):
     """The per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with this learner's step."""
-    return run_rows(rows, state, cfg, work, predict, update, limit)
+    return run_rows(rows, state, cfg, work, predict_step, update, limit)

@@ -178,26 +178,33 @@ def _dense_projection(state, cfg, work, eta_t):
 
 
 @njit(cache=True, nogil=True)
-def _worst_residual(tr, nb, th, Y, eta_t, tau, psd):
+def _ritz_residual(tr, nb, th, Y, col, v):
+    """v = (-S) q - theta q for the Ritz pair ``col`` of -S on span(B), q = B' Y[:, col] (S q
+    is known from SB); returns ||v||^2."""
+    B, SB = tr.B, tr.SB
+    res = 0.0
+    for j in range(B.shape[1]):
+        s = 0.0
+        qj = 0.0
+        for b in range(nb):
+            s -= Y[b, col] * SB[b, j]
+            qj += Y[b, col] * B[b, j]
+        v[j] = s - th[col] * qj
+        res += v[j] * v[j]
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _worst_residual(tr, nb, th, Y, eta_t, tau, psd, v):
     """(largest relative Ritz residual among the pairs that survive the projection, its
     column; -1 if none survives)."""
-    B, SB = tr.B, tr.SB
-    D = B.shape[1]
     worst = -1.0
     wcol = -1
     for a in range(nb):
         m = (th[a] * eta_t - tau) if psd else (abs(th[a]) * eta_t - tau)
         if m <= 0.0:
             continue
-        res = 0.0
-        for j in range(D):
-            s = 0.0
-            qj = 0.0
-            for b in range(nb):
-                s -= Y[b, a] * SB[b, j]
-                qj += Y[b, a] * B[b, j]
-            rj = s - th[a] * qj
-            res += rj * rj
+        res = _ritz_residual(tr, nb, th, Y, a, v)
         rel = math.sqrt(res) / max(abs(th[a]), 1e-300)
         if rel > worst:
             worst = rel
@@ -210,19 +217,11 @@ def _davidson(state, cfg, work, nb, th, Y, wcol):
     """Add the residual of Ritz pair ``wcol`` to the subspace (or restart it when full);
     returns the new size (unchanged: nothing could be added)."""
     tr = state.tr
-    B, SB = tr.B, tr.SB
-    D = B.shape[1]
     v = work.v
-    if nb >= B.shape[0]:
+    if nb >= tr.B.shape[0]:
         sel = top_by_magnitude(th, cfg.m_keep, 1 if cfg.psd else 0)
         return rotate(tr, nb, 0, True, Y, sel, cfg.m_keep)
-    for j in range(D):
-        s = 0.0
-        qj = 0.0
-        for b in range(nb):
-            s -= Y[b, wcol] * SB[b, j]
-            qj += Y[b, wcol] * B[b, j]
-        v[j] = s - th[wcol] * qj
+    _ritz_residual(tr, nb, th, Y, wcol, v)
     sacc_matvec(state.S, v, work.Sv)
     return append(tr, nb, 0, True, v, work.Sv, work.Sv, work.cb, False, work.work)
 
@@ -256,7 +255,7 @@ def _tracked_projection(state, cfg, work, eta_t, coef, d):
     it = 0
     while True:
         tau = ball_threshold(eta_t * th, cfg.trace_bound, cfg.psd)
-        worst, wcol = _worst_residual(tr, nb, th, Y, eta_t, tau, cfg.psd)
+        worst, wcol = _worst_residual(tr, nb, th, Y, eta_t, tau, cfg.psd, work.v)
         if wcol < 0 or worst <= cfg.eig_tol:
             break
         if it >= cfg.eig_max_iter:

@@ -425,6 +425,26 @@ class CCFMMatrixLearner(OnlineLearner):
             raise ValueError("state value 'tr_nb' exceeds the tracked subspace")
 
 
+class GradientOwner:
+    """Mixin of the learners that keep the accumulated gradient S (``self.sacc``,
+    ``self.state.S``) next to a tracked subspace (``self.state.tr``): while S is exact, rows
+    are learned in chunks so that its pattern grows, or turns into the sketch, between
+    compiled calls; a switch forces the tracker's products to be recomputed."""
+
+    def chunk(self):
+        return EXACT_CHUNK if self.state.S.mode != SKETCH else None
+
+    def prepare(self, indptr, indices):
+        S, switched = self.sacc.prepare(self.state.S, indptr, indices)
+        self.state = self.state._replace(S=S)
+        if switched:
+            self.state.tr.since_refresh[0] = self.settings.refresh
+
+    def gradient_matrix(self):
+        """The accumulated gradient S as a dense (D, D) array (small D, tests)."""
+        return self.sacc.to_dense(self.state.S)
+
+
 def status_message(status, row, limit):
     """Why a learner stopped (``learn``'s status) as a phrase for DivergenceError."""
     if status == BAD_PREDICTION:

@@ -23,8 +23,8 @@ from ..kernels.steps import max_row_nnz
 from ..kernels.symacc import SKETCH
 from ._online_common import (
     DEFAULT_BUDGET_MB,
-    EXACT_CHUNK,
     FMStateLearner,
+    GradientOwner,
     OnlineLearner,
     SymAccumulator,
     check_symacc,
@@ -84,7 +84,7 @@ class FMFTRLLearner(FMStateLearner):
                                     float(s.reg_pairwise))
 
 
-class _TraceFTRLLearner(OnlineLearner):
+class _TraceFTRLLearner(GradientOwner, OnlineLearner):
     """Shared state of CCFM-FTRL and CFM-FTRL: S, the eigenpairs of the model, the tracker."""
 
     augment = True
@@ -129,15 +129,6 @@ class _TraceFTRLLearner(OnlineLearner):
                                     np.zeros(D), np.zeros(D),
                                     np.zeros((D, D) if self.dense else (1, 1)))
 
-    def chunk(self):
-        return EXACT_CHUNK if self.state.S.mode != SKETCH else None
-
-    def prepare(self, indptr, indices):
-        S, switched = self.sacc.prepare(self.state.S, indptr, indices)
-        self.state = self.state._replace(S=S)
-        if switched:
-            self.state.tr.since_refresh[0] = self.settings.refresh
-
     def info(self):
         st = self.state
         return {"inexact_steps": int(st.inexact_steps[0]),
@@ -165,8 +156,6 @@ class _TraceFTRLLearner(OnlineLearner):
             return float(np.abs(np.linalg.eigvalsh(self.matrix())).sum())
         return float(np.abs(self.state.lam[: int(self.state.k[0])]).sum())
 
-    def gradient_matrix(self):
-        return self.sacc.to_dense(self.state.S)
 
     def check_bounds(self):
         st = self.state

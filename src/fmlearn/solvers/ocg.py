@@ -17,9 +17,9 @@ from ..kernels.steps import max_row_nnz
 from ..kernels.symacc import SKETCH
 from ._online_common import (
     DEFAULT_BUDGET_MB,
-    EXACT_CHUNK,
     SMALL_D,
     CCFMMatrixLearner,
+    GradientOwner,
     SymAccumulator,
     new_lowrank,
     new_tracker,
@@ -57,7 +57,7 @@ class OCGSettings:
     seed_key: int = 0
 
 
-class OCGLearner(CCFMMatrixLearner):
+class OCGLearner(GradientOwner, CCFMMatrixLearner):
     """OCCFM state and step."""
 
     name = "ocg"
@@ -110,15 +110,6 @@ class OCGLearner(CCFMMatrixLearner):
                               np.zeros(m_max), np.zeros((m_max, m_max)), np.zeros(D),
                               np.zeros(D), np.zeros(D), np.zeros(D), lw)
 
-    def chunk(self):
-        return EXACT_CHUNK if self.state.S.mode != SKETCH else None
-
-    def prepare(self, indptr, indices):
-        S, switched = self.sacc.prepare(self.state.S, indptr, indices)
-        self.state = self.state._replace(S=S)
-        if switched:
-            self.state.tr.since_refresh[0] = self.settings.refresh
-
     def info(self):
         st = self.state
         return {"dropped_mass": float(st.C.dropped[0]), "inexact_steps": int(st.inexact_steps[0]),
@@ -126,6 +117,3 @@ class OCGLearner(CCFMMatrixLearner):
                 "gradient_sketch": bool(st.S.mode == SKETCH),
                 "sketch_error_bound": float(st.S.shrunk.sum())}
 
-    def gradient_matrix(self):
-        """The accumulated gradient S as a dense (D, D) array (small D, tests)."""
-        return self.sacc.to_dense(self.state.S)
