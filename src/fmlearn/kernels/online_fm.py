@@ -45,21 +45,17 @@ def predict(state, cfg, work, rows, i):
 
 @njit(cache=True, nogil=True)
 def _descend(state, rows, i, g, eta, reg_linear, reg_pairwise, q):
-    """w -= eta (g x + reg w), V -= eta (g d f / dV + reg V) on the row's coordinates; returns
-    False if a new value is not finite."""
+    """w -= eta (g x + reg w), V -= eta (g d f / dV + reg V) on the row's coordinates (an
+    overflow shows in the next row's prediction, or in the learner's check after the call)."""
     w, V = state.w, state.V
     k = V.shape[1]
-    check = 0.0
     for p in range(rows.indptr[i], rows.indptr[i + 1]):
         j = rows.indices[p]
         x = rows.data[p]
         w[j] -= eta * (g * x + reg_linear * w[j])
-        check += w[j]
         for f in range(k):
             vv = V[j, f]
             V[j, f] = vv - eta * (g * x * (q[f] - vv * x) + reg_pairwise * vv)
-            check += V[j, f]
-    return math.isfinite(check)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -73,8 +69,8 @@ def update_ogd(state, cfg, work, rows, i, pred, scale):
     if cfg.implicit:
         g /= 1.0 + eta * scale * SMOOTHNESS[cfg.loss] * work.norm2[0]
     state.w0[0] -= eta * (g + cfg.reg_bias * state.w0[0])
-    ok = _descend(state, rows, i, g, eta, cfg.reg_linear, cfg.reg_pairwise, work.q)
-    return OK if ok and math.isfinite(state.w0[0]) else BAD_STEP
+    _descend(state, rows, i, g, eta, cfg.reg_linear, cfg.reg_pairwise, work.q)
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -96,8 +92,8 @@ def update_pa(state, cfg, work, rows, i, pred, scale):
     tau = min(cfg.pa_c * scale, l_pa / work.norm2[0])
     g = tau * sgn
     state.w0[0] -= g
-    ok = _descend(state, rows, i, g, 1.0, 0.0, 0.0, work.q)
-    return OK if ok and math.isfinite(state.w0[0]) else BAD_STEP
+    _descend(state, rows, i, g, 1.0, 0.0, 0.0, work.q)
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -111,12 +107,11 @@ def update_ftrl(state, cfg, work, rows, i, pred, scale):
     g = scale * loss_derivative(cfg.loss, pred, rows.y[i])
     ftrl_coord(state.z_bias, state.n_bias, state.w0, 0, g, cfg.learning_rate, cfg.ftrl_beta,
                cfg.l1_linear, cfg.reg_bias)
-    check = state.w0[0]
     for p in range(rows.indptr[i], rows.indptr[i + 1]):
         j = rows.indices[p]
         x = rows.data[p]
-        check += ftrl_coord(state.z_linear, state.n_linear, w, j, g * x, cfg.learning_rate,
-                            cfg.ftrl_beta, cfg.l1_linear, cfg.reg_linear)
+        ftrl_coord(state.z_linear, state.n_linear, w, j, g * x, cfg.learning_rate,
+                   cfg.ftrl_beta, cfg.l1_linear, cfg.reg_linear)
         for f in range(k):
             vv = V[j, f]
             gv = g * x * (q[f] - vv * x)
@@ -124,8 +119,7 @@ def update_ftrl(state, cfg, work, rows, i, pred, scale):
                 state.z_pairwise[j, f], state.n_pairwise[j, f], vv, gv,
                 cfg.learning_rate_pairwise, cfg.ftrl_beta_pairwise, cfg.l1_pairwise,
                 cfg.reg_pairwise)
-            check += V[j, f]
-    return OK if math.isfinite(check) else BAD_STEP
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
 # the per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with each learner's step

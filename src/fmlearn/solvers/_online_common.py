@@ -483,8 +483,35 @@ class FMStateLearner(OnlineLearner):
         fm_predict_csr(indptr, indices, data, float(st.w0[0]), st.w, st.V, out)
         return out
 
+    def learn(self, csr, y, sw, order, out, limit=np.inf):
+        """As :meth:`OnlineLearner.learn`, then the rows of w and V the batch touched must be
+        finite (an overflow in the last row's update is not seen by a later prediction)."""
+        status, row, info = super().learn(csr, y, sw, order, out, limit)
+        if status == OK and order.shape[0]:
+            cols = self._touched(csr[1])
+            if not (np.isfinite(self.state.w[cols]).all()
+                    and np.isfinite(self.state.V[cols]).all()):
+                status, row = BAD_STEP, int(order[-1])
+        return status, row, info
+
+    def _touched(self, indices):
+        """The distinct features of a batch in O(nnz): sorted when few, by a mask over the
+        features when many (then d <= 8 nnz); the last answer is reused for the same array."""
+        last = getattr(self, "_last_touched", None)
+        if last is not None and last[0] is indices:
+            return last[1]
+        d = self.state.w.shape[0]
+        if 8 * indices.shape[0] < d:
+            cols = np.unique(indices)
+        else:
+            mask = np.zeros(d, dtype=bool)
+            mask[indices] = True
+            cols = np.flatnonzero(mask)
+        self._last_touched = (indices, cols)
+        return cols
+
     def snapshot(self, indices):
-        cols = np.unique(indices)
+        cols = self._touched(indices)
         snap = {"cols": cols}
         for key, arr in self.arrays().items():
             snap[key] = arr[cols].copy() if arr.shape[:1] == self.state.w.shape else arr.copy()
