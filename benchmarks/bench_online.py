@@ -7,7 +7,11 @@ learner runs predict-then-learn over the stream in one compiled call per batch
 covers validation, the kernel and the metric bookkeeping. Peers run on the same stream in the
 same run: River's ``facto`` FM (CPU time of its predict_one / learn_one loop) and Vowpal Wabbit
 ``--lrq`` (its own driver on a text file written beforehand, CPU time of the run), from the
-Python of a separate environment (``--peers-python``, default /work/peers/bin/python).
+Python of a separate environment (``--peers-python`` or ``$FMLEARN_PEERS_PYTHON``).
+
+Data: MovieLens-100K through :func:`fmlearn.datasets.load_movielens_100k` (``$ML100K``: the
+folder or ``ml-100k.inter`` file, else the fmlearn data cache); IJCNN1 from
+``$FMLEARN_LIBSVM`` (``ijcnn1.trn.bz2``, ``ijcnn1.tst.bz2``).
 
 ``--long`` adds the flat-cost check of issue 5: OCCFM on 10^6 one-hot rounds (d = 10,000),
 time and model-state memory per block of 100,000 rounds.
@@ -47,16 +51,12 @@ def load_stream(name):
     if name == "ml100k":
         from fmlearn.datasets import load_movielens_100k
 
-        path = os.environ.get("ML100K")
-        if path is None:
-            path = subprocess.run(["/work/shared/tools/get-movielens-100k"], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-        b = load_movielens_100k(path)
+        b = load_movielens_100k(os.environ.get("ML100K"))
         X, y, task = b.X.tocsr(), b.y, "regression"
     elif name == "ijcnn1":
         from fmlearn.datasets import load_svmlight
 
-        root = os.environ.get("LIBSVM_DATA", "/work/shared/data/libsvm")
+        root = os.environ["FMLEARN_LIBSVM"]
         Xa, ya = load_svmlight(os.path.join(root, "ijcnn1.trn.bz2"), zero_based=False)
         Xb, yb = load_svmlight(os.path.join(root, "ijcnn1.tst.bz2"), n_features=Xa.shape[1],
                                zero_based=False)
@@ -78,18 +78,18 @@ def learners(task, d):
     delta = 30.0 if reg else 300.0
     slow = None if d < 200 else 5000  # projections on d = 2625 cost milliseconds per round
     return [
-        ("OCCFM (ccfm ocg)", lambda: ccfm("ocg", delta=delta, gamma_power=1.0), None),
-        ("OCCFM, no refinement", lambda: ccfm("ocg", delta=delta, gamma_power=1.0, eig_iter=0),
-         None),
-        ("CCFM-OGD", lambda: ccfm("ogd", delta=delta), slow),
-        ("CCFM-PA", lambda: ccfm("pa", delta=delta), slow),
-        ("CCFM-FTRL", lambda: ccfm("ftrl", delta=delta), slow),
+        ("OCCFM (ccfm ocg)", lambda: ccfm("ocg", trace_bound=delta, gamma_power=1.0), None),
+        ("OCCFM, no refinement",
+         lambda: ccfm("ocg", trace_bound=delta, gamma_power=1.0, eig_max_iter=0), None),
+        ("CCFM-OGD", lambda: ccfm("ogd", trace_bound=delta), slow),
+        ("CCFM-PA", lambda: ccfm("pa", trace_bound=delta), slow),
+        ("CCFM-FTRL", lambda: ccfm("ftrl", trace_bound=delta), slow),
         ("FM-FTRL (k=8)", lambda: fm("ftrl", n_factors=8, random_state=0), None),
         ("FM-OGD (k=8)", lambda: fm("ogd", n_factors=8, random_state=0), None),
         ("FM-PA (k=8)", lambda: fm("pa", n_factors=8, random_state=0), None),
         ("FM-SGD (FMRegressor sgd, k=8)" if reg else "FM-SGD (FMClassifier sgd, k=8)",
          lambda: sgd(8, solver="sgd", random_state=0), None),
-        ("CFM-FTRL", lambda: cfm("ftrl", delta=delta), slow),
+        ("CFM-FTRL", lambda: cfm("ftrl", trace_bound=delta), slow),
     ]
 
 
@@ -148,7 +148,7 @@ def long_run(n=1_000_000, d=10_000, block=100_000):
 
     X, y, _ = make_ccfm_stream(n, d, rank=4, trace_norm=20.0, fields=[d // 2, d - d // 2],
                                noise=0.3, random_state=0)
-    m = CCFMRegressor(delta=20.0, gamma_power=1.0, shuffle=False)
+    m = CCFMRegressor(trace_bound=20.0, gamma_power=1.0, shuffle=False)
     m.partial_fit(X[:10], y[:10])
     rows = []
     for start in range(10, n, block):
@@ -160,7 +160,7 @@ def long_run(n=1_000_000, d=10_000, block=100_000):
                     if k.startswith("state_") and isinstance(v, np.ndarray))
         rows.append({"rounds": int(sl.stop), "seconds": sec,
                      "rounds_per_s": (sl.stop - sl.start) / sec, "state_mb": state / 2**20,
-                     "davidson_steps": int(m.state_ist_[5])})
+                     "davidson_steps": int(m.info_["davidson_steps"])})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -169,7 +169,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default="ml100k,ijcnn1")
     p.add_argument("--peers", action="store_true", help="also run River and Vowpal Wabbit")
-    p.add_argument("--peers-python", default="/work/peers/bin/python")
+    p.add_argument("--peers-python", default=os.environ.get("FMLEARN_PEERS_PYTHON"))
     p.add_argument("--only", default=None, help="comma-separated learner labels (prefix match)")
     p.add_argument("--batch", type=int, default=10000)
     p.add_argument("--long", action="store_true", help="the 10^6-round flat-cost run")

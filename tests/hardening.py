@@ -48,10 +48,13 @@ def estimators():
                                                                         random_state=0), "reg"),
         "ConvexFMRegressor": (lambda: F.ConvexFMRegressor(max_iter=5), "reg"),
         "ConvexFMClassifier": (lambda: F.ConvexFMClassifier(max_iter=5), "clf"),
-        "CCFMRegressor": (lambda: F.CCFMRegressor(delta=3.0, n_iter=2), "reg"),
+        "CCFMRegressor": (lambda: F.CCFMRegressor(trace_bound=3.0, n_iter=2), "reg"),
+        "CCFMRegressor-ftrl": (lambda: F.CCFMRegressor(learner="ftrl", n_iter=2), "reg"),
+        "CCFMRegressor-ogd": (lambda: F.CCFMRegressor(learner="ogd", n_iter=2), "reg"),
         "CCFMClassifier": (lambda: F.CCFMClassifier(n_iter=2), "clf"),
         "OnlineFMRegressor": (lambda: F.OnlineFMRegressor(n_iter=2), "reg"),
         "OnlineFMClassifier": (lambda: F.OnlineFMClassifier(n_iter=2), "clf"),
+        "OnlineFMRegressor-ogd": (lambda: F.OnlineFMRegressor(learner="ogd", n_iter=2), "reg"),
         "OnlineCFMRegressor": (lambda: F.OnlineCFMRegressor(n_iter=2), "reg"),
         "OnlineCFMClassifier": (lambda: F.OnlineCFMClassifier(n_iter=2), "clf"),
     }
@@ -181,8 +184,9 @@ MUTATION_FAMILIES = [
     "FMClassifier-sgd", "GFMRegressor", "GFMRegressor-moment", "IFMRegressor",
     "SymmetricRankOneSensing", "PhaseRetrieval", "AsymmetricRankOneSensing",
     "ConvexFMRegressor", "ConvexFMClassifier",
-    # online families (state names of today; branch ``online`` extends their checks)
-    "CCFMRegressor", "CCFMClassifier", "OnlineFMRegressor", "OnlineFMClassifier",
+    # online families: every learner's named state (model format 2)
+    "CCFMRegressor", "CCFMRegressor-ftrl", "CCFMRegressor-ogd", "CCFMClassifier",
+    "OnlineFMRegressor", "OnlineFMRegressor-ogd", "OnlineFMClassifier",
     "OnlineCFMRegressor", "OnlineCFMClassifier",
 ]
 
@@ -212,7 +216,10 @@ def _array_edits(arr):
                 continue
             a = arr.copy()
             a.flat[-1] = value
-            out.append(("index", label, a))
+            # a one-element integer array is a counter or a flag (online learners store their
+            # scalars so): -1 must be refused, a large count may be legitimate
+            kind = "index" if arr.size > 1 or value < 0 else "counter"
+            out.append((kind, label, a))
     if arr.dtype.kind in "fiu":
         out.append(("dtype", "as_float32" if arr.dtype != np.float32 else "as_float64",
                     arr.astype(np.float64 if arr.dtype == np.float32 else np.float32)))

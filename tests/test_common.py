@@ -32,11 +32,11 @@ ESTIMATORS = [
     FMClassifier(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMClassifier(solver="sgd", n_iter=30),
     # online learners: a few passes (fit = shuffled passes) so that the small check data sets
-    # are learned; delta suits standardized features
-    CCFMRegressor(delta=3.0, gamma_power=1.0, n_iter=10),
-    CCFMRegressor("ogd", delta=3.0, n_iter=10),
-    CCFMRegressor("pa", delta=3.0, n_iter=10),
-    CCFMRegressor("ftrl", delta=3.0, n_iter=10),
+    # are learned; trace_bound suits standardized features
+    CCFMRegressor(trace_bound=3.0, gamma_power=1.0, n_iter=10),
+    CCFMRegressor("ogd", trace_bound=3.0, n_iter=10),
+    CCFMRegressor("pa", trace_bound=3.0, n_iter=10),
+    CCFMRegressor("ftrl", trace_bound=3.0, n_iter=10),
     CCFMClassifier(),
     CCFMClassifier("ogd"),
     CCFMClassifier("pa"),

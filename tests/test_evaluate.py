@@ -55,9 +55,9 @@ def test_metric_edge_cases():
 
 def test_fast_path_equals_predict_then_learn_row_by_row():
     X, y = _data()
-    res = evaluate_prequential(CCFMRegressor(delta=3.0, clip_predictions=False), (X, y),
+    res = evaluate_prequential(CCFMRegressor(trace_bound=3.0, clip_predictions=False), (X, y),
                                metrics=["rmse", "mae"], batch_size=64, keep_predictions=True)
-    ref = CCFMRegressor(delta=3.0, clip_predictions=False)
+    ref = CCFMRegressor(trace_bound=3.0, clip_predictions=False)
     expected = []
     for i in range(X.shape[0]):
         expected.append(ref.predict(X[i:i + 1])[0] if i else 0.0)
@@ -83,7 +83,7 @@ def test_an_iterable_of_batches_equals_a_tuple():
 def test_classifier_metrics_and_labels():
     X, y = _data(n=600, seed=3)
     labels = np.where(y > 0, "pos", "neg")
-    res = evaluate_prequential(CCFMClassifier(delta=20.0, gamma_power=1.0), (X, labels),
+    res = evaluate_prequential(CCFMClassifier(trace_bound=20.0, gamma_power=1.0), (X, labels),
                                batch_size=100, keep_predictions=True)
     assert set(res.metrics) == {"error_rate", "auc"}
     enc = np.where(labels == "pos", 1.0, -1.0)
@@ -118,8 +118,9 @@ def test_generic_path_for_other_estimators():
 def test_sparse_stream_and_sample_weights():
     X, y = _data(n=300, seed=6)
     w = np.random.default_rng(0).integers(1, 3, size=300).astype(float)
-    a = evaluate_prequential(CCFMRegressor(delta=3.0), (sp.csr_matrix(X), y, w), batch_size=50)
-    b = evaluate_prequential(CCFMRegressor(delta=3.0), (X, y, w), batch_size=50)
+    a = evaluate_prequential(CCFMRegressor(trace_bound=3.0), (sp.csr_matrix(X), y, w),
+                             batch_size=50)
+    b = evaluate_prequential(CCFMRegressor(trace_bound=3.0), (X, y, w), batch_size=50)
     assert a.metrics["rmse"] == pytest.approx(b.metrics["rmse"])
 
 
@@ -142,7 +143,7 @@ def test_bad_arguments():
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     X, y = _data(n=200)
-    res = evaluate_prequential(CCFMRegressor(delta=3.0), (X, y), batch_size=20)
+    res = evaluate_prequential(CCFMRegressor(trace_bound=3.0), (X, y), batch_size=20)
     path = tmp_path / "curve.png"
     res.plot(path, title="test")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

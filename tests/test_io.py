@@ -265,7 +265,7 @@ def test_renamed_class_is_refused(saved, tmp_path, which, new_class, match):
         fmlearn.load(_rebuild(blob, tmp_path / "e.fmz", edit))
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_wrong_format_version_is_refused(saved, tmp_path, version):
     _, blob = saved["reg"]
 

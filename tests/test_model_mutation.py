@@ -53,9 +53,6 @@ def test_the_batch_suite_has_at_least_200_files():
     assert total >= 200, total
 
 
-@pytest.mark.xfail(run=False, reason="branch online adds the loaded-state checks of the online "
-                   "models: today CCFMRegressor with state_S_indices_[-1] = -1 aborts the "
-                   "process (double free); flip this to a plain test when it lands")
 @pytest.mark.parametrize("family", ONLINE)
 def test_crafted_online_models_are_refused_or_usable_never_a_crash(family):
     _check(run_in_child("mutation", [family]))

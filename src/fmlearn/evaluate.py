@@ -135,7 +135,7 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
     >>> from fmlearn import CCFMClassifier, evaluate_prequential
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(3000, 4)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    >>> res = evaluate_prequential(CCFMClassifier(delta=50.0, gamma_power=1.0), (X, y),
+    >>> res = evaluate_prequential(CCFMClassifier(trace_bound=50.0, gamma_power=1.0), (X, y),
     ...                            metrics=["error_rate", "auc"])
     >>> bool(res.metrics["error_rate"] < 0.2), res.curves["auc"].shape
     (True, (3,))

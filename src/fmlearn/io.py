@@ -1,11 +1,11 @@
 """Model files: arrays plus JSON metadata, versioned, validated, written atomically.
 
-Format (``.fmz``, version 1)
+Format (``.fmz``, version 2)
 ----------------------------
 A ZIP archive whose members are all stored uncompressed, holding exactly
 
 ``fmlearn.json``
-    ``{"format": "fmlearn-model", "format_version": 1, "fmlearn_version": "...",
+    ``{"format": "fmlearn-model", "format_version": 2, "fmlearn_version": "...",
     "class": "FMRegressor", "params": {...}, "attributes": {...}, "arrays": {...},
     "digest": "..."}``.
     ``params`` are the constructor arguments (``get_params(deep=False)``); ``attributes`` are
@@ -64,7 +64,7 @@ from .exceptions import ModelFileError
 __all__ = ["save_model", "load", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "fmlearn-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _META = "fmlearn.json"
 _STR_ARRAY = "__str_array__"
 _DIGEST = "digest"
@@ -307,7 +307,7 @@ def _read_meta(zf, info, path):
     if version != FORMAT_VERSION:
         raise ModelFileError(
             f"{path!r} has model format version {version!r}; this fmlearn reads version "
-            f"{FORMAT_VERSION}"
+            f"{FORMAT_VERSION}: fit the model again with this fmlearn and save it"
         )
     try:
         digest_ok = meta.get(_DIGEST) == manifest_digest(meta)
@@ -455,7 +455,8 @@ def _check_usable(est, path):
     _check_values(est, path)
     try:
         est._check_loaded_state()
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError, MemoryError,
+            OverflowError) as exc:
         raise ModelFileError(f"{path!r}: inconsistent model state: {exc}") from None
     probe = sp.csr_matrix(np.vstack([np.zeros(d), np.ones(d)]))
     try:

@@ -56,8 +56,8 @@ def add_parser(sub):
                     "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
         epilog="examples:\n"
                "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"
-               "      --delta 300 --shuffle --seed 0\n"
-               "  fmlearn online ratings.libfm --model fm --learner ftrl --rank 8 \\\n"
+               "      --trace-bound 300 --shuffle --seed 0\n"
+               "  fmlearn online ratings.libfm --model fm --learner ftrl --n-factors 8 \\\n"
                "      --test test.libfm --save model.fmz --curve curve.tsv")
     p.add_argument("train", metavar="TRAIN", help="svmlight/libFM stream (rows in file order)")
     p.add_argument("--test", metavar="TEST", help="held-out file scored after learning")
@@ -69,20 +69,21 @@ def add_parser(sub):
     p.add_argument("--loss", choices=["squared", "logistic"], default="squared",
                    help="squared: regression (RMSE); logistic: binary classification (error "
                         "rate, AUC); default squared")
-    p.add_argument("--delta", type=_positive_float, default=10.0, metavar="D",
+    p.add_argument("--trace-bound", type=_positive_float, default=10.0, metavar="D",
                    help="ccfm, cfm: trace-norm bound (default 10)")
-    p.add_argument("--eta", type=_positive_float, default=None, metavar="E",
-                   help="ccfm ocg: weight of the accumulated gradient; ogd, ftrl: step size "
-                        "(default: the estimator's)")
+    p.add_argument("--learning-rate", type=_positive_float, default=None, metavar="E",
+                   help="the estimator's learning_rate: ccfm ocg: weight of the accumulated "
+                        "gradient; ccfm ogd/ftrl, fm ogd: step size; fm ftrl, cfm: FTRL alpha "
+                        "of w0 and w (default: the estimator's)")
     p.add_argument("--gamma-power", type=_nonneg_float, default=0.5, metavar="P",
                    help="ccfm ocg: gamma_t = t^-P (default 0.5, the paper's)")
     p.add_argument("--power-t", type=_nonneg_float, default=0.5, metavar="P",
                    help="ogd, ftrl: step size eta / t^P (default 0.5)")
     p.add_argument("--no-self-interaction", action="store_true",
                    help="ccfm: leave out the x_j^2 terms")
-    p.add_argument("--rank", type=_positive_int, default=8, metavar="K",
+    p.add_argument("--n-factors", type=_positive_int, default=8, metavar="K",
                    help="fm: number of factors (default 8)")
-    p.add_argument("--passes", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--n-iter", type=_positive_int, default=1, metavar="N",
                    help="passes over TRAIN; metrics are those of every prediction made")
     p.add_argument("--shuffle", action="store_true",
                    help="visit the rows in a random order (--seed) instead of file order")
@@ -116,27 +117,28 @@ def build_online_estimator(args):
                        f"got --learner {learner}")
     clf = args.loss == "logistic"
     kw = {}
-    if args.eta is not None:
-        kw["eta"] = args.eta
+    if args.learning_rate is not None:
+        kw["learning_rate"] = args.learning_rate
     if args.model == "ccfm":
         cls = CCFMClassifier if clf else CCFMRegressor
-        return cls(learner, delta=args.delta, gamma_power=args.gamma_power,
+        return cls(learner, trace_bound=args.trace_bound, gamma_power=args.gamma_power,
                    power_t=args.power_t, self_interaction=not args.no_self_interaction,
                    random_state=args.seed, **kw)
     if args.no_self_interaction:
         raise CLIError("--no-self-interaction applies to --model ccfm")
     if args.model == "fm":
         cls = OnlineFMClassifier if clf else OnlineFMRegressor
-        return cls(learner, n_factors=args.rank, power_t=args.power_t, random_state=args.seed,
-                   **kw)
+        return cls(learner, n_factors=args.n_factors, power_t=args.power_t,
+                   random_state=args.seed, **kw)
     cls = OnlineCFMClassifier if clf else OnlineCFMRegressor
-    return cls(learner, delta=args.delta, power_t=args.power_t, random_state=args.seed, **kw)
+    return cls(learner, trace_bound=args.trace_bound, power_t=args.power_t,
+               random_state=args.seed, **kw)
 
 
 def _stream(X, y, args):
     rng = np.random.default_rng(args.seed)
     n = X.shape[0]
-    for _ in range(args.passes):
+    for _ in range(args.n_iter):
         order = rng.permutation(n) if args.shuffle else np.arange(n)
         for start in range(0, n, args.batch_size):
             rows = order[start:start + args.batch_size]
@@ -161,7 +163,7 @@ def cmd_online(args):
     t0 = time.perf_counter()
     res = evaluate_prequential(est, _stream(X, y, args), metrics=metrics,
                                classes=np.unique(y) if clf else None, verbose=args.verbose,
-                               total=X.shape[0] * args.passes)
+                               total=X.shape[0] * args.n_iter)
     wall = time.perf_counter() - t0
     report = [("model", f"{type(est).__name__}(learner={est.learner})"),
               ("train", f"{args.train}: {X.shape[0]} rows, {X.shape[1]} features"),
@@ -170,16 +172,16 @@ def cmd_online(args):
               ("rows per second", float(res.rows_per_second))]
     report += [(f"prequential {name}", float(v)) for name, v in res.metrics.items()]
     if X_test is not None:
-        if clf:
-            from sklearn.metrics import roc_auc_score
+        from sklearn.metrics import roc_auc_score, root_mean_squared_error, zero_one_loss
 
+        if clf:
             pred = est.predict(X_test)
-            report.append(("test error_rate", float(np.mean(pred != y_test))))
+            report.append(("test error_rate", float(zero_one_loss(y_test, pred))))
             score = est.decision_function(X_test)
             report.append(("test auc", float(roc_auc_score(y_test == est.classes_[1], score))))
         else:
             pred = est.predict(X_test)
-            report.append(("test rmse", float(np.sqrt(np.mean((pred - y_test) ** 2)))))
+            report.append(("test rmse", float(root_mean_squared_error(y_test, pred))))
     info = getattr(est, "info_", {}) or {}
     for key in ("dropped_mass", "inexact_steps"):
         if key in info and info[key]:

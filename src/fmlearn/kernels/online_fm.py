@@ -1,158 +1,140 @@
-"""Compiled per-row loops of the online learners for the classic FM (the FM-* baselines of
-seed 002 §4.1): online gradient descent, passive-aggressive and FTRL-Proximal on (w0, w, V).
-
-Each loop visits a batch of CSR rows in the given order, writes the prediction made *before*
-the row's update into ``out`` (prequential evaluation for free) and stops at the first row whose
-prediction is non-finite or exceeds ``limit``. A row of weight s is visited ceil(s) times with
-its gradient scaled by s / ceil(s), so a weight of m equals m repeated rows.
+"""The classic FM learned online (the FM-* baselines of seed 002 §4.1): one round's update of
+online gradient descent, passive-aggressive or FTRL-Proximal on (w0, w, V), run by
+:func:`fmlearn.kernels.steps.run_rows`. A round touches only the row's coordinates: O(nnz k).
 """
 
 import math
+from collections import namedtuple
 
-import numpy as np
 from numba import njit
 
 from ..losses import LOGISTIC, SMOOTHNESS, loss_derivative
-from .online import ftrl_coord
 from .predict import fm_row
 from .sgd import _pred_and_grad_norm2
+from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, invscaling, run_rows
+
+# t: 1-array, rounds learned; w0: 1-array
+FMState = namedtuple("FMState", "t w0 w V")
+# FTRL-Proximal adds the (z, n) of every coordinate
+FTRLFMState = namedtuple("FTRLFMState", "t w0 w V z_bias n_bias z_linear n_linear z_pairwise "
+                                        "n_pairwise")
+OGDConfig = namedtuple("OGDConfig", "loss learning_rate power_t reg_bias reg_linear reg_pairwise "
+                                    "implicit")
+PAConfig = namedtuple("PAConfig", "loss pa_c epsilon")
+FTRLConfig = namedtuple("FTRLConfig", "loss learning_rate ftrl_beta l1_linear reg_bias "
+                                      "reg_linear learning_rate_pairwise ftrl_beta_pairwise "
+                                      "l1_pairwise reg_pairwise")
+# q: sum_j v_jf x_j of the row; qq, fa, fb: buffers; norm2: 1-array, ||grad f||^2 of the row
+FMWork = namedtuple("FMWork", "q qq fa fb norm2")
 
 
-@njit(cache=True)
-def fm_ogd_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, eta0, power_t, reg0, reg1,
-                 reg2, implicit, limit, out):
-    """Online gradient descent with step eta0 / t ** power_t (Zinkevich 2003) and L2 penalties.
+@njit(cache=True, nogil=True)
+def predict_with_norm(state, cfg, work, rows, i):
+    """f(x_i), and ||d f / d(w0, w, V)||^2 into work.norm2 (OGD's implicit step, PA's tau)."""
+    pred, work.norm2[0] = _pred_and_grad_norm2(rows.indptr, rows.indices, rows.data, i,
+                                               state.w0[0], state.w, state.V, work.q, work.qq,
+                                               work.fa, work.fb)
+    return pred
 
-    With power_t = 0 this is plain SGD (Rendle 2010 §III-C); ``params0`` holds w0, ``ist[0]``
-    counts the steps over the model's life. With ``implicit`` the step is divided by
+
+@njit(cache=True, nogil=True)
+def predict(state, cfg, work, rows, i):
+    return fm_row(rows.indptr, rows.indices, rows.data, i, state.w0[0], state.w, state.V,
+                  work.q, work.qq)
+
+
+@njit(cache=True, nogil=True)
+def _descend(state, rows, i, g, eta, reg_linear, reg_pairwise, q):
+    """w -= eta (g x + reg w), V -= eta (g d f / dV + reg V) on the row's coordinates (an
+    overflow shows in the next row's prediction, or in the learner's check after the call)."""
+    w, V = state.w, state.V
+    k = V.shape[1]
+    for p in range(rows.indptr[i], rows.indptr[i + 1]):
+        j = rows.indices[p]
+        x = rows.data[p]
+        w[j] -= eta * (g * x + reg_linear * w[j])
+        for f in range(k):
+            vv = V[j, f]
+            V[j, f] = vv - eta * (g * x * (q[f] - vv * x) + reg_pairwise * vv)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def update_ogd(state, cfg, work, rows, i, pred, scale):
+    """Online gradient descent with step eta0 / t ** power_t (Zinkevich 2003) and L2 penalties
+    (power_t = 0: plain SGD, Rendle 2010 §III-C). With ``implicit`` the step is divided by
     1 + eta L ||grad f||^2 (the implicit update of the linearized loss, as ``FMRegressor``'s
     SGD does), which cannot overshoot a row's target whatever the feature scale."""
-    k = V.shape[1]
-    q = np.empty(k)
-    qq = np.empty(k)
-    fa = np.empty(k)
-    fb = np.empty(k)
-    for r in range(order.shape[0]):
-        i = order[r]
-        reps = max(1, int(math.ceil(sw[i]))) if sw[i] > 0.0 else 1
-        scale = sw[i] / reps
-        for rep in range(reps):
-            pred, norm2 = _pred_and_grad_norm2(Xp, Xi, Xd, i, params0[0], w, V, q, qq, fa, fb)
-            if rep == 0:
-                out[i] = pred
-            if sw[i] <= 0.0:
-                break
-            if not (abs(pred) <= limit):
-                return i
-            t = ist[0] + 1
-            ist[0] = t
-            eta = eta0 / math.pow(t, power_t)
-            g = scale * loss_derivative(loss, pred, y[i])
-            if implicit:
-                g /= 1.0 + eta * scale * SMOOTHNESS[loss] * norm2
-            params0[0] -= eta * (g + reg0 * params0[0])
-            for p in range(Xp[i], Xp[i + 1]):
-                j = Xi[p]
-                x = Xd[p]
-                w[j] -= eta * (g * x + reg1 * w[j])
-                for f in range(k):
-                    vv = V[j, f]
-                    V[j, f] = vv - eta * (g * x * (q[f] - vv * x) + reg2 * vv)
-    return -1
+    eta = invscaling(cfg.learning_rate, cfg.power_t, state.t[0])
+    g = scale * loss_derivative(cfg.loss, pred, rows.y[i])
+    if cfg.implicit:
+        g /= 1.0 + eta * scale * SMOOTHNESS[cfg.loss] * work.norm2[0]
+    state.w0[0] -= eta * (g + cfg.reg_bias * state.w0[0])
+    _descend(state, rows, i, g, eta, cfg.reg_linear, cfg.reg_pairwise, work.q)
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
-@njit(cache=True)
-def fm_pa_batch(Xp, Xi, Xd, y, sw, order, loss, params0, w, V, ist, pa_c, epsilon, limit, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def update_pa(state, cfg, work, rows, i, pred, scale):
     """Passive-aggressive PA-I (Crammer et al. 2006) on the FM, linearized in (w0, w, V).
 
-    Loss: epsilon-insensitive (``loss`` squared) or hinge (``loss`` logistic, labels +-1). With
-    h = the gradient of f(x) in the parameters, tau = min(pa_c, l_PA / ||h||^2) and the step is
-    theta <- theta - tau s h, s = d l_PA / d f."""
-    k = V.shape[1]
-    q = np.empty(k)
-    qq = np.empty(k)
-    fa = np.empty(k)
-    fb = np.empty(k)
-    for r in range(order.shape[0]):
-        i = order[r]
-        reps = max(1, int(math.ceil(sw[i]))) if sw[i] > 0.0 else 1
-        scale = sw[i] / reps
-        for rep in range(reps):
-            pred, norm2 = _pred_and_grad_norm2(Xp, Xi, Xd, i, params0[0], w, V, q, qq, fa, fb)
-            if rep == 0:
-                out[i] = pred
-            if sw[i] <= 0.0:
-                break
-            if not (abs(pred) <= limit):
-                return i
-            ist[0] += 1
-            if loss == LOGISTIC:
-                l_pa = 1.0 - y[i] * pred
-                sgn = -y[i]
-            else:
-                l_pa = abs(pred - y[i]) - epsilon
-                sgn = 1.0 if pred > y[i] else -1.0
-            if l_pa <= 0.0:
-                continue
-            tau = min(pa_c * scale, l_pa / norm2)
-            g = tau * sgn
-            params0[0] -= g
-            for p in range(Xp[i], Xp[i + 1]):
-                j = Xi[p]
-                x = Xd[p]
-                w[j] -= g * x
-                for f in range(k):
-                    vv = V[j, f]
-                    V[j, f] = vv - g * x * (q[f] - vv * x)
-    return -1
+    Loss: epsilon-insensitive (squared) or hinge (logistic, labels +-1). With h the gradient of
+    f(x) in the parameters, tau = min(pa_c, l_PA / ||h||^2) and theta <- theta - tau s h,
+    s = d l_PA / d f."""
+    y = rows.y[i]
+    if cfg.loss == LOGISTIC:
+        l_pa = 1.0 - y * pred
+        sgn = -y
+    else:
+        l_pa = abs(pred - y) - cfg.epsilon
+        sgn = 1.0 if pred > y else -1.0
+    if l_pa <= 0.0:
+        return OK
+    tau = min(cfg.pa_c * scale, l_pa / work.norm2[0])
+    g = tau * sgn
+    state.w0[0] -= g
+    _descend(state, rows, i, g, 1.0, 0.0, 0.0, work.q)
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
-@njit(cache=True)
-def fm_ftrl_batch(Xp, Xi, Xd, y, sw, order, loss, zn0, znw, Vz, Vn, params0, w, V, ist, alpha,
-                  beta, l1, l2, alpha_v, beta_v, l1_v, l2_v, limit, out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def update_ftrl(state, cfg, work, rows, i, pred, scale):
     """FTRL-Proximal (McMahan et al. 2013, Algorithm 1) on every coordinate of (w0, w, V): the
-    FM-FTRL baseline of seed 002 §4.1 (after Ta 2015).
-
-    ``zn0`` (1, 3) and ``znw`` (d, 3) hold (z, n, weight) of w0 and w; ``Vz``, ``Vn`` the z and n
-    of the factors, whose current weights live in ``V`` (and w0, w in ``params0``, ``w``). The
-    factors' z starts at -(beta_v / alpha_v) V_init, which centres their proximal term at the
-    random initialization instead of 0 (from 0 every factor gradient would vanish)."""
+    FM-FTRL baseline of seed 002 §4.1 (after Ta 2015). The factors' z starts at
+    -(beta_v / alpha_v) V_init, which centres their proximal term at the random initialization
+    instead of 0 (from 0 every factor gradient would vanish)."""
+    w, V, q = state.w, state.V, work.q
     k = V.shape[1]
-    q = np.empty(k)
-    qq = np.empty(k)
-    for r in range(order.shape[0]):
-        i = order[r]
-        pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
-        out[i] = pred
-        if sw[i] <= 0.0:
-            continue
-        reps = max(1, int(math.ceil(sw[i])))
-        scale = sw[i] / reps
-        for rep in range(reps):
-            if rep > 0:
-                pred = fm_row(Xp, Xi, Xd, i, params0[0], w, V, q, qq)
-            if not (abs(pred) <= limit):
-                return i
-            ist[0] += 1
-            g = scale * loss_derivative(loss, pred, y[i])
-            params0[0] = ftrl_coord(zn0, 0, g, alpha, beta, l1, l2)
-            for p in range(Xp[i], Xp[i + 1]):
-                j = Xi[p]
-                x = Xd[p]
-                w[j] = ftrl_coord(znw, j, g * x, alpha, beta, l1, l2)
-                for f in range(k):
-                    vv = V[j, f]
-                    gv = g * x * (q[f] - vv * x)
-                    z = Vz[j, f]
-                    nn = Vn[j, f]
-                    sigma = (math.sqrt(nn + gv * gv) - math.sqrt(nn)) / alpha_v
-                    z += gv - sigma * vv
-                    nn += gv * gv
-                    Vz[j, f] = z
-                    Vn[j, f] = nn
-                    if abs(z) <= l1_v:
-                        V[j, f] = 0.0
-                    else:
-                        V[j, f] = -(z - math.copysign(l1_v, z)) / (
-                            (beta_v + math.sqrt(nn)) / alpha_v + l2_v)
-    return -1
+    g = scale * loss_derivative(cfg.loss, pred, rows.y[i])
+    ftrl_coord(state.z_bias, state.n_bias, state.w0, 0, g, cfg.learning_rate, cfg.ftrl_beta,
+               cfg.l1_linear, cfg.reg_bias)
+    for p in range(rows.indptr[i], rows.indptr[i + 1]):
+        j = rows.indices[p]
+        x = rows.data[p]
+        ftrl_coord(state.z_linear, state.n_linear, w, j, g * x, cfg.learning_rate,
+                   cfg.ftrl_beta, cfg.l1_linear, cfg.reg_linear)
+        for f in range(k):
+            vv = V[j, f]
+            gv = g * x * (q[f] - vv * x)
+            state.z_pairwise[j, f], state.n_pairwise[j, f], V[j, f] = ftrl_scalar(
+                state.z_pairwise[j, f], state.n_pairwise[j, f], vv, gv,
+                cfg.learning_rate_pairwise, cfg.ftrl_beta_pairwise, cfg.l1_pairwise,
+                cfg.reg_pairwise)
+    return OK if math.isfinite(state.w0[0]) else BAD_STEP
+
+
+# the per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with each learner's step
+
+
+@njit(cache=True, nogil=True)
+def learn_ogd(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict_with_norm, update_ogd, limit)
+
+
+@njit(cache=True, nogil=True)
+def learn_pa(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict_with_norm, update_pa, limit)
+
+
+@njit(cache=True, nogil=True)
+def learn_ftrl(rows, state, cfg, work, limit):
+    return run_rows(rows, state, cfg, work, predict, update_ftrl, limit)

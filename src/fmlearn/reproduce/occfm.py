@@ -20,8 +20,8 @@ prequential loss of the CCFM learners against learning time on fold 1 of each da
 Data: MovieLens-100K from :func:`fmlearn.datasets.load_movielens_100k` (``$FMLEARN_DATA`` or
 ``~/.cache/fmlearn``); the LIBSVM files ``ijcnn1.trn.bz2``, ``ijcnn1.tst.bz2``,
 ``adult.trn.bz2``, ``adult.tst.bz2`` from ``$FMLEARN_LIBSVM`` (default
-``/work/shared/data/libsvm``). Results are cached per run in ``out_dir/occfm_results.json``,
-so an interrupted run resumes.
+``$FMLEARN_DATA/libsvm``, else ``~/.cache/fmlearn/libsvm``). Results are cached per run in
+``out_dir/occfm_results.json``, so an interrupted run resumes.
 """
 
 import json
@@ -68,7 +68,10 @@ SLOW_TUNE = 2000
 
 
 def _libsvm_dir(data_dir):
-    return data_dir or os.environ.get("FMLEARN_LIBSVM", "/work/shared/data/libsvm")
+    if data_dir or os.environ.get("FMLEARN_LIBSVM"):
+        return data_dir or os.environ["FMLEARN_LIBSVM"]
+    root = os.environ.get("FMLEARN_DATA") or os.path.join("~", ".cache", "fmlearn")
+    return os.path.join(os.path.expanduser(root), "libsvm")
 
 
 def load(name, data_dir=None):
@@ -101,15 +104,19 @@ def grid(alg, name):
     deltas = DELTAS[name]
     if alg == "OCCFM":
         # eta (the weight of the accumulated gradient) matters on IJCNN1 (1 is too small there)
-        return [dict(delta=d, gamma_power=g, eta=e) for d in deltas for g in (0.5, 1.0)
-                for e in (1.0, 3.0, 10.0)]
+        return [dict(trace_bound=d, gamma_power=g, learning_rate=e) for d in deltas
+                for g in (0.5, 1.0) for e in (1.0, 3.0, 10.0)]
     if alg == "CCFM-OGD":
-        return [dict(delta=d, eta=e) for d in deltas for e in (0.1, 1.0)]
-    if alg in ("CCFM-FTRL", "CFM-FTRL"):
-        return [dict(delta=d, eta=e) for d in deltas for e in (0.1, 1.0, 10.0)]
+        return [dict(trace_bound=d, learning_rate=e) for d in deltas for e in (0.1, 1.0)]
+    if alg == "CCFM-FTRL":
+        return [dict(trace_bound=d, learning_rate=e) for d in deltas for e in (0.1, 1.0, 10.0)]
+    if alg == "CFM-FTRL":
+        return [dict(trace_bound=d, learning_rate_pairwise=e) for d in deltas
+                for e in (0.1, 1.0, 10.0)]
     if alg == "CCFM-PA":
-        return [dict(delta=d, pa_c=c) for d in deltas for c in (0.1, 1.0)]
-    return [dict(ftrl_alpha=a, ftrl_alpha_v=av) for a in (0.05, 0.2) for av in (0.02, 0.1)]
+        return [dict(trace_bound=d, pa_c=c) for d in deltas for c in (0.1, 1.0)]
+    return [dict(learning_rate=a, learning_rate_pairwise=av) for a in (0.05, 0.2)
+            for av in (0.02, 0.1)]
 
 
 def make(alg, task, name, params):
@@ -121,7 +128,7 @@ def make(alg, task, name, params):
         cls = OnlineCFMRegressor if reg else OnlineCFMClassifier
         # on wide data the PSD projection uses a partial eigendecomposition: 3 refinement
         # products per round to a 1e-4 residual keep it near 100 rounds/s on MovieLens
-        return cls("ftrl", eig_iter=3, eig_tol=1e-4, **params)
+        return cls("ftrl", eig_max_iter=3, eig_tol=1e-4, **params)
     cls = CCFMRegressor if reg else CCFMClassifier
     learner = {"CCFM-OGD": "ogd", "CCFM-PA": "pa", "CCFM-FTRL": "ftrl", "OCCFM": "ocg"}[alg]
     return cls(learner, **params)
@@ -156,7 +163,7 @@ def tune(alg, name, X, y, task, n_tune):
 
 def one_run(alg, name, params, X, y, task, train, test, batch):
     """Stream the training rows (predict, then learn), then score the held-out rows."""
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score, root_mean_squared_error, zero_one_loss
 
     est = make(alg, task, name, params)
     res = evaluate_prequential(est, (X[train], y[train]), metrics=_metrics(task),
@@ -168,10 +175,10 @@ def one_run(alg, name, params, X, y, task, train, test, batch):
     out["curve"] = res.curves[_key_metric(task)].tolist()
     Xte, yte = X[test], y[test]
     if task == "regression":
-        out["test_rmse"] = float(np.sqrt(np.mean((est.predict(Xte) - yte) ** 2)))
+        out["test_rmse"] = float(root_mean_squared_error(yte, est.predict(Xte)))
     else:
         score = est.decision_function(Xte)
-        out["test_error_rate"] = float(np.mean(np.where(score > 0, 1.0, -1.0) != yte))
+        out["test_error_rate"] = float(zero_one_loss(yte, np.where(score > 0, 1.0, -1.0)))
         out["test_auc"] = float(roc_auc_score(yte, score))
     info = getattr(est, "info_", {}) or {}
     out["dropped_mass"] = float(info.get("dropped_mass", 0.0))
@@ -208,7 +215,7 @@ def run(out_dir, quick=False, data_dir=None, datasets=("ml100k", "ijcnn1", "adul
     # of the full run's choice are not known yet, so the paper's bounds are used)
     config = {"quick": bool(quick), "folds": n_folds, "folds_slow": n_folds_slow,
               "permutations_per_fold": 1, "slow_rows": SLOW_ROWS, "slow_tune": SLOW_TUNE,
-              "datasets": list(datasets), "version": 1}
+              "datasets": list(datasets), "version": 2}
     os.makedirs(out_dir, exist_ok=True)
     cache_path = os.path.join(out_dir, "occfm_results.json")
     cache = _load_cache(cache_path, config)
@@ -267,12 +274,14 @@ def run(out_dir, quick=False, data_dir=None, datasets=("ml100k", "ijcnn1", "adul
 def _quick_params(alg, name):
     d = {"ml100k": 30.0, "ijcnn1": 300.0, "adult": 30.0}[name]
     if alg == "OCCFM":
-        return {"delta": d, "gamma_power": 1.0}
+        return {"trace_bound": d, "gamma_power": 1.0}
     if alg == "CCFM-PA":
-        return {"delta": d, "pa_c": 0.1}
+        return {"trace_bound": d, "pa_c": 0.1}
     if alg == "FM-FTRL":
-        return {"ftrl_alpha": 0.05, "ftrl_alpha_v": 0.02}
-    return {"delta": d, "eta": 0.1}
+        return {"learning_rate": 0.05, "learning_rate_pairwise": 0.02}
+    if alg == "CFM-FTRL":
+        return {"trace_bound": d, "learning_rate_pairwise": 0.1}
+    return {"trace_bound": d, "learning_rate": 0.1}
 
 
 def _table(name, task, cache, n_folds):

@@ -11,46 +11,33 @@ parameters.
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..kernels.online import PA
-from ..kernels.online_fm import fm_pa_batch
-from ._online_common import DEFAULT_BUDGET_MB, CCFMMatrixLearner, FMStateLearner
-from .ogd import _ccfm_projected
+from ..kernels import ccfm_proj, online_fm
+from ._online_common import DEFAULT_BUDGET_MB, FMStateLearner
+from .ogd import CCFMProjectedLearner
 
 
 @dataclass
 class PASettings:
     pa_c: float = 1.0
     epsilon: float = 0.0
-    delta: float = 10.0
+    trace_bound: float = 10.0
     max_rank: int = 128
     budget_mb: float = DEFAULT_BUDGET_MB
 
 
-class CCFMPALearner(CCFMMatrixLearner):
+class CCFMPALearner(CCFMProjectedLearner):
     name = "pa"
-
-    def __init__(self, n_features, settings, loss_code, self_interaction):
-        super().__init__(n_features, settings.max_rank, settings.budget_mb, loss_code,
-                         self_interaction)
-        self.settings = settings
-
-    def learn(self, csr, y, sw, order, out, limit=np.inf):
-        s = self.settings
-        return _ccfm_projected(self, csr, y, sw, order, out, limit, PA, 0.0, 0.0, s.delta,
-                               s.pa_c, s.epsilon)
+    mode = ccfm_proj.PA
 
 
 class FMPALearner(FMStateLearner):
     name = "pa"
+    learn_fn = online_fm.learn_pa
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code, settings):
         super().__init__(n_features, n_factors, init_stdev, rng, loss_code)
         self.settings = settings
 
-    def learn(self, csr, y, sw, order, out, limit=np.inf):
+    def config(self, indptr):
         s = self.settings
-        bad = fm_pa_batch(*csr, y, sw, order, self.loss_code, self.params0, self.w, self.V,
-                          self.ist, float(s.pa_c), float(s.epsilon), float(limit), out)
-        return int(bad), {}
+        return online_fm.PAConfig(self.loss_code, float(s.pa_c), float(s.epsilon))

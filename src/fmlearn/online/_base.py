@@ -1,0 +1,374 @@
+"""Shared machinery of the online estimators (not an estimator module): validation, the live
+learner kept between calls, fit / partial_fit with failure atomicity, prequential predictions
+and the consistency check of a loaded state.
+
+The learner's state is a record of named arrays changed in place by the compiled kernels. The
+estimator keeps the learner itself between calls (``_live``) and exposes its arrays as the
+``state_<name>_`` attributes -- the same arrays, not copies -- so a call costs what its rows
+cost (O(nnz k) for the classic FM), and :meth:`save` or pickling find the state by name. After
+:func:`fmlearn.load`, unpickling or an edit of those attributes, the learner is rebuilt around
+them on the next call.
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
+from .._data import merge_duplicate_rows, raw, to_csr
+from .._threads import blas_single_thread
+from ..exceptions import DivergenceError
+from ..losses import LOSS_CODES
+from ..solvers._online_common import status_message
+
+_PREFIX = "state_"
+
+# constructor argument names per class (inspect.signature is slow on a one-row call)
+_PARAM_NAMES = {}
+
+# rows per compiled call in ``fit`` when a progress bar is shown
+_CHUNK = 8192
+
+# A row of weight s is learned as ceil(s) rounds: beyond this a weight is refused (it would
+# take that many rounds).
+MAX_WEIGHT = 2.0**31
+
+
+class _OnlineBase(BaseFM):
+    """Validation, the live learner, fit / partial_fit and prequential predictions."""
+
+    _common_constraints = {
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # -- the learner ------------------------------------------------------------------------
+    def _new_learner(self, n_features, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _learner(self):
+        """The live learner of the fitted state (rebuilt around the ``state_*_`` arrays, without
+        copying them, when they are not the live learner's)."""
+        fitted = getattr(self, "learner_", self.learner)
+        if fitted != self.learner:
+            raise ValueError(f"the model was fitted with learner={fitted!r}; "
+                             f"set learner={fitted!r} or fit again")
+        live = self.__dict__.get("_live")
+        if (live is not None and self._is_current(live)
+                and self.__dict__.get("_live_params") == self._params_token()):
+            return live
+        learner = self._new_learner(int(self.n_features_in_), None)
+        values = {k[len(_PREFIX):-1]: v for k, v in vars(self).items()
+                  if k.startswith(_PREFIX) and k.endswith("_")}
+        learner.load_arrays(values)
+        self._check_compatible(learner)
+        self._publish(learner)
+        return learner
+
+    def _is_current(self, live):
+        published = self.__dict__.get("_live_arrays", {})
+        return all(self.__dict__.get(f"{_PREFIX}{k}_") is v for k, v in published.items())
+
+    def _check_compatible(self, learner):
+        """Hook: refuse parameters that changed what the state means."""
+
+    def _publish(self, learner):
+        arrays = learner.arrays()
+        for name in [k for k in vars(self) if k.startswith(_PREFIX)]:
+            if name[len(_PREFIX):-1] not in arrays:
+                delattr(self, name)
+        for name, value in arrays.items():
+            setattr(self, f"{_PREFIX}{name}_", value)
+        self._live = learner
+        self._live_arrays = arrays
+        self._live_params = self._params_token()
+        self.learner_ = learner.name
+        self.n_rounds_ = learner.t
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        for key in ("_live", "_live_arrays", "_live_params", "_checked_params"):
+            state.pop(key, None)
+        return state
+
+    def _params_token(self):
+        """The constructor arguments as a tuple (cheap to compare: no signature inspection)."""
+        names = _PARAM_NAMES.get(type(self))
+        if names is None:
+            names = _PARAM_NAMES[type(self)] = tuple(self._get_param_names())
+        return tuple(getattr(self, name) for name in names)
+
+    def _check_params_once(self):
+        """``_validate_params`` unless these very parameters were checked by an earlier call
+        (a one-row ``partial_fit`` should not pay for it every time)."""
+        token = self._params_token()
+        if self.__dict__.get("_checked_params") != token:
+            self._validate_params()
+            self._checked_params = token
+
+    def _limit(self, y):
+        return 1e10 * max(1.0, float(np.max(np.abs(y))) if y.shape[0] else 1.0)
+
+    def _is_classifier(self):
+        return isinstance(self, FMClassifierMixin)
+
+    def _loss_code(self):
+        return LOSS_CODES["logistic" if self._is_classifier() else "squared"]
+
+    def _seed_key(self, rng):
+        """The random_state key of the learner's pseudo-random start vectors."""
+        if self.random_state is None:
+            return 0
+        if isinstance(self.random_state, numbers.Integral):
+            return int(self.random_state) & 0xFFFFFFFF
+        return int(rng.randint(0, 2**31))
+
+    # -- validation -------------------------------------------------------------------------
+    def _validate(self, X, y, sample_weight, reset, classes=None):
+        fast = None if reset else self._validate_csr_rows(X, y, sample_weight)
+        if fast is not None:
+            X, y, sw = fast
+        else:
+            kw = {"classes": classes} if self._is_classifier() else {}
+            X, y, sw = self._validate_train(X, y, sample_weight, reset=reset, **kw)
+        if sw.shape[0] and sw.max() > MAX_WEIGHT:
+            raise ValueError(f"sample_weight above {MAX_WEIGHT:.0f}: a row of weight s is "
+                             f"learned as ceil(s) rounds; rescale the weights")
+        if fast is None:
+            X = to_csr(X, np.float64)
+        if np.any(np.abs(y) > 1e150):
+            raise ValueError("targets above 1e150 in magnitude would overflow the learners' "
+                             "squared terms; rescale y")
+        self._check_scale(X)
+        return X, np.ascontiguousarray(y, dtype=np.float64), sw
+
+    def _check_scale(self, X):
+        """Hook: refuse inputs whose scale would overflow a bounded model."""
+
+    def _validate_csr_rows(self, X, y, sample_weight):
+        """O(nnz) validation of a float64 CSR batch for a fitted estimator -- what a one-row
+        ``partial_fit`` needs -- or None when the input is of another kind or anything is off,
+        so that the general validation runs and raises its usual error."""
+        if not (sp.issparse(X) and X.format == "csr" and X.dtype == np.float64
+                and sample_weight is None and X.shape[0] >= 1
+                and X.shape[1] == self.n_features_in_
+                and not hasattr(self, "feature_names_in_")):
+            return None
+        indptr, indices, data = X.indptr, X.indices, X.data
+        nnz = data.shape[0]
+        if (indptr.shape[0] != X.shape[0] + 1 or indptr[0] != 0 or indptr[-1] != nnz
+                or indices.shape[0] != nnz or np.any(indptr[1:] < indptr[:-1])
+                or (nnz and (indices.min() < 0 or indices.max() >= X.shape[1]))
+                or not np.isfinite(data).all() or not X.has_canonical_format):
+            return None
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            return None
+        if self._is_classifier():
+            if not np.isin(y, self.classes_).all():
+                return None
+            y = np.where(y == self.classes_[1], 1.0, -1.0)
+        else:
+            if y.dtype.kind not in "iuf" or not np.isfinite(y).all():
+                return None
+            y = y.astype(np.float64)
+        return X, y, np.ones(X.shape[0])
+
+    # -- running the learner ----------------------------------------------------------------
+    def _run(self, learner, X, y, sw, order, out, bar=None):
+        csr = raw(X)
+        limit = self._limit(y)
+        step = _CHUNK if bar is not None else max(1, order.shape[0])
+        info = {}
+        for start in range(0, order.shape[0], step):
+            part = order[start:start + step]
+            with blas_single_thread():
+                status, row, info = learner.learn(csr, y, sw, part, out, limit)
+            if row >= 0:
+                raise DivergenceError(
+                    f"{type(self).__name__}(learner={learner.name!r}) diverged: "
+                    f"{status_message(status, row, limit)}; {self._divergence_hint()}; the "
+                    f"estimator keeps its previous state")
+            if bar is not None:
+                bar.update(part.shape[0])
+        return info
+
+    def _divergence_hint(self):
+        return "lower the learning rate or rescale the features"
+
+    def _atomically(self, work, X):
+        """Run ``work(snapshot_taker)``; if it raises (bad input, divergence, interrupt), put
+        every attribute and the live learner's arrays back as they were."""
+        saved = dict(self.__dict__)
+        snaps = []
+
+        def snapshot(learner, indices):
+            snaps.append((learner, learner.snapshot(indices)))
+
+        try:
+            return work(snapshot)
+        except BaseException:
+            for learner, snap in snaps:
+                learner.restore(snap)
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    def _fit(self, X, y, sample_weight, classes=None):
+        def work(snapshot):
+            warm = self.warm_start and hasattr(self, "learner_")
+            Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
+            rng = check_random_state(self.random_state)
+            if warm:
+                learner = self._learner()
+                snapshot(learner, Xv.indices)
+            else:
+                learner = self._new_learner(Xv.shape[1], rng)
+                self.__dict__.pop("y_range_", None)
+            if self.shuffle:
+                # An exact rewriting of the weighted stream: duplicates become one weighted row,
+                # visited as consecutive rounds, in an order independent of the input order.
+                Xv, yv, sw = merge_duplicate_rows(Xv, yv, sw)
+            n = Xv.shape[0]
+            out = np.empty(n)
+            bar = progress(self.verbose, n * self.n_iter, f"{type(self).__name__}[{self.learner}]")
+            with bar:
+                for _ in range(self.n_iter):
+                    order = rng.permutation(n) if self.shuffle else np.arange(n)
+                    info = self._run(learner, Xv, yv, sw, order.astype(np.int64), out,
+                                     bar if self.verbose else None)
+            self._update_range(yv)
+            self._publish(learner)
+            self.info_ = info
+            return self
+
+        return self._atomically(work, X)
+
+    def _partial_fit(self, X, y, sample_weight, classes=None):
+        self._check_params_once()
+
+        def work(snapshot):
+            first = not hasattr(self, "learner_")
+            Xv, yv, sw = self._validate(X, y, sample_weight, reset=first, classes=classes)
+            if first:
+                rng = check_random_state(self.random_state)
+                learner = self._new_learner(Xv.shape[1], rng)
+            else:
+                learner = self._learner()
+                snapshot(learner, Xv.indices)
+            out = np.empty(Xv.shape[0])
+            info = self._run(learner, Xv, yv, sw, np.arange(Xv.shape[0], dtype=np.int64), out)
+            lo, hi = self._running_range(yv)
+            self._update_range(yv)
+            self._publish(learner)
+            self.info_ = info
+            return out, lo, hi
+
+        return self._atomically(work, X)
+
+    def _prequential(self, X, y, sample_weight=None, classes=None):
+        """Learn the rows in order and return the scores predicted *before* each row's update
+        (regression: clipped to the range of the targets seen before that row)."""
+        out, lo, hi = self._partial_fit(X, y, sample_weight, classes=classes)
+        if lo is not None:
+            out = np.clip(out, lo, hi)
+        return out
+
+    def _update_range(self, y):
+        pass
+
+    def _running_range(self, y):
+        return None, None
+
+    # -- prediction -------------------------------------------------------------------------
+    def _raw_predict(self, X):
+        csr = raw(to_csr(X, np.float64))
+        return self._learner().predict(csr)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Learn from scratch (unless ``warm_start``) with ``n_iter`` passes over the rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets, or any two labels for a classifier.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a row of weight m counts like m repeated rows.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def _check_loaded_state(self):
+        """Every state array against the others and the parameters (shapes, counters and
+        indices within bounds, finiteness), then a prediction of a row touching every
+        feature: a crafted file fails here, never in a kernel."""
+        learner = self._learner()
+        template = self._new_learner(int(self.n_features_in_), None)
+        learner.check_state(template)
+        d = int(self.n_features_in_)
+        probe = np.ones(d) / np.sqrt(d)
+        scores = learner.predict(raw(to_csr(probe[None, :], np.float64)))
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("model parameters give a non-finite prediction")
+
+
+class _OnlineClassifier(FMClassifierMixin):
+    """Binary classification front of the online estimators."""
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Learn from one row or many, visited in the given order (one round per row).
+
+        ``classes`` (both labels) is needed on the first call unless ``y`` holds both."""
+        self._partial_fit(X, y, sample_weight, classes=classes)
+        return self
+
+
+class _RegressorRange(FMRegressorMixin):
+    """Regression front: predictions are clipped to the range of the targets seen (as
+    libFM does)."""
+
+    def partial_fit(self, X, y, sample_weight=None):
+        """Learn from one row or many, visited in the given order (one round per row)."""
+        self._partial_fit(X, y, sample_weight)
+        return self
+
+    def _update_range(self, y):
+        if y.shape[0] == 0:
+            return
+        lo, hi = float(np.min(y)), float(np.max(y))
+        if hasattr(self, "y_range_"):
+            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
+        self.y_range_ = [lo, hi]
+
+    def _running_range(self, y):
+        """Per row, the range of the targets seen before it (in this call and earlier)."""
+        if not self.clip_predictions:
+            return None, None
+        prev_lo, prev_hi = (self.y_range_ if hasattr(self, "y_range_") else (np.inf, -np.inf))
+        lo = np.minimum.accumulate(np.concatenate([[prev_lo], y[:-1]]))
+        hi = np.maximum.accumulate(np.concatenate([[prev_hi], y[:-1]]))
+        none = lo > hi  # nothing seen yet: no clipping
+        lo[none], hi[none] = -np.inf, np.inf
+        return lo, hi
+
+    def predict(self, X):
+        """Predicted targets, shape (n_samples,), clipped to the training range when
+        ``clip_predictions``."""
+        pred = self._scores(X)
+        if self.clip_predictions and hasattr(self, "y_range_"):
+            pred = np.clip(pred, self.y_range_[0], self.y_range_[1])
+        return pred
+
+
+def fitted_array(est, name):
+    check_is_fitted(est)
+    return getattr(est, f"{_PREFIX}{name}_")

@@ -1,0 +1,279 @@
+"""The compact convexified FM (seed 002 §3.1) learned online: :class:`CCFMRegressor` and
+:class:`CCFMClassifier`, with the learners OCCFM (``"ocg"``, 002 Algorithm 2) and the projected
+baselines ``"ogd"``, ``"pa"``, ``"ftrl"`` (002 §4.1)."""
+
+import numbers
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..solvers._online_common import DEFAULT_BUDGET_MB
+from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
+from ..solvers.ocg import OCGLearner, OCGSettings
+from ..solvers.ogd import CCFMOGDLearner, OGDSettings
+from ..solvers.pa import CCFMPALearner, PASettings
+from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange
+
+# What "auto" means for each learner (docs/online.md): the tracked eigen-step of OCCFM is
+# refined loosely (its errors are those of a conditional-gradient oracle), the projection of
+# FTRL tightly (its error moves the iterate directly); OCCFM adds one direction to C per round,
+# the projected learners one per feature of a row, hence their larger rank caps.
+AUTO = {
+    "ocg": {"eig_max_iter": 4, "eig_tol": 1e-2, "max_rank": 16},
+    "ogd": {"max_rank": 128},
+    "pa": {"max_rank": 128},
+    "ftrl": {"eig_max_iter": 10, "eig_tol": 1e-6},
+}
+
+
+class _CCFMBase(_OnlineBase):
+    _parameter_constraints = {
+        **_OnlineBase._common_constraints,
+        "learner": [StrOptions({"ocg", "ogd", "pa", "ftrl"})],
+        "trace_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "gamma_power": [Interval(numbers.Real, 0, None, closed="left")],
+        "gamma_offset": [Interval(numbers.Real, 0, None, closed="left")],
+        "power_t": [Interval(numbers.Real, 0, None, closed="left")],
+        "pa_c": [Interval(numbers.Real, 0, None, closed="neither")],
+        "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+        "self_interaction": ["boolean"],
+        "eig_max_iter": [Interval(numbers.Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "eig_tol": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "max_rank": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "sketch_size": [Interval(numbers.Integral, 2, None, closed="left"), StrOptions({"auto"})],
+        "memory_budget_mb": [Interval(numbers.Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, learner="ocg", *, trace_bound=10.0, learning_rate=1.0, gamma_power=0.5,
+                 gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
+                 eig_max_iter="auto", eig_tol="auto", max_rank="auto", sketch_size="auto",
+                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True, warm_start=False,
+                 random_state=None, verbose=0):
+        self.learner = learner
+        self.trace_bound = trace_bound
+        self.learning_rate = learning_rate
+        self.gamma_power = gamma_power
+        self.gamma_offset = gamma_offset
+        self.power_t = power_t
+        self.pa_c = pa_c
+        self.epsilon = epsilon
+        self.self_interaction = self_interaction
+        self.eig_max_iter = eig_max_iter
+        self.eig_tol = eig_tol
+        self.max_rank = max_rank
+        self.sketch_size = sketch_size
+        self.memory_budget_mb = memory_budget_mb
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _resolved(self, name):
+        value = getattr(self, name)
+        return AUTO[self.learner][name] if value == "auto" else value
+
+    def _new_learner(self, n_features, rng):
+        loss = self._loss_code()
+        si = self.self_interaction
+        budget = self.memory_budget_mb
+        if self.learner == "ocg":
+            st = OCGSettings(learning_rate=self.learning_rate, trace_bound=self.trace_bound,
+                             gamma_power=self.gamma_power, gamma_offset=self.gamma_offset,
+                             eig_max_iter=self._resolved("eig_max_iter"),
+                             eig_tol=self._resolved("eig_tol"),
+                             max_rank=self._resolved("max_rank"), budget_mb=budget,
+                             sketch_size=self.sketch_size,
+                             seed_key=self._seed_key(rng) if rng is not None else 0)
+            return OCGLearner(n_features, st, loss, si)
+        if self.learner == "ogd":
+            st = OGDSettings(learning_rate=self.learning_rate, power_t=self.power_t,
+                             trace_bound=self.trace_bound, max_rank=self._resolved("max_rank"),
+                             budget_mb=budget)
+            return CCFMOGDLearner(n_features, st, loss, si)
+        if self.learner == "pa":
+            st = PASettings(pa_c=self.pa_c, epsilon=self.epsilon, trace_bound=self.trace_bound,
+                            max_rank=self._resolved("max_rank"), budget_mb=budget)
+            return CCFMPALearner(n_features, st, loss, si)
+        st = FTRLSettings(learning_rate_pairwise=self.learning_rate, power_t=self.power_t,
+                          trace_bound=self.trace_bound,
+                          eig_max_iter=self._resolved("eig_max_iter"),
+                          eig_tol=self._resolved("eig_tol"), budget_mb=budget,
+                          sketch_size=self.sketch_size)
+        return CCFMFTRLLearner(n_features, st, loss, si)
+
+    def _check_scale(self, X):
+        # |y^| <= delta / 2 * ||x^||^2 for every C in the ball: refuse rows that would overflow
+        if X.nnz:
+            with np.errstate(over="ignore"):
+                norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
+                                    weights=X.data ** 2, minlength=X.shape[0]) + 1.0
+            if not np.all(np.isfinite(norm2)) or self.trace_bound * norm2.max() > 1e300:
+                raise ValueError("feature values are too large for the trace-norm bound "
+                                 "(predictions would overflow); rescale X")
+
+    def augmented_matrix(self):
+        """The learned (d+1) x (d+1) matrix C = [[Z, w], [w', 2 w0]] as a dense array.
+
+        Meant for small d (it allocates (d+1)^2 floats)."""
+        check_is_fitted(self)
+        return self._learner().matrix()
+
+    def trace_norm(self):
+        """||C||_tr of the learned matrix (at most ``trace_bound``)."""
+        check_is_fitted(self)
+        return self._learner().trace_norm()
+
+
+_CCFM_DOC = """
+    The compact convexified factorization machine (seed 002 §3.1) predicts
+
+        y^(x) = 1/2 x^' C x^ = w0 + <w, x> + 1/2 x' Z x,     x^ = [x; 1],  C = [[Z, w], [w', 2 w0]]
+
+    with C symmetric in the trace-norm ball ||C||_tr <= delta: one convex compact decision set
+    and a loss convex in C, as online convex optimization requires. With
+    ``self_interaction=False`` the terms Z_jj x_j^2 are left out (002 §3.1 remark; the bias
+    entry 2 w0 is kept, which the printed formula <C, x^x^' - diag(x^ o x^)> would drop).
+
+    Parameters
+    ----------
+    learner : {"ocg", "ogd", "pa", "ftrl"}, default="ocg"
+        ``"ocg"``: OCCFM, online conditional gradient (002 Algorithm 2): no projection, one
+        eigenvector per round. ``"ogd"``: projected online gradient descent; ``"pa"``: projected
+        passive-aggressive (PA-I); ``"ftrl"``: FTRL with lazy projection (002 §4.1 baselines);
+        these project exactly onto the ball by eigendecomposition every round.
+    trace_bound : float, default=10.0
+        The trace-norm bound delta of C (002 uses 10 on MovieLens and 300 on IJCNN1).
+    learning_rate : float, default=1.0
+        ``"ocg"``: the weight eta of the accumulated gradient in F_t (002 Alg. 2 line 4); the
+        theory's D / (4 G T^(3/4)) is far too small in practice (see docs/online.md). ``"ogd"``,
+        ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t.
+    gamma_power, gamma_offset : float, default=0.5, 0.0
+        ``"ocg"``: gamma_t = min(1, (t + gamma_offset) ** -gamma_power) (002: power 1/2).
+    power_t : float, default=0.5
+        ``"ogd"``, ``"ftrl"``: decay of the step size (002: 1/sqrt(t)).
+    pa_c : float, default=1.0
+        ``"pa"``: aggressiveness (largest step).
+    epsilon : float, default=0.0
+        ``"pa"`` regression: width of the insensitive zone.
+    self_interaction : bool, default=True
+        Model the terms x_j^2 (002's CCFM does).
+    eig_max_iter : int or "auto", default="auto"
+        ``"ocg"`` (auto: 4): the eigenvector comes from a small tracked subspace expanded with
+        each row; while its residual ||H q - theta q|| exceeds ``eig_tol * |theta|``, up to this
+        many Davidson steps (one product with S each) refine it; 0 skips refinement. For
+        d + 1 <= 64 the step is Lanczos on the whole matrix to a relative residual of 1e-4
+        instead. ``"ftrl"`` (auto: 10): refinement steps of the partial eigendecomposition that
+        projects (d + 1 > 400).
+    eig_tol : float or "auto", default="auto"
+        Relative residual at which refinement stops (auto: 1e-2 for ``"ocg"``, 1e-6 for
+        ``"ftrl"``).
+    max_rank : int or "auto", default="auto"
+        Rank cap of C kept as a basis and a small core (auto: 16 for ``"ocg"``, 128 for
+        ``"ogd"``/``"pa"``); when the cap reaches d+1, C is kept dense. Directions beyond the
+        cap are dropped by smallest |eigenvalue| (their trace mass is reported in ``info_``).
+    sketch_size : int or "auto", default="auto"
+        ``"ocg"``, ``"ftrl"``: the accumulated gradient S is kept exactly on the pattern of the
+        feature pairs seen while that pattern has at most 4 * sketch_size * (d + 1) entries;
+        beyond, as a Frequent Directions sketch of 2 * sketch_size rows per sign, which bounds
+        the cost and memory of a round (auto: 32, lowered to fit ``memory_budget_mb``). The
+        sketch's spectral error bound is reported in ``info_["sketch_error_bound"]``.
+    memory_budget_mb : float, default=256
+        Memory the basis of C, the tracked subspace and S may take; the rank cap and the sketch
+        are lowered to fit, and a ``MemoryError`` names the need when even the smallest do not.
+    n_iter : int, default=1
+        Passes over the data in ``fit``.
+    shuffle : bool, default=True
+        ``fit`` visits the rows in a fresh random order each pass (identical rows merged into
+        one weighted row, visited as consecutive rounds); ``False`` keeps the given order, so
+        that ``fit`` equals one ``partial_fit`` on the same rows.
+    warm_start : bool, default=False
+        ``fit`` continues from the current state.
+    random_state : int, RandomState or None, default=None
+        Order of the rows in ``fit``; for ``"ocg"`` on small d also the pseudo-random part of
+        the Lanczos start vectors (``None`` and 0 give the same).
+    verbose : int, default=0
+        Show a progress bar.
+"""
+
+_CCFM_ATTRS = """
+    Attributes
+    ----------
+    learner_ : str
+        The learner whose state is stored.
+    n_rounds_ : int
+        Rounds learned so far (a row of weight s counts ceil(s) rounds).
+    info_ : dict
+        Diagnostics (over the model's life): trace mass dropped by the rank cap, rounds whose
+        eigenvector stopped above ``eig_tol``, Davidson steps, whether S is sketched and the
+        sketch's error bound.
+    state_*_ : ndarrays
+        The learner's state by name (``state_C_U_``, ``state_S_data_``, ``state_tr_B_``, ...;
+        docs/model-format.md lists them).
+    n_features_in_ : int
+
+    References
+    ----------
+    W. Zhang, X. Lin, P. Zhao. Online compact convexified factorization machine. WWW 2018
+    (seed 002): §3.1 (CCFM), Algorithm 2 and Theorems 1-3 (OCCFM), §4.1 (baselines).
+    E. Hazan. Introduction to online convex optimization, 2016 (OCG).
+    M. Ghashami, E. Liberty, J. M. Phillips, D. P. Woodruff. Frequent directions: simple and
+    deterministic matrix sketching. SIAM J. Comput. 45(5), 2016.
+"""
+
+
+class CCFMRegressor(_RegressorRange, _CCFMBase):
+    __doc__ = ("""Compact convexified factorization machine for regression (squared loss),
+    learned online.
+""" + _CCFM_DOC + """    clip_predictions : bool, default=True
+        Clip predictions to the range of the training targets (prequential predictions to
+        the range of the targets seen before each row).
+""" + _CCFM_ATTRS + """    y_range_ : list of two floats
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import CCFMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 5)); y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> m = CCFMRegressor(trace_bound=5.0, gamma_power=1.0, random_state=0).fit(X, y)
+    >>> bool(np.sqrt(np.mean((m.predict(X) - y) ** 2)) < 0.6 * y.std())
+    True
+    """)
+
+    _parameter_constraints = {**_CCFMBase._parameter_constraints,
+                              "clip_predictions": ["boolean"]}
+
+    def __init__(self, learner="ocg", *, trace_bound=10.0, learning_rate=1.0, gamma_power=0.5,
+                 gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
+                 eig_max_iter="auto", eig_tol="auto", max_rank="auto", sketch_size="auto",
+                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 clip_predictions=True, warm_start=False, random_state=None, verbose=0):
+        super().__init__(learner, trace_bound=trace_bound, learning_rate=learning_rate,
+                         gamma_power=gamma_power, gamma_offset=gamma_offset, power_t=power_t,
+                         pa_c=pa_c, epsilon=epsilon, self_interaction=self_interaction,
+                         eig_max_iter=eig_max_iter, eig_tol=eig_tol, max_rank=max_rank,
+                         sketch_size=sketch_size, memory_budget_mb=memory_budget_mb,
+                         n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
+                         random_state=random_state, verbose=verbose)
+        self.clip_predictions = clip_predictions
+
+
+class CCFMClassifier(_OnlineClassifier, _CCFMBase):
+    __doc__ = ("""Compact convexified factorization machine for binary classification
+    (logistic loss), learned online. Any two labels; ``decision_function`` is y^(x) for
+    ``classes_[1]`` and ``predict_proba`` its sigmoid.
+""" + _CCFM_DOC + _CCFM_ATTRS + """    classes_ : ndarray of shape (2,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import CCFMClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 4)); y = np.where(X[:, 0] * X[:, 1] > 0, "yes", "no")
+    >>> clf = CCFMClassifier(trace_bound=50.0, gamma_power=1.0, random_state=0).fit(X, y)
+    >>> bool((clf.predict(X) == y).mean() > 0.9)
+    True
+    """)

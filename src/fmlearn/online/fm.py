@@ -1,0 +1,216 @@
+"""The classic FM (Rendle 2010) learned online: :class:`OnlineFMRegressor` and
+:class:`OnlineFMClassifier` with FTRL-Proximal (FM-FTRL), OGD or PA (the FM-* baselines of seed
+002 §4.1). A one-row ``partial_fit`` costs O(nnz k)."""
+
+import numbers
+
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
+from ..solvers.ogd import FMOGDLearner, OGDSettings
+from ..solvers.pa import FMPALearner, PASettings
+from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange, fitted_array
+
+# learning_rate="auto": FTRL's alpha of (w0, w) and OGD's eta
+AUTO_LEARNING_RATE = {"ftrl": 0.1, "ogd": 0.05, "pa": None}
+
+
+class _OnlineFMBase(_OnlineBase):
+    _parameter_constraints = {
+        **_OnlineBase._common_constraints,
+        "learner": [StrOptions({"ftrl", "ogd", "pa"})],
+        "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
+        "init_stdev": [Interval(numbers.Real, 0, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"),
+                          StrOptions({"auto"})],
+        "learning_rate_pairwise": [Interval(numbers.Real, 0, None, closed="neither")],
+        "power_t": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "l1_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "l1_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "pa_c": [Interval(numbers.Real, 0, None, closed="neither")],
+        "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
+        "ftrl_beta": [Interval(numbers.Real, 0, None, closed="left")],
+        "ftrl_beta_pairwise": [Interval(numbers.Real, 0, None, closed="neither")],
+        "implicit": ["boolean"],
+    }
+
+    def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, learning_rate="auto",
+                 learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
+                 reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
+                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit=True, n_iter=1, shuffle=True,
+                 warm_start=False, random_state=None, verbose=0):
+        self.learner = learner
+        self.n_factors = n_factors
+        self.init_stdev = init_stdev
+        self.learning_rate = learning_rate
+        self.learning_rate_pairwise = learning_rate_pairwise
+        self.power_t = power_t
+        self.reg_bias = reg_bias
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
+        self.l1_linear = l1_linear
+        self.l1_pairwise = l1_pairwise
+        self.pa_c = pa_c
+        self.epsilon = epsilon
+        self.ftrl_beta = ftrl_beta
+        self.ftrl_beta_pairwise = ftrl_beta_pairwise
+        self.implicit = implicit
+        self.n_iter = n_iter
+        self.shuffle = shuffle
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _new_learner(self, n_features, rng):
+        args = (n_features, self.n_factors, self.init_stdev, rng, self._loss_code())
+        lr = (AUTO_LEARNING_RATE[self.learner] if self.learning_rate == "auto"
+              else self.learning_rate)
+        if self.learner == "ftrl":
+            st = FTRLSettings(learning_rate=lr, ftrl_beta=self.ftrl_beta,
+                              l1_linear=self.l1_linear, reg_bias=self.reg_bias,
+                              reg_linear=self.reg_linear,
+                              learning_rate_pairwise=self.learning_rate_pairwise,
+                              ftrl_beta_pairwise=self.ftrl_beta_pairwise,
+                              l1_pairwise=self.l1_pairwise, reg_pairwise=self.reg_pairwise)
+            return FMFTRLLearner(*args, st)
+        if self.learner == "ogd":
+            st = OGDSettings(learning_rate=lr, power_t=self.power_t, reg_bias=self.reg_bias,
+                             reg_linear=self.reg_linear, reg_pairwise=self.reg_pairwise,
+                             implicit=self.implicit)
+            return FMOGDLearner(*args, st)
+        return FMPALearner(*args, PASettings(pa_c=self.pa_c, epsilon=self.epsilon))
+
+    def _check_compatible(self, learner):
+        if learner.state.V.shape[1] != self.n_factors:
+            raise ValueError(f"the model was fitted with n_factors={learner.state.V.shape[1]}; "
+                             "fit again to change it")
+
+    def _divergence_hint(self):
+        hints = {"ogd": "lower learning_rate", "pa": "lower pa_c",
+                 "ftrl": "lower learning_rate / learning_rate_pairwise"}
+        return hints[self.learner] + " or rescale the features"
+
+    @property
+    def w0_(self):
+        return float(fitted_array(self, "w0")[0])
+
+    @property
+    def w_(self):
+        return fitted_array(self, "w")
+
+    @property
+    def V_(self):
+        return fitted_array(self, "V")
+
+
+_FM_DOC = """
+    The classic factorization machine (Rendle 2010)
+
+        f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l
+
+    learned online by one of the per-row rules that seed 002 §4.1 compares OCCFM with.
+
+    Parameters
+    ----------
+    learner : {"ftrl", "ogd", "pa"}, default="ftrl"
+        ``"ftrl"``: FTRL-Proximal (McMahan et al. 2013) on every coordinate of (w0, w, V), the
+        FM-FTRL of 002 (after Ta 2015); ``"ogd"``: online gradient descent with step
+        learning_rate / t ** power_t (power_t = 0: plain SGD); ``"pa"``: passive-aggressive
+        PA-I on the model linearized at the current parameters (hinge / epsilon-insensitive
+        loss).
+    n_factors : int, default=8
+    init_stdev : float, default=0.1
+        Standard deviation of the initial factors.
+    learning_rate : float or "auto", default="auto"
+        ``"ftrl"``: alpha of w0 and w (auto: 0.1); ``"ogd"``: the step size eta (auto: 0.05).
+    learning_rate_pairwise : float, default=0.05
+        ``"ftrl"``: alpha of the factors V.
+    power_t : float, default=0.5
+        ``"ogd"``: the step size decays as learning_rate / t ** power_t.
+    reg_bias, reg_linear, reg_pairwise : float, default=0.0
+        ``"ogd"``, ``"ftrl"``: L2 penalties on w0, w, V.
+    l1_linear, l1_pairwise : float, default=0.0
+        ``"ftrl"``: L1 penalties on (w0, w) and on V.
+    pa_c, epsilon : float, default=0.1, 0.0
+        ``"pa"`` aggressiveness and insensitive zone (regression).
+    ftrl_beta, ftrl_beta_pairwise : float, default=1.0, 1.0
+        ``"ftrl"``: beta of (w0, w) and of V (McMahan et al. 2013, Algorithm 1); the factors'
+        proximal term is centred at the random initial factors.
+    implicit : bool, default=True
+        ``"ogd"``: divide each step by 1 + eta L ||grad f(x)||^2 (the implicit update of the
+        linearized loss, as :class:`FMRegressor`'s SGD), which does not overshoot whatever the
+        feature scale; for small steps it is the plain gradient step (``False``).
+    n_iter, shuffle, warm_start, random_state, verbose :
+        As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
+
+    Attributes
+    ----------
+    w0_, w_, V_ : float, ndarray (n_features,), ndarray (n_features, n_factors)
+    learner_, n_rounds_, info_, state_*_, n_features_in_ :
+        As in :class:`CCFMRegressor` (``state_w0_``, ``state_w_``, ``state_V_``, ``state_t_``
+        and for FTRL ``state_z_linear_``, ``state_n_linear_``, ...).
+
+    References
+    ----------
+    S. Rendle. Factorization machines. ICDM 2010.
+    H. B. McMahan et al. Ad click prediction: a view from the trenches. KDD 2013.
+    K. Crammer et al. Online passive-aggressive algorithms. JMLR 7, 2006.
+    A.-P. Ta. Factorization machines with follow-the-regularized-leader for CTR prediction in
+    display advertising. IEEE Big Data 2015.
+"""
+
+
+class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
+    __doc__ = ("""Factorization machine regressor learned online (FTRL, OGD or PA).
+""" + _FM_DOC + """    clip_predictions : bool, default=True
+        As in :class:`CCFMRegressor`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import OnlineFMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(3000, 5)); y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> m = OnlineFMRegressor(n_factors=4, n_iter=5, random_state=0).fit(X, y)
+    >>> bool(np.sqrt(np.mean((m.predict(X) - y) ** 2)) < 0.5 * y.std())
+    True
+    """)
+
+    _parameter_constraints = {**_OnlineFMBase._parameter_constraints,
+                              "clip_predictions": ["boolean"]}
+
+    def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, learning_rate="auto",
+                 learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
+                 reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
+                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit=True, n_iter=1, shuffle=True,
+                 clip_predictions=True, warm_start=False, random_state=None, verbose=0):
+        super().__init__(learner, n_factors=n_factors, init_stdev=init_stdev,
+                         learning_rate=learning_rate,
+                         learning_rate_pairwise=learning_rate_pairwise, power_t=power_t,
+                         reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
+                         l1_linear=l1_linear, l1_pairwise=l1_pairwise, pa_c=pa_c,
+                         epsilon=epsilon, ftrl_beta=ftrl_beta,
+                         ftrl_beta_pairwise=ftrl_beta_pairwise, implicit=implicit,
+                         n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
+                         random_state=random_state, verbose=verbose)
+        self.clip_predictions = clip_predictions
+
+
+class OnlineFMClassifier(_OnlineClassifier, _OnlineFMBase):
+    __doc__ = ("""Factorization machine binary classifier learned online (FTRL, OGD or PA);
+    logistic loss for FTRL and OGD, hinge loss for PA; any two labels.
+""" + _FM_DOC + """    classes_ : ndarray of shape (2,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fmlearn import OnlineFMClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(3000, 4)); y = np.where(X[:, 0] * X[:, 1] > 0, 1, 0)
+    >>> clf = OnlineFMClassifier(n_factors=4, n_iter=5, random_state=0).fit(X, y)
+    >>> bool((clf.predict(X) == y).mean() > 0.9)
+    True
+    """)
