@@ -9,13 +9,13 @@ from fmlearn import FMClassifier, FMRegressor
 from fmlearn._data import merge_duplicate_rows, raw, to_csr
 from fmlearn.datasets import make_fm
 from fmlearn.exceptions import DivergenceError
+from fmlearn.kernels.cd import Config, Model, Prior, coordinate_sweep, draw_group_hyper
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import sgd_epoch
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.solvers import _fm_common as fm_common
-from fmlearn.solvers._fm_common import FMState, column_data, row_state
+from fmlearn.solvers._fm_common import FMState, column_data, group_index, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
-from fmlearn.solvers.als import sweep as coordinate_sweep_all
 from fmlearn.solvers.mcmc import draw_latent
 
 
@@ -190,10 +190,12 @@ def test_als_objective_never_increases(loss):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatch):
+@pytest.mark.parametrize("n_groups", [1, 2])
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, n_groups, monkeypatch):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
-    # quadratic log-posterior along that coordinate (evaluated on the full model).
+    # quadratic log-posterior along that coordinate (evaluated on the full model); with two
+    # groups each feature uses its group's (lambda, mu).
     monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
@@ -202,39 +204,69 @@ def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatc
     sw = rng.uniform(0.5, 1.5, size=n)
     data = column_data(X, y, sw)
     w0, w, V = _random_model(d, k, rng)
-    alpha, lam_w, mu_w = 2.0, 3.0, 0.1
-    lam_v, mu_v = np.array([1.5, 0.7]), np.array([-0.2, 0.3])
-    noise_w, noise_v = rng.normal(size=d), rng.normal(size=(k, d))
+    group = np.array([0, 1, 1, 0, 1]) if n_groups == 2 else np.zeros(d, dtype=np.int64)
+    group, size = group_index(group, d)
+    alpha, reg0 = 2.0, 0.4
+    lam_w, mu_w = np.array([3.0, 0.5])[:n_groups], np.array([0.1, -0.4])[:n_groups]
+    lam_v = np.array([[1.5, 0.6], [0.7, 2.0]])[:, :n_groups]
+    mu_v = np.array([[-0.2, 0.5], [0.3, -0.1]])[:, :n_groups]
+    z = rng.normal(size=1 + n_groups + d + k * (n_groups + d))
     state = FMState(w0, w.copy(), V.copy())
     E = row_state(data.csr, state, y, SQUARED)
-    coordinate_sweep_all(data, state, E, y, SQUARED, (lam_w, lam_v), (mu_w, mu_v), alpha,
-                         (noise_w, noise_v), True)
+    prior = Prior(group, size, lam_w.copy(), mu_w.copy(), lam_v.copy(), mu_v.copy())
+    model = Model(state.w, state.V, np.array([w0, alpha]))
+    cfg = Config(SQUARED, 1.0, True, False, False, reg0, 1.0, 1.0, 1.0, 0.0)
+    assert coordinate_sweep(data.cols, data.plan, prior, model, E, z, np.zeros(0), cfg)
     # oracle, in the same visiting order
     ew, eV = w.copy(), V.copy()
+    ew0 = [w0]
 
-    def neg_log_post(ww, VV, lam, mu, t):
-        p = ref.fm_predict(X, w0, ww, VV)
+    def neg_log_post(lam, mu, t):
+        p = ref.fm_predict(X, ew0[0], ew, eV)
         return 0.5 * alpha * np.sum(sw * (p - y) ** 2) + 0.5 * lam * (t - mu) ** 2
 
-    def draw(get, put, lam, mu, z):
+    def draw(get, put, lam, mu, noise):
         t0 = get()
         vals = []
         for t in (t0 - 1.0, t0, t0 + 1.0):
             put(t)
-            vals.append(neg_log_post(ew, eV, lam, mu, t))
+            vals.append(neg_log_post(lam, mu, t))
         a = 0.5 * (vals[0] + vals[2] - 2 * vals[1])
         b = 0.5 * (vals[2] - vals[0])
-        prec = 2 * a
-        put(t0 - b / (2 * a) + z / np.sqrt(prec))
+        put(t0 - b / (2 * a) + noise / np.sqrt(2 * a))
 
+    draw(lambda: ew0[0], lambda t: ew0.__setitem__(0, t), reg0, 0.0, z[0])
+    zw = 1 + n_groups
     for j in data.order:
-        draw(lambda j=j: ew[j], lambda t, j=j: ew.__setitem__(j, t), lam_w, mu_w, noise_w[j])
+        draw(lambda j=j: ew[j], lambda t, j=j: ew.__setitem__(j, t), lam_w[group[j]],
+             mu_w[group[j]], z[zw + j])
     for f in range(k):
+        zf = zw + d + k * n_groups + f * d
         for j in data.order:
             draw(lambda j=j, f=f: eV[j, f], lambda t, j=j, f=f: eV.__setitem__((j, f), t),
-                 lam_v[f], mu_v[f], noise_v[f][j])
+                 lam_v[f, group[j]], mu_v[f, group[j]], z[zf + j])
+    assert model.scal[0] == pytest.approx(ew0[0], rel=1e-9)
     np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
+    # the row cache leaves the sweep exact: residuals and the last factor's sums
+    np.testing.assert_allclose(E[:, 0], ref.fm_predict(X, ew0[0], ew, eV) - y, atol=1e-9)
+    np.testing.assert_allclose(E[:, 1 + (k - 1) % 2], X @ eV[:, k - 1], atol=1e-9)
+
+
+def test_grouped_hyper_prior_draw_matches_oracle():
+    rng = np.random.default_rng(11)
+    d, n_groups = 12, 3
+    group, size = group_index(rng.integers(0, n_groups, size=d), d)
+    theta = rng.normal(size=(d, 2))
+    mu_prev = rng.normal(size=n_groups)
+    g = rng.standard_gamma(0.5 * (1.0 + size + 1.0))
+    z = rng.normal(size=n_groups)
+    cfg = Config(SQUARED, 1.0, True, True, True, 0.0, 1.0, 1.0, 1.0, 0.0)
+    lam, mu = np.empty(n_groups), mu_prev.copy()
+    draw_group_hyper(theta, 1, group, size, lam, mu, g, z, cfg)
+    elam, emu = ref.group_hyper_draw(theta[:, 1], group, n_groups, mu_prev, g, z)
+    np.testing.assert_allclose(lam, elam, rtol=1e-12)
+    np.testing.assert_allclose(mu, emu, rtol=1e-12)
 
 
 def test_probit_latent_draws_are_truncated_normals():
@@ -511,9 +543,7 @@ def test_posterior_mean_kernel_averages_sample_predictions():
         np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
-def test_coloring_classes_never_share_a_row_and_column_sums_match():
-    from fmlearn.kernels.cd import factor_column_sums
-
+def test_coloring_classes_never_share_a_row():
     X, y, _ = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
     X = to_csr(X)
     data = column_data(X, y, np.ones(500))
@@ -523,7 +553,3 @@ def test_coloring_classes_never_share_a_row_and_column_sums_match():
         feats = data.order[data.color_ptr[c]:data.color_ptr[c + 1]]
         assert Xd[:, feats].sum(axis=1).max() <= 1  # no row holds two features of a class
     assert sorted(data.order.tolist()) == list(range(40))
-    V = np.random.default_rng(0).normal(size=(40, 3))
-    E = np.zeros((500, 2))
-    factor_column_sums(*data.csr, V, 2, E, True)
-    np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)
