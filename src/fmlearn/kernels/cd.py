@@ -133,29 +133,46 @@ def _update(j, csc, E, y, sw, theta, V, st, lam, mu, noise):
     old = theta[j, col]
     g = 0.0
     hh = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
-        i = indices[p]
-        x = data[p]
-        h = x if st.slot == 0 else x * (E[i, cur] - old * x)
-        s = 1.0 if st.unit else sw[i]
-        g += s * _dloss(st.loss, E[i, 0], y, i) * h
-        hh += s * h * h
+    if st.unit and st.loss == SQUARED:  # the common case, without per-entry branches
+        if st.slot == 0:
+            for p in range(indptr[j], indptr[j + 1]):
+                x = data[p]
+                g += E[indices[p], 0] * x
+                hh += x * x
+        else:
+            for p in range(indptr[j], indptr[j + 1]):
+                i = indices[p]
+                x = data[p]
+                h = x * (E[i, cur] - old * x)
+                g += E[i, 0] * h
+                hh += h * h
+    else:
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            x = data[p]
+            h = x if st.slot == 0 else x * (E[i, cur] - old * x)
+            s = 1.0 if st.unit else sw[i]
+            g += s * _dloss(st.loss, E[i, 0], y, i) * h
+            hh += s * h * h
     theta[j, col] = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample)
     delta = theta[j, col] - old  # in the model's precision: E stays the model's
     fn = st.fn
     if delta == 0.0 and fn < 0:
         return
-    vn = V[j, fn] if fn >= 0 else 0.0
-    nxt = st.nxt
-    for p in range(indptr[j], indptr[j + 1]):
-        i = indices[p]
-        x = data[p]
-        if st.slot == 0:
+    vn = V[j, fn] if fn >= 0 else 0.0  # adding 0 when there is no next factor costs less
+    nxt = st.nxt if fn >= 0 else 0      # than a branch per entry (column 0 gains 0.0)
+    if st.slot == 0:
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            x = data[p]
             E[i, 0] += delta * x
-        else:
+            E[i, nxt] += vn * x
+    else:
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            x = data[p]
             E[i, 0] += delta * x * (E[i, cur] - old * x)
             E[i, cur] += delta * x
-        if fn >= 0:
             E[i, nxt] += vn * x
 
 

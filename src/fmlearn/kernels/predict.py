@@ -46,17 +46,32 @@ CHUNK = 512
 PARALLEL_MIN_ROWS = 100_000
 
 
-@njit(cache=True, parallel=True)
 def fm_predict_csr(indptr, indices, data, w0, w, V, out):
-    """Write f(x_i) for every row of a CSR matrix into ``out`` (float64)."""
+    """Write f(x_i) for every row of a CSR matrix into ``out`` (float64) and return it.
+
+    Fewer than ``PARALLEL_MIN_ROWS`` rows run in a plain compiled loop: a ``parallel=True``
+    kernel compiles its serial branch into slower code (measured 1.9 against 1.25 ms on
+    MovieLens' 25,000 test rows, the evaluation ALS and MCMC run after every sweep).
+    """
+    if indptr.shape[0] - 1 < PARALLEL_MIN_ROWS:
+        return _predict_rows(indptr, indices, data, w0, w, V, out)
+    return _predict_chunks(indptr, indices, data, w0, w, V, out)
+
+
+@njit(cache=True)
+def _predict_rows(indptr, indices, data, w0, w, V, out):
+    k = V.shape[1]
+    q = np.empty(k)
+    qq = np.empty(k)
+    for i in range(indptr.shape[0] - 1):
+        out[i] = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _predict_chunks(indptr, indices, data, w0, w, V, out):
     n = indptr.shape[0] - 1
     k = V.shape[1]
-    if n < PARALLEL_MIN_ROWS:  # not worth a parallel region
-        q = np.empty(k)
-        qq = np.empty(k)
-        for i in range(n):
-            out[i] = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
-        return out
     for c in prange((n + CHUNK - 1) // CHUNK):
         q = np.empty(k)
         qq = np.empty(k)
