@@ -553,3 +553,155 @@ def test_coloring_classes_never_share_a_row():
         feats = data.order[data.color_ptr[c]:data.color_ptr[c + 1]]
         assert Xd[:, feats].sum(axis=1).max() <= 1  # no row holds two features of a class
     assert sorted(data.order.tolist()) == list(range(40))
+
+
+# -- feature groups (libFM's -meta) ---------------------------------------------------------
+
+def _user_item(n=2000, sizes=(40, 30), seed=2):
+    X, y, _ = make_fm(n, sum(sizes), 3, x="onehot", n_fields=2, noise=0.2, random_state=seed)
+    return to_csr(X), y
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_one_group_equals_no_groups(solver):
+    X, y = _user_item()
+    d = X.shape[1]
+    kw = dict(solver=solver, n_iter=15, random_state=0, reg_linear=0.5, reg_pairwise=1.0)
+    base = FMRegressor(3, **kw).fit(X, y)
+    for groups in ([d], np.zeros(d, dtype=int)):
+        g = FMRegressor(3, groups=groups, **kw).fit(X, y)
+        np.testing.assert_array_equal(g.V_, base.V_)
+        np.testing.assert_array_equal(g.predict(X), base.predict(X))
+
+
+def test_sizes_and_ids_give_the_same_groups():
+    X, y = _user_item()
+    ids = np.repeat([0, 1], [40, 30])
+    a = FMRegressor(3, n_iter=10, random_state=0, groups=[40, 30]).fit(X, y)
+    b = FMRegressor(3, n_iter=10, random_state=0, groups=ids).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert np.shape(a.chain_["lambda_w"]) == (2,) and np.shape(a.chain_["mu_v"]) == (3, 2)
+
+
+@pytest.mark.parametrize("layout", ["sparse", "onehot"])
+def test_als_per_group_penalties_match_exact_coordinate_minimizer(layout, monkeypatch):
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
+    rng = np.random.default_rng(12)
+    n, d, k = 40, 9, 2
+    X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
+    y = rng.normal(size=n)
+    sw = rng.uniform(0.5, 2.0, size=n)
+    w0, w, V = _random_model(d, k, rng)
+    group = np.array([0, 2, 1, 0, 2, 1, 1, 0, 2])
+    r1, r2 = np.array([0.1, 2.0, 0.5]), np.array([1.0, 0.05, 3.0])
+    data = column_data(X, y, sw)
+    state = FMState(w0, w.copy(), V.copy())
+    als_solver(data, state, ALSSettings(1, "squared", SQUARED, 0.3, r1, r2,
+                                        group_index(group, d)))
+    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, (0.3, r1[group], r2[group]))
+    assert state.w0 == pytest.approx(ew0, rel=1e-9)
+    np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_groups_thread_count_does_not_change_results(solver, monkeypatch):
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    X, y = _user_item(3000)
+    kw = dict(solver=solver, n_iter=20, random_state=0, groups=[40, 30])
+    if solver == "als":
+        kw.update(reg_linear=[0.5, 1.0], reg_pairwise=[2.0, 1.0])
+    a = FMRegressor(3, n_jobs=1, **kw).fit(X, y)
+    c = FMRegressor(3, n_jobs=2, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.V_, c.V_)
+    np.testing.assert_array_equal(a.predict(X), c.predict(X))
+
+
+def test_grouped_mcmc_warm_start_and_save_load(tmp_path):
+    from fmlearn import load
+
+    X, y = _user_item()
+    kw = dict(n_iter=5, random_state=0, n_burn_in=0, groups=[40, 30])
+    ten = FMRegressor(3, **{**kw, "n_iter": 10}).fit(X, y)
+    warm = FMRegressor(3, warm_start=True, **kw).fit(X, y).fit(X, y)
+    np.testing.assert_allclose(warm.predict(X), ten.predict(X), rtol=1e-7, atol=1e-9)
+    path = ten.save(tmp_path / "g.fmz")
+    back = load(path)
+    assert back.groups == [40, 30]
+    np.testing.assert_array_equal(back.predict(X), ten.predict(X))
+
+
+def test_grouped_priors_learn_separate_scales():
+    # users carry strong linear effects, items none: the grouped chain gives the item block a
+    # much larger prior precision than the user block (one shared lambda cannot)
+    rng = np.random.default_rng(0)
+    n, nu, ni = 4000, 50, 40
+    u, i = rng.integers(0, nu, n), rng.integers(0, ni, n)
+    X = to_csr(sp.csr_matrix((np.ones(2 * n), np.column_stack([u, nu + i]).ravel(),
+                              np.arange(0, 2 * n + 1, 2)), shape=(n, nu + ni)))
+    y = 3.0 * rng.normal(size=nu)[u] + 0.1 * rng.normal(size=n)
+    m = FMRegressor(2, n_iter=60, random_state=0, groups=[nu, ni]).fit(X, y)
+    lam_users, lam_items = m.chain_["lambda_w"]
+    assert lam_items > 20 * lam_users
+
+
+@pytest.mark.parametrize("groups, kw, match", [
+    ([30, 30], {}, "sum to n_features=70"),
+    ([70, 0], {}, "positive"),
+    (np.full(70, -1), {}, "negative"),
+    (np.full(70, 70), {}, "must be < 70"),
+    (np.full(70, 0.5), {}, "integers"),
+    (np.zeros((2, 35)), {}, "1-D"),
+    ([40, 30], {"solver": "als", "reg_linear": [1.0, 2.0, 3.0]}, "one value per group"),
+    ([40, 30], {"solver": "als", "reg_pairwise": [1.0, -2.0]}, "non-negative"),
+    ([40, 30], {"solver": "mcmc", "reg_linear": [1.0, 2.0]}, "solver='als' only"),
+    ([40, 30], {"solver": "sgd"}, "no per-group settings"),
+])
+def test_bad_groups_are_rejected_and_leave_the_model(groups, kw, match):
+    X, y = _user_item(500)
+    m = FMRegressor(3, solver="als", n_iter=3, random_state=0, warm_start=True).fit(X, y)
+    before = m.predict(X)
+    m.set_params(groups=groups, **kw)
+    with pytest.raises(ValueError, match=match):
+        m.fit(X, y)
+    np.testing.assert_array_equal(m.predict(X), before)
+
+
+def test_feature_groups_from_movielens_style_names():
+    from fmlearn.encoders import feature_groups
+
+    names = ["user=1", "user=2", "item=10", "item=11", "item=12", "user_age=18-24",
+             "item_genre=Drama", "item_genre=Comedy"]
+    groups, blocks = feature_groups(names)
+    assert groups.tolist() == [0, 0, 1, 1, 1, 2, 3, 3]
+    assert blocks == ["user", "item", "user_age", "item_genre"]
+    with pytest.raises(TypeError):
+        feature_groups("user=1")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: meta["params"].__setitem__("groups", [70]),  # chain_ has two groups
+    lambda meta: meta["params"].__setitem__("groups", [50, 30]),  # sizes do not sum to d
+])
+def test_model_file_with_inconsistent_groups_is_refused(tmp_path, edit):
+    import json
+    import zipfile
+
+    from fmlearn import io as fio
+    from fmlearn.exceptions import ModelFileError
+
+    X, y = _user_item(500)
+    path = FMRegressor(3, n_iter=5, random_state=0, groups=[40, 30]).fit(X, y).save(
+        tmp_path / "g.fmz")
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    meta = json.loads(members["fmlearn.json"])
+    edit(meta)
+    meta["digest"] = fio.manifest_digest(meta)
+    members["fmlearn.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, blob in members.items():
+            zf.writestr(name, blob)
+    with pytest.raises(ModelFileError, match="group"):
+        fio.load(path)

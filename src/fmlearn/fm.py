@@ -402,7 +402,15 @@ class _BaseClassicFM(BaseFM):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
+        groups = _feature_groups(self.groups, d)
         if self.solver_ == "mcmc":
+            n_groups = 1 if groups is None else groups[1].shape[0]
+            c = self.chain_
+            if (np.shape(c["lambda_w"]) != (n_groups,) or np.shape(c["mu_w"]) != (n_groups,)
+                    or np.shape(c["lambda_v"]) != (k, n_groups)
+                    or np.shape(c["mu_v"]) != (k, n_groups)):
+                raise ValueError(f"chain_ hyper-parameters do not match {n_groups} group(s) "
+                                 f"and n_factors={k}")
             S = self.samples_w0_.shape[0]
             if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
                 raise ValueError("MCMC samples do not match n_features_in_ / n_factors")
@@ -471,7 +479,9 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         Standard deviation of the initial factors.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
-        ``reg_bias`` is the prior precision of w0 and the others are learned.
+        ``reg_bias`` is the prior precision of w0 and the others are learned. With
+        ``groups``, ALS accepts one ``reg_linear`` and one ``reg_pairwise`` per group
+        (libFM's ``-regular`` with 1 + 2G values).
     learning_rate : float, default=0.01
         SGD step size (libFM ``-learn_rate``).
     lr_schedule : {"constant", "invscaling"}, default="constant"
@@ -494,6 +504,15 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         every sample after burn-in as long as they fit in 256 MB (at least 10): on
         MovieLens-100K (d = 2625, k = 8) that is all of 500 sweeps, whose average predicts
         better than 100 thinned ones (test RMSE 0.9006 against 0.9014, 3 splits).
+    groups : array-like of int or None, default=None
+        Feature groups, each with its own priors (libFM's ``-meta``, myFM's
+        ``group_shapes``): a sequence of length ``n_features`` gives each feature's group id
+        (ids 0, 1, ...), any other length lists group sizes in column order (summing to
+        ``n_features``). MCMC draws a (lambda, mu) for w and for each factor per group (w0
+        and the noise precision are shared, as in libFM); ALS takes ``reg_linear`` /
+        ``reg_pairwise`` as one number or one value per group. Build them from feature
+        names with :func:`fmlearn.encoders.feature_groups` (users, items, side blocks).
+        None: one group. Not used by SGD.
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -515,9 +534,9 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded), ``"train"`` and
-        ``"val"`` metric (RMSE; for SGD the train metric only with ``verbose`` or
-        ``eval_set``); for MCMC and ALS also ``"train_avg"`` and ``"val_avg"``, the RMSE of the
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``
+        or ``eval_set`` also the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"``
+        metric, and for MCMC and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the
         running average of the predictions of all iterations (libFM's report).
     n_features_in_ : int
 
