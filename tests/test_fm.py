@@ -11,7 +11,7 @@ from fmlearn.datasets import make_fm
 from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.cd import Config, Model, Prior, coordinate_sweep, draw_group_hyper
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
-from fmlearn.kernels.sgd import sgd_epoch
+from fmlearn.kernels.sgd import Params, Rows, SGDConfig, sgd_epoch, sgd_work
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.solvers import _fm_common as fm_common
 from fmlearn.solvers._fm_common import FMState, column_data, group_index, row_state
@@ -108,13 +108,45 @@ def test_sgd_epoch_matches_oracle(loss, implicit):
     p0 = np.array([w0])
     w_, V_ = w.copy(), V.copy()
     code = SQUARED if loss == "squared" else LOGISTIC
-    t, bad = sgd_epoch(*raw(X), y, sw, order, p0, w_, V_, code, 0.05, 0, 0.5, 0, *reg,
-                       clip[0], clip[1], 1e12, implicit)
+    cfg = SGDConfig(code, 0.05, 0, 0.5, *reg, clip[0], clip[1], 1e12, implicit)
+    work = sgd_work(k, n)
+    t, bad = sgd_epoch(Rows(*raw(X), y, sw), Params(w_, V_, p0), order, 0, cfg, work)
     assert bad == -1
     assert t == int(sum(max(1, np.ceil(s)) for s in sw if s > 0))
     np.testing.assert_allclose(p0[0], ew0, rtol=1e-10)
     np.testing.assert_allclose(w_, ew, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
+
+
+def test_sgd_prequential_predictions_and_one_row_calls():
+    # The kernel's optional output holds each row's prediction before its update (what an
+    # online learner's prequential evaluation needs), and one-row calls equal the epoch.
+    rng = np.random.default_rng(13)
+    n, d, k = 25, 7, 3
+    X = to_csr(_sparse_X(n, d, 0.4, rng))
+    y = rng.normal(size=n)
+    sw = rng.choice([0.0, 1.0, 2.0], size=n)
+    order = rng.permutation(n).astype(np.int64)
+    w0, w, V = _random_model(d, k, rng)
+    reg = (0.01, 0.02, 0.03)
+    cfg = SGDConfig(SQUARED, 0.05, 0, 0.5, *reg, -np.inf, np.inf, 1e12, True)
+    rows = Rows(*raw(X), y, sw)
+    whole = Params(w.copy(), V.copy(), np.array([w0]))
+    work = sgd_work(k, n)
+    t_whole, _ = sgd_epoch(rows, whole, order, 0, cfg, work)
+    for r in range(n):
+        ew0, ew, eV = ref.sgd_epoch(X, y, sw, order[:r], w0, w, V, 0.05, reg)
+        expected = ref.fm_predict(X[order[r]], ew0, ew, eV)[0]
+        assert work.pred[r] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+    single = Params(w.copy(), V.copy(), np.array([w0]))
+    one = sgd_work(k, 1)
+    t = 0
+    for r in range(n):
+        t, bad = sgd_epoch(rows, single, order[r:r + 1], t, cfg, one)
+        assert bad == -1 and one.pred[0] == work.pred[r]
+    assert t == t_whole
+    np.testing.assert_array_equal(single.V, whole.V)
+    assert single.scal[0] == whole.scal[0]
 
 
 def _onehot_X(n, sizes, rng):
