@@ -94,10 +94,14 @@ def test_gradient_matches_finite_differences():
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("implicit", [True, False])
-def test_sgd_epoch_matches_oracle(loss, implicit):
+@pytest.mark.parametrize("values", ["real", "signs"])
+def test_sgd_epoch_matches_oracle(loss, implicit, values):
+    # "signs": every x_j is +-1, the implicit step's shortcut for binary rows
     rng = np.random.default_rng(2)
     n, d, k = 30, 8, 3
     X = to_csr(_sparse_X(n, d, 0.4, rng))
+    if values == "signs":
+        X.data = np.sign(X.data)
     y = rng.normal(size=n) if loss == "squared" else np.sign(rng.normal(size=n))
     sw = rng.choice([0.0, 0.5, 1.0, 2.5], size=n)
     order = rng.permutation(n).astype(np.int64)

@@ -34,7 +34,8 @@ def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
 
     With h_jf = x_j (q_f - v_jf x_j), sum_j h_jf^2 = q_f^2 S2 - 2 q_f A_f + B_f where
     S2 = sum_j x_j^2, A_f = sum_j v_jf x_j^3, B_f = sum_j v_jf^2 x_j^4: no second pass.
-    Leaves q[f] = sum_j v_jf x_ij for the update.
+    Leaves q[f] = sum_j v_jf x_ij for the update. Where every x_j^2 of the row is 1 (one-hot
+    and binary features) A_f = q_f and B_f = sum_j (v_jf x_j)^2, the prediction's own sums.
     """
     k = V.shape[1]
     for f in range(k):
@@ -44,23 +45,37 @@ def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
         b[f] = 0.0
     pred = np.float64(w0)
     s2 = 0.0
+    binary = True
+    for p in range(indptr[i], indptr[i + 1]):
+        x = data[p]
+        if x * x != 1.0:
+            binary = False
     for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
         x = data[p]
         x2 = x * x
         pred += w[j] * x
         s2 += x2
-        for f in range(k):
-            t = V[j, f] * x
-            tt = t * t
-            q[f] += t
-            qq[f] += tt
-            a[f] += t * x2
-            b[f] += tt * x2
+        if binary:
+            for f in range(k):
+                t = V[j, f] * x
+                q[f] += t
+                qq[f] += t * t
+        else:
+            for f in range(k):
+                t = V[j, f] * x
+                tt = t * t
+                q[f] += t
+                qq[f] += tt
+                a[f] += t * x2
+                b[f] += tt * x2
     norm2 = 1.0 + s2
     for f in range(k):
         pred += 0.5 * (q[f] * q[f] - qq[f])
-        norm2 += q[f] * q[f] * s2 - 2.0 * q[f] * a[f] + b[f]
+        if binary:
+            norm2 += q[f] * q[f] * (s2 - 2.0) + qq[f]
+        else:
+            norm2 += q[f] * q[f] * s2 - 2.0 * q[f] * a[f] + b[f]
     return pred, norm2
 
 
