@@ -163,9 +163,11 @@ def _onehot_X(n, sizes, rng):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
-    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows, used on large
-    # one-hot data, here forced on small data), "sparse" the column-wise one.
+@pytest.mark.parametrize("grouped", [False, True])
+def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, monkeypatch):
+    # "onehot" takes the row-wise class sweep (kernels.cd._class_rows, used on large one-hot
+    # data, here forced on small data), "sparse" the column-wise one; "grouped" gives three
+    # groups of features their own penalties.
     monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
@@ -173,12 +175,17 @@ def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 2.0, size=n)
     w0, w, V = _random_model(d, k, rng)
-    reg = (0.1, 0.2, 0.3)
+    reg, groups, oracle_reg = (0.1, 0.2, 0.3), None, (0.1, 0.2, 0.3)
+    if grouped:
+        group = np.array([0, 2, 1, 0, 2, 1, 1, 0, 2])
+        r1, r2 = np.array([0.1, 2.0, 0.5]), np.array([1.0, 0.05, 3.0])
+        reg, groups, oracle_reg = (0.3, r1, r2), group_index(group, d), (0.3, r1[group],
+                                                                          r2[group])
     data = column_data(X, y, sw)
     assert (data.row_pass is not None) == (layout == "onehot")
     state = FMState(w0, w.copy(), V.copy())
-    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
-    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, reg)
+    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg, groups))
+    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, oracle_reg)
     assert state.w0 == pytest.approx(ew0, rel=1e-9)
     np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
@@ -617,27 +624,6 @@ def test_sizes_and_ids_give_the_same_groups():
     b = FMRegressor(3, n_iter=10, random_state=0, groups=ids).fit(X, y)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     assert np.shape(a.chain_["lambda_w"]) == (2,) and np.shape(a.chain_["mu_v"]) == (3, 2)
-
-
-@pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_als_per_group_penalties_match_exact_coordinate_minimizer(layout, monkeypatch):
-    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
-    rng = np.random.default_rng(12)
-    n, d, k = 40, 9, 2
-    X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
-    y = rng.normal(size=n)
-    sw = rng.uniform(0.5, 2.0, size=n)
-    w0, w, V = _random_model(d, k, rng)
-    group = np.array([0, 2, 1, 0, 2, 1, 1, 0, 2])
-    r1, r2 = np.array([0.1, 2.0, 0.5]), np.array([1.0, 0.05, 3.0])
-    data = column_data(X, y, sw)
-    state = FMState(w0, w.copy(), V.copy())
-    als_solver(data, state, ALSSettings(1, "squared", SQUARED, 0.3, r1, r2,
-                                        group_index(group, d)))
-    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, (0.3, r1[group], r2[group]))
-    assert state.w0 == pytest.approx(ew0, rel=1e-9)
-    np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])

@@ -209,43 +209,44 @@ ROW_BLOCK = 8192
 
 
 @njit(cache=True, nogil=True)
-def _rows_gather(cols, plan, c, pa, E, cfg, b):
-    n = cols.rindptr.shape[0] - 1
-    m = plan.old.shape[0]
-    for t in range(m):
-        plan.G[b, t] = 0.0
-        plan.H[b, t] = 0.0
-    for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
-        for p in range(cols.rindptr[i], cols.rindptr[i + 1]):
-            j = cols.rindices[p]
-            if plan.color[j] == c:
-                t = plan.pos[j]
-                x = cols.rdata[p]
-                h = x if pa.slot == 0 else x * (E[i, pa.cur] - pa.theta[j, pa.col] * x)
-                s = 1.0 if cols.unit else cols.sw[i]
-                plan.G[b, t] += s * _dloss(cfg.loss, E[i, 0], cols.y, i) * h
-                plan.H[b, t] += s * h * h
-                break  # a row holds at most one feature of a colour class
+def _class_entry(rindptr, rindices, color, c, i):
+    # The entry of row i whose feature is in colour class c (a row holds at most one), or -1.
+    for p in range(rindptr[i], rindptr[i + 1]):
+        if color[rindices[p]] == c:
+            return p
+    return -1
 
 
 @njit(cache=True, nogil=True)
-def _rows_scatter(cols, plan, c, pa, E, b):
+def _rows_pass(cols, plan, c, pa, E, cfg, b, scatter):
+    # One block b of rows: gather the class's sums G[b], H[b] (scatter False), or write the
+    # class's changes (plan.delta, plan.old) to the row state (scatter True).
     n = cols.rindptr.shape[0] - 1
+    if not scatter:
+        for t in range(plan.old.shape[0]):
+            plan.G[b, t] = 0.0
+            plan.H[b, t] = 0.0
     for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
-        for p in range(cols.rindptr[i], cols.rindptr[i + 1]):
-            j = cols.rindices[p]
-            if plan.color[j] == c:
-                t = plan.pos[j]
-                x = cols.rdata[p]
-                d = plan.delta[t]
-                if pa.slot == 0:
-                    E[i, 0] += d * x
-                else:
-                    E[i, 0] += d * x * (E[i, pa.cur] - plan.old[t] * x)
-                    E[i, pa.cur] += d * x
-                if pa.fn >= 0:
-                    E[i, pa.nxt] += pa.V[j, pa.fn] * x
-                break
+        p = _class_entry(cols.rindptr, cols.rindices, plan.color, c, i)
+        if p < 0:
+            continue
+        j = cols.rindices[p]
+        t = plan.pos[j]
+        x = cols.rdata[p]
+        if not scatter:
+            h = x if pa.slot == 0 else x * (E[i, pa.cur] - pa.theta[j, pa.col] * x)
+            s = 1.0 if cols.unit else cols.sw[i]
+            plan.G[b, t] += s * _dloss(cfg.loss, E[i, 0], cols.y, i) * h
+            plan.H[b, t] += s * h * h
+            continue
+        d = plan.delta[t]
+        if pa.slot == 0:
+            E[i, 0] += d * x
+        else:
+            E[i, 0] += d * x * (E[i, pa.cur] - plan.old[t] * x)
+            E[i, pa.cur] += d * x
+        if pa.fn >= 0:
+            E[i, pa.nxt] += pa.V[j, pa.fn] * x
 
 
 @njit(cache=True, parallel=True)
@@ -259,7 +260,7 @@ def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
     """
     n_blocks = -(-(cols.rindptr.shape[0] - 1) // ROW_BLOCK)
     for b in prange(n_blocks):
-        _rows_gather(cols, plan, c, pa, E, cfg, b)
+        _rows_pass(cols, plan, c, pa, E, cfg, b, False)
     for t in range(hi - lo):
         g = 0.0
         hh = 0.0
@@ -275,7 +276,7 @@ def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
         plan.old[t] = o
         plan.delta[t] = pa.theta[j, pa.col] - o
     for b in prange(n_blocks):
-        _rows_scatter(cols, plan, c, pa, E, b)
+        _rows_pass(cols, plan, c, pa, E, cfg, b, True)
 
 
 @njit(cache=True, nogil=True)
