@@ -5,6 +5,7 @@ Usage::
     python benchmarks/sbs_fm.py movielens --libfm PATH [--myfm-python PATH] [--data PATH]
         [--configs mcmc100 mcmc500 als sgd mcmc100g mcmc500g] [--seeds 0 1 2] [--fresh]
     python benchmarks/sbs_fm.py rows --libfm PATH [--rows 2000000] [--solvers sgd als mcmc]
+    python benchmarks/sbs_fm.py seeds --libfm PATH [--seeds 0 1] [--init-seeds 1 2 3 4 5 6]
 
 ``movielens``: MovieLens-100K, one-hot users + items, ``movielens_split`` seeds (75/25), k = 8.
 For each configuration and seed the systems run one after the other (libFM, [myFM], fmlearn,
@@ -22,6 +23,10 @@ items group 1), myFM ``group_shapes`` and fmlearn ``groups``.
 per-iteration CPU (``-rlog`` ``time_learn``) against fmlearn's CPU per iteration: the CPU of a
 fit of 1 + ITERS iterations minus that of a 1-iteration fit, divided by ITERS (so the one-off
 set-up, reported apart, is left out as libFM's figure leaves out reading the file).
+
+``seeds``: SGD's test RMSE at libFM's settings over several initialisation seeds per split,
+libFM against fmlearn with libFM's semantics and with its defaults (the spread the random
+initial factors alone give).
 
 Prints Markdown tables with the load average; the medians over seeds are the figures to quote.
 """
@@ -252,21 +257,59 @@ def rows(args):
     print(f"\nload average after: {os.getloadavg()}")
 
 
+def seeds(args):
+    """SGD at libFM's settings over several initialisation seeds on fixed splits: libFM, fmlearn
+    with libFM's semantics (file order, plain steps) and fmlearn's defaults."""
+    from fmlearn import FMRegressor
+    from fmlearn.datasets import load_movielens_100k, movielens_split
+
+    b = load_movielens_100k(args.data)
+    X, y = b.X, b.y
+    tmp = tempfile.mkdtemp(prefix="sbs_seeds_")
+    cfg = CONFIGS["sgd"]
+    variants = {"fmlearn shuffle=False implicit_sgd=False": dict(shuffle=False,
+                                                                 implicit_sgd=False),
+                "fmlearn defaults": {}}
+    print(f"SGD, lr 0.005, reg (0,0,0.1), 100 epochs, init_stdev 0.1; load average "
+          f"{os.getloadavg()}\n")
+    print("| split | system | test RMSE per init seed | mean |")
+    print("|---|---|---|---|")
+    for split in args.seeds:
+        tr, te = movielens_split(X.shape[0], split)
+        ftrain, ftest = os.path.join(tmp, "train"), os.path.join(tmp, "test")
+        _write_libfm(ftrain, X[tr], y[tr])
+        _write_libfm(ftest, X[te], y[te])
+        res = {"libFM": []} | {k: [] for k in variants}
+        for init in args.init_seeds:  # libFM's srand: seeds 0 and 1 are the same stream
+            out = os.path.join(tmp, "out")
+            _run(_libfm_cmd(args.libfm, cfg, ftrain, ftest, out, init))
+            res["libFM"].append(_rmse(np.loadtxt(out), y[te]))
+            for name, kw in variants.items():
+                m = FMRegressor(**_fmlearn_params(cfg, init), **kw).fit(X[tr], y[tr])
+                res[name].append(_rmse(m.predict(X[te]), y[te]))
+        for name, v in res.items():
+            print(f"| {split} | {name} | {' '.join(f'{r:.4f}' for r in v)} | {np.mean(v):.4f} |",
+                  flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["movielens", "rows"])
+    p.add_argument("what", choices=["movielens", "rows", "seeds"])
     p.add_argument("--libfm", required=True, help="libFM binary")
     p.add_argument("--myfm-python", default=None, help="a python with myfm installed")
     p.add_argument("--data", default=None, help="MovieLens folder or ratings file")
     p.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="movielens_split seeds")
+    p.add_argument("--init-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6],
+                   help="seeds: initialisation seeds of both systems")
     p.add_argument("--fresh", action="store_true", help="also time fmlearn in a fresh process")
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--solvers", nargs="+", default=["sgd", "als", "mcmc"])
     args = p.parse_args()
-    {"movielens": movielens, "rows": rows}[args.what](args)
+    {"movielens": movielens, "rows": rows, "seeds": seeds}[args.what](args)
 
 
 if __name__ == "__main__":
