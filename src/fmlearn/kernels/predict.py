@@ -123,8 +123,25 @@ def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, n_blocks,
         for i in range(lo, hi):
             out[i] = 0.0
         for s in range(S):
+            w = Ws[s]
+            V = Vs[s]
             for i in range(lo, hi):
-                f = fm_row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s], q, qq)
+                # fm_row written out: a call per (sample, row) with array arguments cost as
+                # much as the arithmetic (0.9 s for 490 samples x 25,000 MovieLens rows)
+                for c in range(k):
+                    q[c] = 0.0
+                    qq[c] = 0.0
+                f = np.float64(W0s[s])
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    x = data[p]
+                    f += w[j] * x
+                    for c in range(k):
+                        t = V[j, c] * x
+                        q[c] += t
+                        qq[c] += t * t
+                for c in range(k):
+                    f += 0.5 * (q[c] * q[c] - qq[c])
                 if probit:
                     f = 0.5 * math.erfc(-f / math.sqrt(2.0))
                 out[i] += f
