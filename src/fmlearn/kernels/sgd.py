@@ -30,7 +30,16 @@ def learning_rate_at(schedule, eta0, power_t, t):
 
 @njit(cache=True, nogil=True)
 def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
-    """FM prediction of row i and ||d f(x_i) / d(w0, w, V)||^2, in one pass over the row.
+    """FM prediction of row i and ||d f(x_i) / d(w0, w, V)||^2 (see :func:`_row_terms`)."""
+    return _row_terms(indptr, indices, data, i, w0, w, V, q, qq, a, b, True)
+
+
+# Inlined into its callers at numba's IR level: a call per row with array arguments cost about
+# as much as a one-hot row's arithmetic (2M rows: 0.20 -> 0.15 CPU s per implicit epoch).
+@njit(cache=True, nogil=True, inline="always")
+def _row_terms(indptr, indices, data, i, w0, w, V, q, qq, a, b, want_norm):
+    """FM prediction of row i and, with ``want_norm``, ||d f(x_i) / d(w0, w, V)||^2 (else
+    1 + S2), in one pass over the row.
 
     With h_jf = x_j (q_f - v_jf x_j), sum_j h_jf^2 = q_f^2 S2 - 2 q_f A_f + B_f where
     S2 = sum_j x_j^2, A_f = sum_j v_jf x_j^3, B_f = sum_j v_jf^2 x_j^4: no second pass.
@@ -46,10 +55,11 @@ def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
     pred = np.float64(w0)
     s2 = 0.0
     binary = True
-    for p in range(indptr[i], indptr[i + 1]):
-        x = data[p]
-        if x * x != 1.0:
-            binary = False
+    if want_norm:
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            if x * x != 1.0:
+                binary = False
     for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
         x = data[p]
@@ -72,6 +82,8 @@ def _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq, a, b):
     norm2 = 1.0 + s2
     for f in range(k):
         pred += 0.5 * (q[f] * q[f] - qq[f])
+        if not want_norm:
+            continue
         if binary:
             norm2 += q[f] * q[f] * (s2 - 2.0) + qq[f]
         else:
@@ -138,12 +150,8 @@ def sgd_epoch(rows, params, order, t, cfg, work):
         reps = max(1, int(math.ceil(sw[i])))
         scale = sw[i] / reps
         for rep in range(reps):  # later visits of the same row see the updated model
-            if cfg.implicit:
-                pred, norm2 = _pred_and_grad_norm2(indptr, indices, data, i, w0, w, V, q, qq,
-                                                   a, b)
-            else:
-                pred = fm_row(indptr, indices, data, i, w0, w, V, q, qq)
-                norm2 = 0.0
+            pred, norm2 = _row_terms(indptr, indices, data, i, w0, w, V, q, qq, a, b,
+                                     cfg.implicit)
             if keep_pred and rep == 0:
                 work.pred[r] = pred
             if not (abs(pred) <= cfg.limit):
