@@ -62,9 +62,31 @@ def sgd_epoch(X, y, sw, order, w0, w, V, lr, reg, loss="squared", clip=(-np.inf,
 
 
 def squared_objective(X, y, sw, w0, w, V, reg):
+    """Weighted squared loss + L2 penalties; ``reg[1]``, ``reg[2]`` scalars or per feature."""
     p = fm_predict(X, w0, w, V)
-    return (0.5 * np.sum(sw * (p - y) ** 2) + 0.5 * reg[0] * w0**2 + 0.5 * reg[1] * w @ w
-            + 0.5 * reg[2] * np.sum(V**2))
+    return (0.5 * np.sum(sw * (p - y) ** 2) + 0.5 * reg[0] * w0**2
+            + 0.5 * np.sum(np.asarray(reg[1]) * w**2)
+            + 0.5 * np.sum(np.asarray(reg[2])[..., None] * V**2))
+
+
+def group_hyper_draw(theta, group, n_groups, mu_prev, g, z, alpha_0=1.0, beta_0=1.0,
+                     gamma_0=1.0, mu_0=0.0):
+    """(lambda, mu) of every group from the Normal-Gamma conditional posterior written out
+    (Freudenthaler et al. 2011; libFM's draw_w_lambda / draw_w_mu), with the given standard
+    gamma variates ``g`` (shapes (alpha_0 + p_g + 1) / 2) and standard normals ``z``:
+    lambda_g ~ Gamma((alpha_0 + p_g + 1)/2, rate (beta_0 + gamma_0 (mu_g - mu_0)^2
+    + sum_{j in g} (theta_j - mu_g)^2) / 2); mu_g ~ N((sum_{j in g} theta_j + gamma_0 mu_0)
+    / (p_g + gamma_0), 1 / ((p_g + gamma_0) lambda_g))."""
+    lam = np.empty(n_groups)
+    mu = np.empty(n_groups)
+    for q in range(n_groups):
+        t = np.asarray([theta[j] for j in range(len(theta)) if group[j] == q], dtype=float)
+        rate = 0.5 * (beta_0 + gamma_0 * (mu_prev[q] - mu_0) ** 2
+                      + sum((v - mu_prev[q]) ** 2 for v in t))
+        lam[q] = g[q] / rate
+        mean = (t.sum() + gamma_0 * mu_0) / (len(t) + gamma_0)
+        mu[q] = mean + z[q] / np.sqrt((len(t) + gamma_0) * lam[q])
+    return lam, mu
 
 
 def als_sweep(X, y, sw, order, w0, w, V, reg):

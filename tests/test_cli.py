@@ -174,6 +174,48 @@ def test_libfm_flags_equal_native_options(files, tmp_path, capsys):
     assert (params["init_stdev"], params["learning_rate"]) == (0.05, 0.02)
 
 
+@pytest.mark.parametrize("solver, reg", [("mcmc", None), ("als", "0,0.1,0.2,1,2")])
+def test_libfm_meta_equals_groups_option_and_the_estimator(files, tmp_path, capsys, solver,
+                                                           reg):
+    meta = tmp_path / "groups.txt"
+    group = [0] * 5 + [1] * (D - 5)
+    meta.write_text("\n".join(map(str, group)) + "\n")
+    preds = [tmp_path / "libfm.txt", tmp_path / "native.txt"]
+    model = tmp_path / "m.fmz"
+    regs = ["-regular", reg] if reg else []
+    code, _, err = run(capsys, "fit", "-task", "r", "-method", solver, "-dim", "1,1,2",
+                       "-iter", 8, "-train", files["r_train"], "-test", files["r_test"],
+                       "-meta", meta, "-seed", 2, "-out", preds[0], "-save_model", model,
+                       *regs)
+    assert code == 0, err
+    code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"], "--solver",
+                       solver, "--rank", 2, "--n-iter", 8, "--groups", meta, "--seed", 2,
+                       "--out", preds[1], *(["--reg", reg] if reg else []))
+    assert code == 0, err
+    assert preds[0].read_text() == preds[1].read_text()
+    est = fmlearn.load(model)
+    assert list(est.groups) == group
+    if solver == "als":
+        assert list(est.reg_linear) == [0.1, 0.2] and list(est.reg_pairwise) == [1, 2]
+    X, y = _read(files["r_train"], D)
+    X_test, _ = _read(files["r_test"], D)
+    direct = fmlearn.FMRegressor(**est.get_params()).fit(X, y)
+    np.testing.assert_allclose(_values(preds[1].read_text()), direct.predict(X_test),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("0\n1\n", "2 group ids, but the data have 10 features"),
+    ("0\nx\n", "line 2"),
+    ("0\n-1\n", "must be >= 0"),
+])
+def test_bad_groups_file(files, tmp_path, capsys, content, words):
+    meta = tmp_path / "groups.txt"
+    meta.write_text(content)
+    code, _, err = run(capsys, "fit", files["r_train"], "--groups", meta)
+    _assert_clean_error(code, err, words)
+
+
 @pytest.mark.parametrize("prefix", [["libfm"], [], ["fit"]])
 def test_libfm_entry_points(files, tmp_path, capsys, prefix):
     model = tmp_path / "m.fmz"
@@ -209,7 +251,7 @@ def test_libfm_classification_writes_probabilities(files, tmp_path, capsys):
     (["-dim", "1,1"], "three integers"),
     (["-method", "sgda"], "sgda"),
     (["-method", "bpr"], "unknown libFM method"),
-    (["-meta", "groups.txt"], "not supported"),
+    (["-meta", "no-such-groups.txt"], "cannot read the groups file"),
     (["-relation", "rel"], "not supported"),
     (["-load_model", "m.txt"], "not supported"),
     (["-iter"], "needs a value"),

@@ -9,13 +9,13 @@ from fmlearn import FMClassifier, FMRegressor
 from fmlearn._data import merge_duplicate_rows, raw, to_csr
 from fmlearn.datasets import make_fm
 from fmlearn.exceptions import DivergenceError
+from fmlearn.kernels.cd import Config, Model, Prior, coordinate_sweep, draw_group_hyper
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
-from fmlearn.kernels.sgd import sgd_epoch
+from fmlearn.kernels.sgd import Params, Rows, SGDConfig, sgd_epoch, sgd_work
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.solvers import _fm_common as fm_common
-from fmlearn.solvers._fm_common import FMState, column_data, row_state
+from fmlearn.solvers._fm_common import FMState, column_data, group_index, row_state
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
-from fmlearn.solvers.als import sweep as coordinate_sweep_all
 from fmlearn.solvers.mcmc import draw_latent
 
 
@@ -94,10 +94,14 @@ def test_gradient_matches_finite_differences():
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("implicit", [True, False])
-def test_sgd_epoch_matches_oracle(loss, implicit):
+@pytest.mark.parametrize("values", ["real", "signs"])
+def test_sgd_epoch_matches_oracle(loss, implicit, values):
+    # "signs": every x_j is +-1, the implicit step's shortcut for binary rows
     rng = np.random.default_rng(2)
     n, d, k = 30, 8, 3
     X = to_csr(_sparse_X(n, d, 0.4, rng))
+    if values == "signs":
+        X.data = np.sign(X.data)
     y = rng.normal(size=n) if loss == "squared" else np.sign(rng.normal(size=n))
     sw = rng.choice([0.0, 0.5, 1.0, 2.5], size=n)
     order = rng.permutation(n).astype(np.int64)
@@ -108,13 +112,45 @@ def test_sgd_epoch_matches_oracle(loss, implicit):
     p0 = np.array([w0])
     w_, V_ = w.copy(), V.copy()
     code = SQUARED if loss == "squared" else LOGISTIC
-    t, bad = sgd_epoch(*raw(X), y, sw, order, p0, w_, V_, code, 0.05, 0, 0.5, 0, *reg,
-                       clip[0], clip[1], 1e12, implicit)
+    cfg = SGDConfig(code, 0.05, 0, 0.5, *reg, clip[0], clip[1], 1e12, implicit)
+    work = sgd_work(k, n)
+    t, bad = sgd_epoch(Rows(*raw(X), y, sw), Params(w_, V_, p0), order, 0, cfg, work)
     assert bad == -1
     assert t == int(sum(max(1, np.ceil(s)) for s in sw if s > 0))
     np.testing.assert_allclose(p0[0], ew0, rtol=1e-10)
     np.testing.assert_allclose(w_, ew, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
+
+
+def test_sgd_prequential_predictions_and_one_row_calls():
+    # The kernel's optional output holds each row's prediction before its update (what an
+    # online learner's prequential evaluation needs), and one-row calls equal the epoch.
+    rng = np.random.default_rng(13)
+    n, d, k = 25, 7, 3
+    X = to_csr(_sparse_X(n, d, 0.4, rng))
+    y = rng.normal(size=n)
+    sw = rng.choice([0.0, 1.0, 2.0], size=n)
+    order = rng.permutation(n).astype(np.int64)
+    w0, w, V = _random_model(d, k, rng)
+    reg = (0.01, 0.02, 0.03)
+    cfg = SGDConfig(SQUARED, 0.05, 0, 0.5, *reg, -np.inf, np.inf, 1e12, True)
+    rows = Rows(*raw(X), y, sw)
+    whole = Params(w.copy(), V.copy(), np.array([w0]))
+    work = sgd_work(k, n)
+    t_whole, _ = sgd_epoch(rows, whole, order, 0, cfg, work)
+    for r in range(n):
+        ew0, ew, eV = ref.sgd_epoch(X, y, sw, order[:r], w0, w, V, 0.05, reg)
+        expected = ref.fm_predict(X[order[r]], ew0, ew, eV)[0]
+        assert work.pred[r] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+    single = Params(w.copy(), V.copy(), np.array([w0]))
+    one = sgd_work(k, 1)
+    t = 0
+    for r in range(n):
+        t, bad = sgd_epoch(rows, single, order[r:r + 1], t, cfg, one)
+        assert bad == -1 and one.pred[0] == work.pred[r]
+    assert t == t_whole
+    np.testing.assert_array_equal(single.V, whole.V)
+    assert single.scal[0] == whole.scal[0]
 
 
 def _onehot_X(n, sizes, rng):
@@ -127,9 +163,11 @@ def _onehot_X(n, sizes, rng):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
-    # "onehot" takes the row-wise class sweep (kernels.cd.class_sweep_rows, used on large
-    # one-hot data, here forced on small data), "sparse" the column-wise one.
+@pytest.mark.parametrize("grouped", [False, True])
+def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, monkeypatch):
+    # "onehot" takes the row-wise class sweep (kernels.cd._class_rows, used on large one-hot
+    # data, here forced on small data), "sparse" the column-wise one; "grouped" gives three
+    # groups of features their own penalties.
     monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
@@ -137,12 +175,17 @@ def test_als_sweep_matches_exact_coordinate_minimizer(layout, monkeypatch):
     y = rng.normal(size=n)
     sw = rng.uniform(0.5, 2.0, size=n)
     w0, w, V = _random_model(d, k, rng)
-    reg = (0.1, 0.2, 0.3)
+    reg, groups, oracle_reg = (0.1, 0.2, 0.3), None, (0.1, 0.2, 0.3)
+    if grouped:
+        group = np.array([0, 2, 1, 0, 2, 1, 1, 0, 2])
+        r1, r2 = np.array([0.1, 2.0, 0.5]), np.array([1.0, 0.05, 3.0])
+        reg, groups, oracle_reg = (0.3, r1, r2), group_index(group, d), (0.3, r1[group],
+                                                                          r2[group])
     data = column_data(X, y, sw)
     assert (data.row_pass is not None) == (layout == "onehot")
     state = FMState(w0, w.copy(), V.copy())
-    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg))
-    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, reg)
+    als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg, groups))
+    ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, oracle_reg)
     assert state.w0 == pytest.approx(ew0, rel=1e-9)
     np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
@@ -190,10 +233,12 @@ def test_als_objective_never_increases(loss):
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
-def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatch):
+@pytest.mark.parametrize("n_groups", [1, 2])
+def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, n_groups, monkeypatch):
     # With given hyper-parameters and noise, a sweep must set each coordinate to
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
-    # quadratic log-posterior along that coordinate (evaluated on the full model).
+    # quadratic log-posterior along that coordinate (evaluated on the full model); with two
+    # groups each feature uses its group's (lambda, mu).
     monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
     rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
@@ -202,39 +247,69 @@ def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, monkeypatc
     sw = rng.uniform(0.5, 1.5, size=n)
     data = column_data(X, y, sw)
     w0, w, V = _random_model(d, k, rng)
-    alpha, lam_w, mu_w = 2.0, 3.0, 0.1
-    lam_v, mu_v = np.array([1.5, 0.7]), np.array([-0.2, 0.3])
-    noise_w, noise_v = rng.normal(size=d), rng.normal(size=(k, d))
+    group = np.array([0, 1, 1, 0, 1]) if n_groups == 2 else np.zeros(d, dtype=np.int64)
+    group, size = group_index(group, d)
+    alpha, reg0 = 2.0, 0.4
+    lam_w, mu_w = np.array([3.0, 0.5])[:n_groups], np.array([0.1, -0.4])[:n_groups]
+    lam_v = np.array([[1.5, 0.6], [0.7, 2.0]])[:, :n_groups]
+    mu_v = np.array([[-0.2, 0.5], [0.3, -0.1]])[:, :n_groups]
+    z = rng.normal(size=1 + n_groups + d + k * (n_groups + d))
     state = FMState(w0, w.copy(), V.copy())
     E = row_state(data.csr, state, y, SQUARED)
-    coordinate_sweep_all(data, state, E, y, SQUARED, (lam_w, lam_v), (mu_w, mu_v), alpha,
-                         (noise_w, noise_v), True)
+    prior = Prior(group, size, lam_w.copy(), mu_w.copy(), lam_v.copy(), mu_v.copy())
+    model = Model(state.w, state.V, np.array([w0, alpha]))
+    cfg = Config(SQUARED, 1.0, True, False, False, reg0, 1.0, 1.0, 1.0, 0.0)
+    assert coordinate_sweep(data.cols, data.plan, prior, model, E, z, np.zeros(0), cfg)
     # oracle, in the same visiting order
     ew, eV = w.copy(), V.copy()
+    ew0 = [w0]
 
-    def neg_log_post(ww, VV, lam, mu, t):
-        p = ref.fm_predict(X, w0, ww, VV)
+    def neg_log_post(lam, mu, t):
+        p = ref.fm_predict(X, ew0[0], ew, eV)
         return 0.5 * alpha * np.sum(sw * (p - y) ** 2) + 0.5 * lam * (t - mu) ** 2
 
-    def draw(get, put, lam, mu, z):
+    def draw(get, put, lam, mu, noise):
         t0 = get()
         vals = []
         for t in (t0 - 1.0, t0, t0 + 1.0):
             put(t)
-            vals.append(neg_log_post(ew, eV, lam, mu, t))
+            vals.append(neg_log_post(lam, mu, t))
         a = 0.5 * (vals[0] + vals[2] - 2 * vals[1])
         b = 0.5 * (vals[2] - vals[0])
-        prec = 2 * a
-        put(t0 - b / (2 * a) + z / np.sqrt(prec))
+        put(t0 - b / (2 * a) + noise / np.sqrt(2 * a))
 
+    draw(lambda: ew0[0], lambda t: ew0.__setitem__(0, t), reg0, 0.0, z[0])
+    zw = 1 + n_groups
     for j in data.order:
-        draw(lambda j=j: ew[j], lambda t, j=j: ew.__setitem__(j, t), lam_w, mu_w, noise_w[j])
+        draw(lambda j=j: ew[j], lambda t, j=j: ew.__setitem__(j, t), lam_w[group[j]],
+             mu_w[group[j]], z[zw + j])
     for f in range(k):
+        zf = zw + d + k * n_groups + f * d
         for j in data.order:
             draw(lambda j=j, f=f: eV[j, f], lambda t, j=j, f=f: eV.__setitem__((j, f), t),
-                 lam_v[f], mu_v[f], noise_v[f][j])
+                 lam_v[f, group[j]], mu_v[f, group[j]], z[zf + j])
+    assert model.scal[0] == pytest.approx(ew0[0], rel=1e-9)
     np.testing.assert_allclose(state.w, ew, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(state.V, eV, rtol=1e-7, atol=1e-9)
+    # the row cache leaves the sweep exact: residuals and the last factor's sums
+    np.testing.assert_allclose(E[:, 0], ref.fm_predict(X, ew0[0], ew, eV) - y, atol=1e-9)
+    np.testing.assert_allclose(E[:, 1 + (k - 1) % 2], X @ eV[:, k - 1], atol=1e-9)
+
+
+def test_grouped_hyper_prior_draw_matches_oracle():
+    rng = np.random.default_rng(11)
+    d, n_groups = 12, 3
+    group, size = group_index(rng.integers(0, n_groups, size=d), d)
+    theta = rng.normal(size=(d, 2))
+    mu_prev = rng.normal(size=n_groups)
+    g = rng.standard_gamma(0.5 * (1.0 + size + 1.0))
+    z = rng.normal(size=n_groups)
+    cfg = Config(SQUARED, 1.0, True, True, True, 0.0, 1.0, 1.0, 1.0, 0.0)
+    lam, mu = np.empty(n_groups), mu_prev.copy()
+    draw_group_hyper(theta, 1, group, size, lam, mu, g, z, cfg)
+    elam, emu = ref.group_hyper_draw(theta[:, 1], group, n_groups, mu_prev, g, z)
+    np.testing.assert_allclose(lam, elam, rtol=1e-12)
+    np.testing.assert_allclose(mu, emu, rtol=1e-12)
 
 
 def test_probit_latent_draws_are_truncated_normals():
@@ -511,9 +586,7 @@ def test_posterior_mean_kernel_averages_sample_predictions():
         np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
-def test_coloring_classes_never_share_a_row_and_column_sums_match():
-    from fmlearn.kernels.cd import factor_column_sums
-
+def test_coloring_classes_never_share_a_row():
     X, y, _ = make_fm(500, 40, 2, x="onehot", n_fields=3, random_state=4)
     X = to_csr(X)
     data = column_data(X, y, np.ones(500))
@@ -523,7 +596,134 @@ def test_coloring_classes_never_share_a_row_and_column_sums_match():
         feats = data.order[data.color_ptr[c]:data.color_ptr[c + 1]]
         assert Xd[:, feats].sum(axis=1).max() <= 1  # no row holds two features of a class
     assert sorted(data.order.tolist()) == list(range(40))
-    V = np.random.default_rng(0).normal(size=(40, 3))
-    E = np.zeros((500, 2))
-    factor_column_sums(*data.csr, V, 2, E, True)
-    np.testing.assert_allclose(E[:, 1], X @ V[:, 2], rtol=1e-12)
+
+
+# -- feature groups (libFM's -meta) ---------------------------------------------------------
+
+def _user_item(n=2000, sizes=(40, 30), seed=2):
+    X, y, _ = make_fm(n, sum(sizes), 3, x="onehot", n_fields=2, noise=0.2, random_state=seed)
+    return to_csr(X), y
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_one_group_equals_no_groups(solver):
+    X, y = _user_item()
+    d = X.shape[1]
+    kw = dict(solver=solver, n_iter=15, random_state=0, reg_linear=0.5, reg_pairwise=1.0)
+    base = FMRegressor(3, **kw).fit(X, y)
+    for groups in ([d], np.zeros(d, dtype=int)):
+        g = FMRegressor(3, groups=groups, **kw).fit(X, y)
+        np.testing.assert_array_equal(g.V_, base.V_)
+        np.testing.assert_array_equal(g.predict(X), base.predict(X))
+
+
+def test_sizes_and_ids_give_the_same_groups():
+    X, y = _user_item()
+    ids = np.repeat([0, 1], [40, 30])
+    a = FMRegressor(3, n_iter=10, random_state=0, groups=[40, 30]).fit(X, y)
+    b = FMRegressor(3, n_iter=10, random_state=0, groups=ids).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert np.shape(a.chain_["lambda_w"]) == (2,) and np.shape(a.chain_["mu_v"]) == (3, 2)
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_groups_thread_count_does_not_change_results(solver, monkeypatch):
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    X, y = _user_item(3000)
+    kw = dict(solver=solver, n_iter=20, random_state=0, groups=[40, 30])
+    if solver == "als":
+        kw.update(reg_linear=[0.5, 1.0], reg_pairwise=[2.0, 1.0])
+    a = FMRegressor(3, n_jobs=1, **kw).fit(X, y)
+    c = FMRegressor(3, n_jobs=2, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.V_, c.V_)
+    np.testing.assert_array_equal(a.predict(X), c.predict(X))
+
+
+def test_grouped_mcmc_warm_start_and_save_load(tmp_path):
+    from fmlearn import load
+
+    X, y = _user_item()
+    kw = dict(n_iter=5, random_state=0, n_burn_in=0, groups=[40, 30])
+    ten = FMRegressor(3, **{**kw, "n_iter": 10}).fit(X, y)
+    warm = FMRegressor(3, warm_start=True, **kw).fit(X, y).fit(X, y)
+    np.testing.assert_allclose(warm.predict(X), ten.predict(X), rtol=1e-7, atol=1e-9)
+    path = ten.save(tmp_path / "g.fmz")
+    back = load(path)
+    assert back.groups == [40, 30]
+    np.testing.assert_array_equal(back.predict(X), ten.predict(X))
+
+
+def test_grouped_priors_learn_separate_scales():
+    # users carry strong linear effects, items none: the grouped chain gives the item block a
+    # much larger prior precision than the user block (one shared lambda cannot)
+    rng = np.random.default_rng(0)
+    n, nu, ni = 4000, 50, 40
+    u, i = rng.integers(0, nu, n), rng.integers(0, ni, n)
+    X = to_csr(sp.csr_matrix((np.ones(2 * n), np.column_stack([u, nu + i]).ravel(),
+                              np.arange(0, 2 * n + 1, 2)), shape=(n, nu + ni)))
+    y = 3.0 * rng.normal(size=nu)[u] + 0.1 * rng.normal(size=n)
+    m = FMRegressor(2, n_iter=60, random_state=0, groups=[nu, ni]).fit(X, y)
+    lam_users, lam_items = m.chain_["lambda_w"]
+    assert lam_items > 20 * lam_users
+
+
+@pytest.mark.parametrize("groups, kw, match", [
+    ([30, 30], {}, "sum to n_features=70"),
+    ([70, 0], {}, "positive"),
+    (np.full(70, -1), {}, "negative"),
+    (np.full(70, 70), {}, "must be < 70"),
+    (np.full(70, 0.5), {}, "integers"),
+    (np.zeros((2, 35)), {}, "1-D"),
+    ([40, 30], {"solver": "als", "reg_linear": [1.0, 2.0, 3.0]}, "one value per group"),
+    ([40, 30], {"solver": "als", "reg_pairwise": [1.0, -2.0]}, "non-negative"),
+    ([40, 30], {"solver": "mcmc", "reg_linear": [1.0, 2.0]}, "solver='als' only"),
+    ([40, 30], {"solver": "sgd"}, "no per-group settings"),
+])
+def test_bad_groups_are_rejected_and_leave_the_model(groups, kw, match):
+    X, y = _user_item(500)
+    m = FMRegressor(3, solver="als", n_iter=3, random_state=0, warm_start=True).fit(X, y)
+    before = m.predict(X)
+    m.set_params(groups=groups, **kw)
+    with pytest.raises(ValueError, match=match):
+        m.fit(X, y)
+    np.testing.assert_array_equal(m.predict(X), before)
+
+
+def test_feature_groups_from_movielens_style_names():
+    from fmlearn.encoders import feature_groups
+
+    names = ["user=1", "user=2", "item=10", "item=11", "item=12", "user_age=18-24",
+             "item_genre=Drama", "item_genre=Comedy"]
+    groups, blocks = feature_groups(names)
+    assert groups.tolist() == [0, 0, 1, 1, 1, 2, 3, 3]
+    assert blocks == ["user", "item", "user_age", "item_genre"]
+    with pytest.raises(TypeError):
+        feature_groups("user=1")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: meta["params"].__setitem__("groups", [70]),  # chain_ has two groups
+    lambda meta: meta["params"].__setitem__("groups", [50, 30]),  # sizes do not sum to d
+])
+def test_model_file_with_inconsistent_groups_is_refused(tmp_path, edit):
+    import json
+    import zipfile
+
+    from fmlearn import io as fio
+    from fmlearn.exceptions import ModelFileError
+
+    X, y = _user_item(500)
+    path = FMRegressor(3, n_iter=5, random_state=0, groups=[40, 30]).fit(X, y).save(
+        tmp_path / "g.fmz")
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    meta = json.loads(members["fmlearn.json"])
+    edit(meta)
+    meta["digest"] = fio.manifest_digest(meta)
+    members["fmlearn.json"] = json.dumps(meta).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, blob in members.items():
+            zf.writestr(name, blob)
+    with pytest.raises(ModelFileError, match="group"):
+        fio.load(path)

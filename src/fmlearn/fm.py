@@ -23,7 +23,7 @@ from ._threads import n_threads
 from .exceptions import DivergenceError
 from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from .losses import LOSS_CODES
-from .solvers._fm_common import FMState, column_data, init_state
+from .solvers._fm_common import FMState, column_data, group_index, init_state
 from .solvers.als import ALSSettings, als_solver
 from .solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from .solvers.sgd import SGDSettings, sgd_solver
@@ -41,6 +41,35 @@ def _solver_is_sgd(est):
     return True
 
 
+def _feature_groups(groups, n_features):
+    """Validate ``groups`` (see :class:`FMRegressor`) into ``(group, group_size)`` or None.
+
+    A sequence of length ``n_features`` gives each feature's group id (libFM's ``-meta``);
+    any other length lists group sizes in column order (myFM's ``group_shapes``).
+    """
+    if groups is None:
+        return None
+    arr = np.asarray(groups)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"groups must be a 1-D sequence of integers, got shape {arr.shape}")
+    if arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not (
+            np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)))):
+        raise ValueError(f"groups must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.shape[0] == n_features:  # one group id per feature
+        if arr.min() < 0:
+            raise ValueError(f"groups holds a negative group id ({arr.min()})")
+        if arr.max() >= n_features:
+            raise ValueError(f"groups holds group id {arr.max()}, more than one group per "
+                             f"feature ({n_features} features); ids must be < {n_features}")
+        return group_index(arr, n_features)
+    if np.any(arr < 1) or arr.sum() != n_features:
+        raise ValueError(f"groups of length {arr.shape[0]} is read as group sizes in column "
+                         f"order: they must be positive and sum to n_features={n_features} "
+                         f"(got sum {arr.sum()}); or give one group id per feature")
+    return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
+
+
 class _BaseClassicFM(BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
@@ -48,8 +77,9 @@ class _BaseClassicFM(BaseFM):
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "init_stdev": [Interval(numbers.Real, 0, None, closed="left")],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
-        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
-        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
+        "groups": ["array-like", None],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
         "lr_schedule": [StrOptions({"constant", "invscaling"})],
         "power_t": [Interval(numbers.Real, 0, None, closed="left")],
@@ -68,7 +98,7 @@ class _BaseClassicFM(BaseFM):
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
-                 n_kept_samples=None,
+                 n_kept_samples=None, groups=None,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -84,6 +114,7 @@ class _BaseClassicFM(BaseFM):
         self.implicit_sgd = implicit_sgd
         self.n_burn_in = n_burn_in
         self.n_kept_samples = n_kept_samples
+        self.groups = groups
         self.warm_start = warm_start
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -104,6 +135,31 @@ class _BaseClassicFM(BaseFM):
             return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
         return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype)
 
+    def _check_groups(self, n_features):
+        """``(group, group_size)`` from ``groups`` (or None), with the penalties checked
+        against the number of groups; raises ValueError naming the problem."""
+        groups = _feature_groups(self.groups, n_features)
+        n_groups = 1 if groups is None else groups[1].shape[0]
+        for name in ("reg_linear", "reg_pairwise"):
+            value = getattr(self, name)
+            if np.ndim(value) == 0:
+                continue
+            arr = np.asarray(value, dtype=np.float64)
+            if self.solver != "als":
+                raise ValueError(f"{name} with one value per group is used by solver='als' "
+                                 f"only (MCMC learns the per-group priors; SGD takes one "
+                                 f"value); got {arr.shape[0]} values with "
+                                 f"solver={self.solver!r}")
+            if arr.shape != (n_groups,):
+                raise ValueError(f"{name} must be a number or hold one value per group "
+                                 f"({n_groups}), got shape {arr.shape}")
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError(f"{name} must hold finite non-negative values")
+        if groups is not None and self.solver == "sgd":
+            raise ValueError("groups set the priors of solver='mcmc' and the penalties of "
+                             "solver='als'; solver='sgd' has no per-group settings")
+        return groups
+
     def _encoded_eval_set(self, eval_set):
         ev = self._validate_eval_set(eval_set)
         if ev is None:
@@ -114,6 +170,7 @@ class _BaseClassicFM(BaseFM):
     def _fit(self, X, y, sample_weight, eval_set, classes=None):
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
+        groups = self._check_groups(X.shape[1])
         self.dtype_ = np.dtype(X.dtype).name
         X = to_csr(X, X.dtype)
         if self.solver != "sgd" or self.shuffle:
@@ -126,17 +183,32 @@ class _BaseClassicFM(BaseFM):
         state = self._prepare_state(X.shape[1], X.dtype, rs)
         history = {"metric": "error_rate" if is_classifier(self) else "rmse",
                    "train": [], "val": [], "iter_time": []}
+        if self.solver != "sgd":
+            history.update(train_avg=[], val_avg=[])
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
         with bar, n_threads(self.n_jobs):
             if self.solver == "sgd":
                 self._run_sgd(X, y, sw, state, seed, evald, history, bar)
             elif self.solver == "als":
-                self._run_als(X, y, sw, state, evald, history, bar)
+                self._run_als(X, y, sw, state, groups, evald, history, bar)
             else:
-                self._run_mcmc(X, y, sw, state, seed, evald, history, bar)
+                self._run_mcmc(X, y, sw, state, groups, seed, evald, history, bar)
         self.history_ = history
         self.solver_ = self.solver
         return self
+
+    def _metric(self, pred, y, sw=None):
+        # The per-sweep metrics of ALS and MCMC: the base class's figures in fewer passes over
+        # the arrays, and without BLAS (whose threads made np.dot take milliseconds per call
+        # on a busy machine).
+        if self._loss != "squared":
+            return super()._metric(pred, y, sw)
+        lo, hi = self._clip_range()
+        r = np.clip(pred, lo, hi)
+        r -= y
+        if sw is None:
+            return float(np.sqrt(np.einsum("i,i->", r, r) / r.shape[0]))
+        return float(np.sqrt(np.einsum("i,i,i->", sw, r, r) / np.sum(sw)))
 
     def _eval_pred(self, evald, state):
         if evald is None:
@@ -197,19 +269,33 @@ class _BaseClassicFM(BaseFM):
         self.n_iter_ = n_done
         self._store(state)
 
-    def _run_als(self, X, y, sw, state, evald, history, bar):
-        loss = self._loss
-        settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
-                               self.reg_linear, self.reg_pairwise)
-        data = column_data(X, y, sw)
-        averages = _RunningAverages(self, y, sw, evald, history, probit=False)
+    def _tracker(self, y, sw, evald, history, bar, probit):
+        """The per-sweep callback of ALS and MCMC: solver time always; the train/val metrics
+        and libFM's running averages only when asked (``verbose`` or ``eval_set``)."""
+        averages = None
+        if self.verbose or evald is not None:
+            averages = _RunningAverages(self, y, sw, evald, history, probit)
 
-        def callback(it, pred):
-            val = self._eval_pred(evald, state)
+        def callback(it, E, target):
+            if averages is None:
+                history["iter_time"].append(time.perf_counter() - self._clock)
+                self._clock = time.perf_counter()
+                return False
+            pred = E[:, 0] + target
+            val = self._eval_pred(evald, self._live)
             extra = averages.add(pred, val)
             self._record(history, bar, pred, y, sw, val, evald, extra)
             return False
 
+        return callback
+
+    def _run_als(self, X, y, sw, state, groups, evald, history, bar):
+        loss = self._loss
+        settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
+                               self.reg_linear, self.reg_pairwise, groups)
+        data = column_data(X, y, sw)
+        callback = self._tracker(y, sw, evald, history, bar, probit=False)
+        self._live = state
         self._clock = time.perf_counter()
         state, n_done, info = als_solver(data, state, settings, callback)
         if info["diverged"]:
@@ -217,53 +303,48 @@ class _BaseClassicFM(BaseFM):
         self.n_iter_ = n_done
         self._store(state)
 
-    def _run_mcmc(self, X, y, sw, state, seed, evald, history, bar):
+    def _run_mcmc(self, X, y, sw, state, groups, seed, evald, history, bar):
         probit = is_classifier(self)
         burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
-        chain = self._chain_for_warm_start(state)
+        n_groups = 1 if groups is None else groups[1].shape[0]
+        chain = self._chain_for_warm_start(state, n_groups)
         n_kept = self.n_kept_samples
         if n_kept is None:  # every sample after burn-in, within the memory budget
             per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
             n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
-        settings = MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias)
+        settings = MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias,
+                                groups=groups)
         data = column_data(X, y, sw)
-        averages = _RunningAverages(self, y, sw, evald, history, probit)
-
-        def callback(it, pred, st):
-            val = self._eval_pred(evald, st)
-            extra = averages.add(pred, val)
-            self._record(history, bar, pred, y, sw, val, evald, extra)
-            return False
-
+        callback = self._tracker(y, sw, evald, history, bar, probit)
+        self._live = state
         self._clock = time.perf_counter()
         state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
-        if not chain.kept_w0:  # fewer sweeps than the burn-in: predict with the last sample
-            chain.kept_w0.append(float(state.w0))
-            chain.kept_w.append(state.w.copy())
-            chain.kept_V.append(state.V.copy())
+        kept = chain.kept()
+        if kept is None:  # fewer sweeps than the burn-in: predict with the last sample
+            kept = (np.array([state.w0]), state.w[None].copy(), state.V[None].copy())
         self.n_iter_ = n_done
         self._store(state)
-        self.samples_w0_ = np.asarray(chain.kept_w0, dtype=np.float64)
-        self.samples_w_ = np.stack(chain.kept_w)
-        self.samples_V_ = np.stack(chain.kept_V)
-        self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w, "mu_w": chain.mu_w,
-                       "lambda_v": chain.lambda_v.tolist(), "mu_v": chain.mu_v.tolist(),
-                       "t": chain.t, "stride": chain.stride}
+        self.samples_w0_, self.samples_w_, self.samples_V_ = kept
+        self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w.tolist(),
+                       "mu_w": chain.mu_w.tolist(), "lambda_v": chain.lambda_v.tolist(),
+                       "mu_v": chain.mu_v.tolist(), "t": chain.t, "stride": chain.stride}
 
-    def _chain_for_warm_start(self, state):
+    def _chain_for_warm_start(self, state, n_groups):
         c = getattr(self, "chain_", None)
         if (self.warm_start and c is not None and getattr(self, "solver_", None) == "mcmc"
                 and hasattr(self, "samples_V_")
-                and self.samples_V_.shape[1:] == state.V.shape):
-            chain = Chain(c["alpha"], c["lambda_w"], c["mu_w"], np.asarray(c["lambda_v"]),
-                          np.asarray(c["mu_v"]), c["t"], c["stride"])
-            chain.kept_w0 = list(self.samples_w0_)
-            chain.kept_w = list(self.samples_w_)
-            chain.kept_V = list(self.samples_V_)
+                and self.samples_V_.shape[1:] == state.V.shape
+                and np.shape(c["lambda_w"]) == (n_groups,)):
+            chain = Chain(c["alpha"], np.array(c["lambda_w"], dtype=np.float64),
+                          np.array(c["mu_w"], dtype=np.float64),
+                          np.array(c["lambda_v"], dtype=np.float64),
+                          np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"])
+            chain.samples = (self.samples_w0_, self.samples_w_, self.samples_V_)
+            chain.n_samples = self.samples_w0_.shape[0]
             return chain
-        return Chain.start(self.n_factors)
+        return Chain.start(self.n_factors, n_groups)
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):
@@ -321,7 +402,15 @@ class _BaseClassicFM(BaseFM):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
+        groups = _feature_groups(self.groups, d)
         if self.solver_ == "mcmc":
+            n_groups = 1 if groups is None else groups[1].shape[0]
+            c = self.chain_
+            if (np.shape(c["lambda_w"]) != (n_groups,) or np.shape(c["mu_w"]) != (n_groups,)
+                    or np.shape(c["lambda_v"]) != (k, n_groups)
+                    or np.shape(c["mu_v"]) != (k, n_groups)):
+                raise ValueError(f"chain_ hyper-parameters do not match {n_groups} group(s) "
+                                 f"and n_factors={k}")
             S = self.samples_w0_.shape[0]
             if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
                 raise ValueError("MCMC samples do not match n_features_in_ / n_factors")
@@ -345,8 +434,6 @@ class _RunningAverages:
     def __init__(self, est, y, sw, evald, history, probit):
         self.est, self.y, self.sw, self.evald, self.probit = est, y, sw, evald, probit
         self.history = history
-        history["train_avg"] = []
-        history["val_avg"] = []
         self.n = 0
         self.train = np.zeros(y.shape[0])
         self.val = None if evald is None else np.zeros(evald[1].shape[0])
@@ -392,7 +479,9 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         Standard deviation of the initial factors.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
-        ``reg_bias`` is the prior precision of w0 and the others are learned.
+        ``reg_bias`` is the prior precision of w0 and the others are learned. With
+        ``groups``, ALS accepts one ``reg_linear`` and one ``reg_pairwise`` per group
+        (libFM's ``-regular`` with 1 + 2G values).
     learning_rate : float, default=0.01
         SGD step size (libFM ``-learn_rate``).
     lr_schedule : {"constant", "invscaling"}, default="constant"
@@ -415,6 +504,15 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         every sample after burn-in as long as they fit in 256 MB (at least 10): on
         MovieLens-100K (d = 2625, k = 8) that is all of 500 sweeps, whose average predicts
         better than 100 thinned ones (test RMSE 0.9006 against 0.9014, 3 splits).
+    groups : array-like of int or None, default=None
+        Feature groups, each with its own priors (libFM's ``-meta``, myFM's
+        ``group_shapes``): a sequence of length ``n_features`` gives each feature's group id
+        (ids 0, 1, ...), any other length lists group sizes in column order (summing to
+        ``n_features``). MCMC draws a (lambda, mu) for w and for each factor per group (w0
+        and the noise precision are shared, as in libFM); ALS takes ``reg_linear`` /
+        ``reg_pairwise`` as one number or one value per group. Build them from feature
+        names with :func:`fmlearn.encoders.feature_groups` (users, items, side blocks).
+        None: one group. Not used by SGD.
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -436,9 +534,9 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded), ``"train"`` and
-        ``"val"`` metric (RMSE; for SGD the train metric only with ``verbose`` or
-        ``eval_set``); for MCMC and ALS also ``"train_avg"`` and ``"val_avg"``, the RMSE of the
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``
+        or ``eval_set`` also the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"``
+        metric, and for MCMC and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the
         running average of the predictions of all iterations (libFM's report).
     n_features_in_ : int
 
@@ -464,14 +562,14 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
-                 n_kept_samples=None,
+                 n_kept_samples=None, groups=None,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
                          reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
                          learning_rate=learning_rate, lr_schedule=lr_schedule, power_t=power_t,
                          shuffle=shuffle, implicit_sgd=implicit_sgd, n_burn_in=n_burn_in,
-                         n_kept_samples=n_kept_samples,
+                         n_kept_samples=n_kept_samples, groups=groups,
                          warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
                          verbose=verbose)
         self.clip_predictions = clip_predictions

@@ -60,7 +60,7 @@ def _add_fit(sub):
                "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
                "      -train train.libfm -test test.libfm -out pred.txt\n\n"
                "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
-               "-regular -learn_rate -seed -verbosity -save_model -rlog (see docs/cli.md)")
+               "-regular -learn_rate -seed -meta -verbosity -save_model -rlog (see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
@@ -76,7 +76,11 @@ def _add_fit(sub):
     p.add_argument("--init-stdev", type=_nonneg_float, default=0.1, metavar="S",
                    help="standard deviation of the initial factors (default 0.1)")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
-                   help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three")
+                   help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
+                        " with --groups (ALS) R0 then one R1 and one R2 per group")
+    p.add_argument("--groups", metavar="FILE",
+                   help="feature groups, one group id per feature and line (libFM's -meta): "
+                        "separate priors (MCMC) or penalties (ALS) per group")
     p.add_argument("--learning-rate", type=_positive_float, default=0.01, metavar="LR",
                    help="SGD step size (default 0.01)")
     p.add_argument("--n-burn-in", type=_nonneg_int, default=None, metavar="N",

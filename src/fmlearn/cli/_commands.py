@@ -13,19 +13,49 @@ from ._common import CLIError, format_label, note, print_pairs, read_svmlight, w
 
 # -- fit ------------------------------------------------------------------------------------
 def parse_reg(text):
-    """``R`` (all three) or ``R0,R1,R2`` -> (reg_bias, reg_linear, reg_pairwise), as libFM."""
+    """``R`` (all three), ``R0,R1,R2``, or with groups ``R0,R1_1..R1_G,R2_1..R2_G`` (libFM's
+    1 + 2G values) -> (reg_bias, reg_linear, reg_pairwise); the per-group forms are lists."""
     try:
         values = [float(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected R or R0,R1,R2 (numbers), got {text!r}") from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3:
-        raise argparse.ArgumentTypeError(f"expected 1 or 3 comma-separated values, got {text!r}")
+            f"expected R, R0,R1,R2 or R0 and two values per group (numbers), got {text!r}"
+        ) from None
     if any(not np.isfinite(v) or v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"regularization must be finite and >= 0, got {text!r}")
-    return tuple(values)
+    if len(values) == 1:
+        return tuple(values * 3)
+    if len(values) == 3:
+        return tuple(values)
+    if len(values) % 2 == 1:
+        g = (len(values) - 1) // 2
+        return values[0], values[1:1 + g], values[1 + g:]
+    raise argparse.ArgumentTypeError(
+        f"expected 1, 3 or 1 + 2G comma-separated values (G groups), got {len(values)}")
+
+
+def read_groups(path):
+    """libFM's ``-meta`` file: one group id (an integer >= 0) per feature, one per line."""
+    ids = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    value = int(text)
+                except ValueError:
+                    raise CLIError(f"{path}, line {lineno}: expected one integer group id per "
+                                   f"line, got {text!r}") from None
+                if value < 0:
+                    raise CLIError(f"{path}, line {lineno}: group ids must be >= 0, got {value}")
+                ids.append(value)
+    except OSError as exc:
+        raise CLIError(f"cannot read the groups file {path}: {exc.strerror or exc}") from None
+    if not ids:
+        raise CLIError(f"{path}: the groups file is empty")
+    return np.asarray(ids, dtype=np.int64)
 
 
 def build_estimator(args):
@@ -33,7 +63,7 @@ def build_estimator(args):
     from fmlearn import FMClassifier, FMRegressor
 
     reg = args.reg if args.reg is not None else (0.0, 0.0, 0.0)
-    if args.solver == "mcmc" and args.reg is not None and any(reg[1:]):
+    if args.solver == "mcmc" and args.reg is not None and np.any(np.hstack(reg[1:])):
         note("with --solver mcmc the linear and pairwise regularization are learned from the "
              "data (as in libFM); --reg only sets the prior precision of the bias")
     params = dict(n_factors=args.n_factors, solver=args.solver, n_iter=args.n_iter,
@@ -41,6 +71,8 @@ def build_estimator(args):
                   reg_pairwise=reg[2], learning_rate=args.learning_rate,
                   n_burn_in=args.n_burn_in, random_state=args.seed, n_jobs=args.n_jobs,
                   verbose=1 if args.verbose else 0)
+    if args.solver == "mcmc":  # MCMC learns them; a per-group list would be refused
+        params.update(reg_linear=0.0, reg_pairwise=0.0)
     if args.task == "r":
         return FMRegressor(clip_predictions=not args.no_clip, **params)
     if args.no_clip:
@@ -118,15 +150,29 @@ def cmd_fit(args):
         raise CLIError("--proba needs a classifier (--task c)")
     if args.batch_size is not None and not args.stream:
         raise CLIError("--batch-size applies to --stream only")
+    if args.groups and args.solver == "sgd":
+        raise CLIError("--groups sets the priors of MCMC and the penalties of ALS; "
+                       "--solver sgd has none")
     if args.stream:
         return _fit_stream(args, train)
     X, y = read_svmlight(train, "training")
     X_test = y_test = None
+    groups = read_groups(args.groups) if args.groups else None
+    d = X.shape[1]
     if args.test:
         X_test, y_test = read_svmlight(args.test, "test")
         d = max(X.shape[1], X_test.shape[1])  # libFM sizes the model for both files
-        X, X_test = widen(X, d, train), widen(X_test, d, args.test)
+    if groups is not None:
+        if groups.shape[0] < d:
+            raise CLIError(f"{args.groups}: {groups.shape[0]} group ids, but the data have "
+                           f"{d} features (one id per feature, as libFM's -meta)")
+        d = groups.shape[0]
+    X = widen(X, d, train)
+    if args.test:
+        X_test = widen(X_test, d, args.test)
     est = build_estimator(args)
+    if groups is not None:
+        est.set_params(groups=groups)
     eval_set = (X_test, y_test) if args.test else None
     t0 = time.perf_counter()
     est.fit(X, y, eval_set=eval_set)

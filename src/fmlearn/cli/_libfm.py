@@ -20,10 +20,10 @@ _DIRECT = {
     "-seed": "--seed",
     "-save_model": "--model",
     "-rlog": "--log",
+    "-meta": "--groups",
 }
 
 _UNSUPPORTED = {
-    "-meta": "grouping of variables for the MCMC hyper-priors is not implemented",
     "-relation": "block-structured (relational) data is not implemented",
     "-validation": "is only used by libFM's adaptive SGD (sgda), which is not implemented",
     "-load_model": "libFM's text model files cannot be read; fmlearn models (.fmz) are loaded "

@@ -9,12 +9,21 @@ the loss derivative l'_i and the loss's smoothness L:
 * MCMC (noise precision alpha, prior N(mu, 1/lam)): a draw from the Gaussian full conditional
   with precision ``P = alpha sum s_i h_i^2 + lam`` and mean
   ``theta - (alpha sum s_i l'_i h_i + lam (theta - mu)) / P`` (Rendle 2012, Eq. 26-27), where the
-  standard normal ``noise[j]`` is drawn beforehand so that the result does not depend on threads.
+  standard normal of each coordinate is drawn beforehand so that the result does not depend on
+  threads.
 
-Row state: ``E`` has shape (n, 2); ``E[i, 0]`` is pred_i - target_i for the squared loss (so that
-l'_i = E[i, 0]) and pred_i for the logistic loss; ``E[i, 1]`` holds q_if = sum_j v_jf x_ij of the
-factor being updated. Keeping both in one row of E means one cache line per visited entry, the
-cost that dominates a sweep (libFM interleaves its e and q caches for the same reason).
+One call of :func:`coordinate_sweep` is a whole sweep (libFM's ``draw_all``): alpha, w0, the
+hyper-parameters of w, every w_j, the hyper-parameters of every factor, then V factor by factor.
+Every feature j belongs to a group ``group[j]`` (libFM's ``-meta``) with its own prior
+(lambda, mu) for w and for each factor; one group is the ungrouped model.
+
+Row state: ``E`` has shape (n, 3); ``E[i, 0]`` is pred_i - target_i for the squared loss (so that
+l'_i = E[i, 0]) and pred_i for the logistic loss; ``E[i, 1]`` and ``E[i, 2]`` hold, alternately,
+q_if = sum_j v_jf x_ij of the factor being updated and of the next one. The pass that updates
+factor f visits every entry of X once to write the change of the row state; it adds
+v_j,f+1 x_ij to the next factor's column on the same visit, so the factor sums cost no pass of
+their own (libFM recomputes them with a pass per factor). Keeping a row's state in one short
+row of E means one cache line per visited entry, the cost that dominates a sweep.
 
 Threads: features that never share a row do not interact (their updates touch disjoint rows of
 E), so features are grouped into colour classes of a greedy colouring of the co-occurrence
@@ -23,11 +32,61 @@ visits features in exactly the same order, hence the same result for any number 
 """
 
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit, prange
 
 from ..losses import SQUARED, loss_derivative
+
+Columns = namedtuple("Columns", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
+                                 "y", "sw", "unit"])
+Columns.__doc__ = """Training data of a sweep: CSC arrays (``indptr``, ``indices``, ``data``),
+CSR arrays (``rindptr``, ``rindices``, ``rdata``), targets or labels ``y`` (float64), sample
+weights ``sw`` and ``unit`` (True when every weight is 1: the weights are not read)."""
+
+Plan = namedtuple("Plan", ["order", "color_ptr", "class_parallel", "row_pass", "color", "pos",
+                           "G", "H", "old", "delta"])
+Plan.__doc__ = """Visiting order: features ``order[color_ptr[c]:color_ptr[c + 1]]`` form colour
+class c, run in parallel where ``class_parallel[c]`` and by streaming the rows
+(:func:`_class_rows`) where ``row_pass[c]``; ``color[j]`` and ``pos[j]`` (place of j in its
+class) and the work buffers ``G``, ``H`` (n_blocks, m), ``old``, ``delta`` (m,) serve the
+row-wise sweep (size 1 when unused)."""
+
+Prior = namedtuple("Prior", ["group", "group_size", "lam_w", "mu_w", "lam_v", "mu_v"])
+Prior.__doc__ = """Per-group priors: ``group[j]`` (int64, d) is feature j's group,
+``group_size`` (float64, G) the features per group; ``lam_w``, ``mu_w`` (G,) the prior of w,
+``lam_v``, ``mu_v`` (k, G) of each factor. ALS keeps them fixed (lam = the L2 penalty, mu = 0);
+MCMC draws them (``hyper``) in place."""
+
+Config = namedtuple("Config", ["loss", "curv", "sample", "hyper", "draw_alpha", "reg_bias",
+                               "alpha_0", "beta_0", "gamma_0", "mu_0"])
+Config.__doc__ = """Scalars of a sweep: loss code and smoothness, ``sample`` (MCMC draws;
+False: ALS steps), ``hyper`` (draw the groups' (lambda, mu)), ``draw_alpha`` (draw the noise
+precision; False keeps it), the prior precision of w0 and libFM's hyper-prior constants."""
+
+Model = namedtuple("Model", ["w", "V", "scal"])
+Model.__doc__ = """The parameters updated in place: ``w`` (d,), ``V`` (d, k) and ``scal``
+(float64 [w0, alpha])."""
+
+# One parameter set of a pass: theta[:, col] (theta = w as (d, 1) for slot 0, V for slot 1),
+# the row-state columns cur (its factor sums) and nxt (the next factor's, filled from column
+# fn of V; fn = -1: none), the group priors lam/mu (G,) and the offset z0 of its normals.
+_Pass = namedtuple("_Pass", ["slot", "theta", "col", "cur", "nxt", "fn", "V", "lam", "mu",
+                             "z", "z0", "alpha"])
+
+
+def n_normals(d, k, n_groups):
+    """Standard normals one MCMC sweep consumes: w0, mu_w, w, every factor's mu and v."""
+    return 1 + n_groups + d + k * (n_groups + d)
+
+
+def gamma_shapes(d, k, group_size, cfg, sw_total):
+    """Shapes of the standard gamma variates of one MCMC sweep, in the order they are used:
+    alpha (when drawn), lambda_w per group, lambda of each factor per group."""
+    lam = 0.5 * (cfg.alpha_0 + np.asarray(group_size, dtype=np.float64) + 1.0)
+    head = [0.5 * (cfg.alpha_0 + sw_total)] if cfg.draw_alpha else []
+    return np.concatenate([head, lam, np.tile(lam, k)])
 
 
 @njit(cache=True, nogil=True)
@@ -52,64 +111,96 @@ def _dloss(loss, r, y, i):
     return loss_derivative(loss, r, y[i])
 
 
+# The scalars of one coordinate update (no arrays: passing records of arrays to a function
+# called once per feature costs a reference count per array and call, measured 2x slower).
+_Step = namedtuple("_Step", ["slot", "col", "cur", "nxt", "fn", "loss", "curv", "alpha",
+                             "sample", "unit"])
+
+
 @njit(cache=True, nogil=True)
-def _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu, alpha, noise,
-            sample, theta, jj, ff):
-    # One coordinate: theta[jj, ff] (a w_j when slot == 0, a v_jf when slot == 1).
-    old = theta[jj, ff]
+def _step_of(pa, cols, cfg):
+    return _Step(pa.slot, pa.col, pa.cur, pa.nxt, pa.fn, cfg.loss, cfg.curv, pa.alpha,
+                 cfg.sample, cols.unit)
+
+
+@njit(cache=True, nogil=True)
+def _update(j, csc, E, y, sw, theta, V, st, lam, mu, noise):
+    # One coordinate theta[j, st.col] (a w_j when slot == 0, a v_jf when slot == 1); csc is
+    # (indptr, indices, data).
+    indptr, indices, data = csc
+    col = st.col
+    cur = st.cur
+    old = theta[j, col]
     g = 0.0
     hh = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
-        i = indices[p]
-        x = data[p]
-        h = x if slot == 0 else x * (E[i, 1] - old * x)
-        s = 1.0 if unit else sw[i]
-        g += s * _dloss(loss, E[i, 0], y, i) * h
-        hh += s * h * h
-    new = _step(old, g, hh, lam, mu, alpha, curv, noise, sample)
-    theta[jj, ff] = new
-    delta = new - old
-    if delta != 0.0:
+    if st.unit and st.loss == SQUARED:  # the common case, without per-entry branches
+        if st.slot == 0:
+            for p in range(indptr[j], indptr[j + 1]):
+                x = data[p]
+                g += E[indices[p], 0] * x
+                hh += x * x
+        else:
+            for p in range(indptr[j], indptr[j + 1]):
+                i = indices[p]
+                x = data[p]
+                h = x * (E[i, cur] - old * x)
+                g += E[i, 0] * h
+                hh += h * h
+    else:
         for p in range(indptr[j], indptr[j + 1]):
             i = indices[p]
             x = data[p]
-            if slot == 0:
-                E[i, 0] += delta * x
-            else:
-                E[i, 0] += delta * x * (E[i, 1] - old * x)
-                E[i, 1] += delta * x
+            h = x if st.slot == 0 else x * (E[i, cur] - old * x)
+            s = 1.0 if st.unit else sw[i]
+            g += s * _dloss(st.loss, E[i, 0], y, i) * h
+            hh += s * h * h
+    theta[j, col] = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample)
+    delta = theta[j, col] - old  # in the model's precision: E stays the model's
+    fn = st.fn
+    if delta == 0.0 and fn < 0:
+        return
+    vn = V[j, fn] if fn >= 0 else 0.0  # adding 0 when there is no next factor costs less
+    nxt = st.nxt if fn >= 0 else 0      # than a branch per entry (column 0 gains 0.0)
+    if st.slot == 0:
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            x = data[p]
+            E[i, 0] += delta * x
+            E[i, nxt] += vn * x
+    else:
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            x = data[p]
+            E[i, 0] += delta * x * (E[i, cur] - old * x)
+            E[i, cur] += delta * x
+            E[i, nxt] += vn * x
+
+
+@njit(cache=True, nogil=True)
+def _features(cols, plan, pa, group, E, cfg, lo, hi):
+    # The features order[lo:hi] one after another.
+    csc = (cols.indptr, cols.indices, cols.data)
+    y = cols.y
+    sw = cols.sw
+    theta = pa.theta
+    V = pa.V
+    lam = pa.lam
+    mu = pa.mu
+    z = pa.z
+    st = _step_of(pa, cols, cfg)
+    for t in range(lo, hi):
+        j = plan.order[t]
+        noise = z[pa.z0 + j] if cfg.sample else 0.0
+        _update(j, csc, E, y, sw, theta, V, st, lam[group[j]], mu[group[j]], noise)
 
 
 @njit(cache=True, parallel=True)
-def coordinate_sweep(indptr, indices, data, order, color_ptr, class_parallel, parallel, slot,
-                     theta, col, E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample):
-    """Update ``theta[j, col]`` for every feature j in ``order`` (``slot`` 0: linear weights,
-    ``theta`` = w[:, None]; ``slot`` 1: factor ``col`` of V, with E[:, 1] holding its sums).
-
-    A colour class runs in parallel only where ``class_parallel[c]`` (enough work to pay for
-    waking the threads); otherwise serially, in the same order, with the same result.
-    ``E[i, 0]`` is the cached row state: pred - target for the squared loss, pred otherwise;
-    ``noise[j]`` the pre-drawn normal of feature j. With ``parallel`` the colour classes cut by
-    ``color_ptr`` run one after another and their features in parallel; otherwise the same
-    order is visited serially (identical result).
-    """
-    if parallel:
-        for c in range(color_ptr.shape[0] - 1):
-            if class_parallel[c]:
-                for t in prange(color_ptr[c], color_ptr[c + 1]):
-                    j = order[t]
-                    _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
-                            alpha, noise[j], sample, theta, j, col)
-            else:  # too little work to pay for waking the threads; same order, same result
-                for t in range(color_ptr[c], color_ptr[c + 1]):
-                    j = order[t]
-                    _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu,
-                            alpha, noise[j], sample, theta, j, col)
-    else:
-        for t in range(order.shape[0]):
-            j = order[t]
-            _update(j, slot, indptr, indices, data, E, y, sw, unit, loss, curv, lam, mu, alpha,
-                    noise[j], sample, theta, j, col)
+def _class_parallel(cols, plan, lo, hi, pa, group, E, cfg):
+    # The features of one colour class share no row: their updates are independent. (A call
+    # per feature with the records costs about a microsecond: nothing against the 50,000
+    # entries a class needs to run in parallel.)
+    for t in prange(lo, hi):
+        _features(cols, plan, pa, group, E, cfg, t, t + 1)
 
 
 # Rows per block of the row-wise class sweep. Fixed (never derived from the thread count), so
@@ -117,79 +208,193 @@ def coordinate_sweep(indptr, indices, data, order, color_ptr, class_parallel, pa
 ROW_BLOCK = 8192
 
 
+@njit(cache=True, nogil=True)
+def _class_entry(rindptr, rindices, color, c, i):
+    # The entry of row i whose feature is in colour class c (a row holds at most one), or -1.
+    for p in range(rindptr[i], rindptr[i + 1]):
+        if color[rindices[p]] == c:
+            return p
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _rows_pass(cols, plan, c, pa, E, cfg, b, scatter):
+    # One block b of rows: gather the class's sums G[b], H[b] (scatter False), or write the
+    # class's changes (plan.delta, plan.old) to the row state (scatter True).
+    n = cols.rindptr.shape[0] - 1
+    if not scatter:
+        for t in range(plan.old.shape[0]):
+            plan.G[b, t] = 0.0
+            plan.H[b, t] = 0.0
+    for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
+        p = _class_entry(cols.rindptr, cols.rindices, plan.color, c, i)
+        if p < 0:
+            continue
+        j = cols.rindices[p]
+        t = plan.pos[j]
+        x = cols.rdata[p]
+        if not scatter:
+            h = x if pa.slot == 0 else x * (E[i, pa.cur] - pa.theta[j, pa.col] * x)
+            s = 1.0 if cols.unit else cols.sw[i]
+            plan.G[b, t] += s * _dloss(cfg.loss, E[i, 0], cols.y, i) * h
+            plan.H[b, t] += s * h * h
+            continue
+        d = plan.delta[t]
+        if pa.slot == 0:
+            E[i, 0] += d * x
+        else:
+            E[i, 0] += d * x * (E[i, pa.cur] - plan.old[t] * x)
+            E[i, pa.cur] += d * x
+        if pa.fn >= 0:
+            E[i, pa.nxt] += pa.V[j, pa.fn] * x
+
+
 @njit(cache=True, parallel=True)
-def class_sweep_rows(indptr, indices, data, color, c, pos, feats, slot, theta, col, E, y, sw,
-                     unit, loss, curv, lam, mu, alpha, noise, sample, G, H, old, delta):
+def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
     """Update every feature of colour class ``c`` with two sequential passes over the rows.
 
-    Same updates as :func:`coordinate_sweep` on the class (its features share no row, so they
-    are independent), but the sums over each feature's rows are gathered by streaming the CSR
-    rows and ``E`` in order, not by jumping to each column's rows: on large data the column
-    order costs a cache miss per entry. Block partial sums ``G``, ``H`` (n_blocks, m) are
-    reduced in block order. ``pos[j]`` is feature j's place in ``feats``; ``old`` and ``delta``
-    are work arrays of length m.
+    Same updates as the column-wise sweep of the class (its features share no row, so they are
+    independent), but the sums over each feature's rows are gathered by streaming the CSR rows
+    and ``E`` in order, not by jumping to each column's rows: on large data the column order
+    costs a cache miss per entry. Block partial sums are reduced in block order.
     """
-    n = indptr.shape[0] - 1
-    m = feats.shape[0]
-    n_blocks = G.shape[0]
+    n_blocks = -(-(cols.rindptr.shape[0] - 1) // ROW_BLOCK)
     for b in prange(n_blocks):
-        for t in range(m):
-            G[b, t] = 0.0
-            H[b, t] = 0.0
-        for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                if color[j] == c:
-                    t = pos[j]
-                    x = data[p]
-                    h = x if slot == 0 else x * (E[i, 1] - theta[j, col] * x)
-                    s = 1.0 if unit else sw[i]
-                    G[b, t] += s * _dloss(loss, E[i, 0], y, i) * h
-                    H[b, t] += s * h * h
-                    break  # a row holds at most one feature of a colour class
-    for t in range(m):
+        _rows_pass(cols, plan, c, pa, E, cfg, b, False)
+    for t in range(hi - lo):
         g = 0.0
         hh = 0.0
         for b in range(n_blocks):
-            g += G[b, t]
-            hh += H[b, t]
-        j = feats[t]
-        o = theta[j, col]
-        new = _step(o, g, hh, lam, mu, alpha, curv, noise[j], sample)
-        theta[j, col] = new
-        old[t] = o
-        delta[t] = new - o
+            g += plan.G[b, t]
+            hh += plan.H[b, t]
+        j = plan.order[lo + t]
+        o = pa.theta[j, pa.col]
+        noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
+        gj = group[j]
+        pa.theta[j, pa.col] = _step(o, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, cfg.curv, noise,
+                                    cfg.sample)
+        plan.old[t] = o
+        plan.delta[t] = pa.theta[j, pa.col] - o
     for b in prange(n_blocks):
-        for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                if color[j] == c:
-                    t = pos[j]
-                    d = delta[t]
-                    if d != 0.0:
-                        x = data[p]
-                        if slot == 0:
-                            E[i, 0] += d * x
-                        else:
-                            E[i, 0] += d * x * (E[i, 1] - old[t] * x)
-                            E[i, 1] += d * x
-                    break
+        _rows_pass(cols, plan, c, pa, E, cfg, b, True)
 
 
-@njit(cache=True)
-def bias_update(E, y, sw, unit, loss, curv, lam, mu, alpha, noise, sample, w0):
-    """The coordinate step for w0 (h_i = 1 for every row); updates E and returns the new w0."""
+@njit(cache=True, nogil=True)
+def _sweep_pass(cols, plan, pa, group, E, cfg):
+    # Every feature's theta[:, col] once, colour class after colour class.
+    if pa.fn >= 0:
+        for i in range(E.shape[0]):
+            E[i, pa.nxt] = 0.0
+    for c in range(plan.color_ptr.shape[0] - 1):
+        lo = plan.color_ptr[c]
+        hi = plan.color_ptr[c + 1]
+        if plan.row_pass[c]:
+            _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg)
+        elif plan.class_parallel[c]:
+            _class_parallel(cols, plan, lo, hi, pa, group, E, cfg)
+        else:
+            _features(cols, plan, pa, group, E, cfg, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def draw_group_hyper(theta, col, prior_group, size, lam, mu, g, z, cfg):
+    """Draw (lambda_g, mu_g) of every group from their Normal-Gamma conditional (libFM's
+    ``draw_w_lambda`` then ``draw_w_mu``), in place in ``lam``, ``mu`` (G,).
+
+    lambda_g = g[grp] / rate_g with ``g`` standard gammas of shape (alpha_0 + p_g + 1) / 2 and
+    rate_g = (beta_0 + gamma_0 (mu_g - mu_0)^2 + sum_{j in g} (theta_j - mu_g)^2) / 2 (the
+    previous mu_g); then mu_g = (sum_{j in g} theta_j + gamma_0 mu_0) / (p_g + gamma_0)
+    + z[grp] / sqrt((p_g + gamma_0) lambda_g).
+    """
+    n_groups = size.shape[0]
+    total = np.zeros(n_groups)
+    dev = np.zeros(n_groups)
+    for j in range(theta.shape[0]):
+        gj = prior_group[j]
+        t = theta[j, col]
+        total[gj] += t
+        dev[gj] += (t - mu[gj]) ** 2
+    for q in range(n_groups):
+        rate = 0.5 * (cfg.beta_0 + cfg.gamma_0 * (mu[q] - cfg.mu_0) ** 2 + dev[q])
+        lam[q] = g[q] / rate
+        p = size[q] + cfg.gamma_0
+        mu[q] = (total[q] + cfg.gamma_0 * cfg.mu_0) / p + z[q] / math.sqrt(p * lam[q])
+
+
+@njit(cache=True, nogil=True)
+def bias_step(cols, E, w0, alpha, noise, cfg):
+    """The coordinate step for w0 (h_i = 1 for every row); updates E[:, 0], returns w0."""
     g = 0.0
     hh = 0.0
     for i in range(E.shape[0]):
-        s = 1.0 if unit else sw[i]
-        g += s * _dloss(loss, E[i, 0], y, i)
+        s = 1.0 if cols.unit else cols.sw[i]
+        g += s * _dloss(cfg.loss, E[i, 0], cols.y, i)
         hh += s
-    new = _step(w0, g, hh, lam, mu, alpha, curv, noise, sample)
+    new = _step(w0, g, hh, cfg.reg_bias, 0.0, alpha, cfg.curv, noise, cfg.sample)
     delta = new - w0
     for i in range(E.shape[0]):
         E[i, 0] += delta
     return new
+
+
+@njit(cache=True)
+def coordinate_sweep(cols, plan, prior, model, E, z, g, cfg):
+    """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place.
+
+    ``z`` holds the sweep's standard normals (:func:`n_normals` of them, in the order w0, mu_w
+    per group, w_j per feature, mu_f per factor and group, v_jf factor by factor; unread by
+    ALS) and ``g`` its standard gammas (shapes :func:`gamma_shapes`; unread without
+    ``cfg.hyper`` and ``cfg.draw_alpha``). ``E[:, 0]`` must hold the row
+    state on entry (see the module docstring); columns 1 and 2 are work space.
+    Returns True when the row state and every parameter are finite afterwards.
+    """
+    w = model.w
+    V = model.V
+    d = w.shape[0]
+    k = V.shape[1]
+    n_groups = prior.group_size.shape[0]
+    theta_w = w.reshape((d, 1))
+    alpha = model.scal[1]
+    gi = 0
+    if cfg.sample and cfg.draw_alpha:
+        s = 0.0
+        for i in range(E.shape[0]):
+            r = E[i, 0]
+            s += (1.0 if cols.unit else cols.sw[i]) * r * r
+        alpha = g[0] * 2.0 / (cfg.beta_0 + s)
+        gi = 1
+    model.scal[1] = alpha
+    model.scal[0] = bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
+    zi = 1
+    if cfg.hyper:
+        draw_group_hyper(theta_w, 0, prior.group, prior.group_size, prior.lam_w, prior.mu_w,
+                         g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
+        gi += n_groups
+    zi += n_groups
+    pa = _Pass(0, theta_w, 0, 1, 1, 0 if k > 0 else -1, V, prior.lam_w, prior.mu_w, z, zi,
+               alpha)
+    _sweep_pass(cols, plan, pa, prior.group, E, cfg)
+    zi += d
+    for f in range(k):
+        if cfg.hyper:
+            draw_group_hyper(V, f, prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
+                             g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
+            gi += n_groups
+        zi += n_groups
+    for f in range(k):
+        cur = 1 + f % 2
+        pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
+                   prior.mu_v[f], z, zi, alpha)
+        _sweep_pass(cols, plan, pa, prior.group, E, cfg)
+        zi += d
+    ok = math.isfinite(model.scal[0]) and math.isfinite(alpha)
+    for i in range(E.shape[0]):
+        ok = ok and math.isfinite(E[i, 0])
+    for j in range(d):
+        ok = ok and math.isfinite(w[j])
+        for f in range(k):
+            ok = ok and math.isfinite(V[j, f])
+    return ok
 
 
 @njit(cache=True)
@@ -226,23 +431,3 @@ def greedy_coloring(col_indptr, col_indices, row_indptr, row_indices, n_features
         if c + 1 > n_colors:
             n_colors = c + 1
     return color, n_colors
-
-
-@njit(cache=True, parallel=True)
-def factor_column_sums(indptr, indices, data, V, f, E, parallel):
-    """E[i, 1] = sum_j V[j, f] x_ij for a CSR matrix (rows independent)."""
-    n = indptr.shape[0] - 1
-    if not parallel:
-        for i in range(n):
-            E[i, 1] = _column_sum(indptr, indices, data, V, f, i)
-    else:
-        for i in prange(n):
-            E[i, 1] = _column_sum(indptr, indices, data, V, f, i)
-
-
-@njit(cache=True, nogil=True)
-def _column_sum(indptr, indices, data, V, f, i):
-    s = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        s += V[indices[p], f] * data[p]
-    return s

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._data import raw
-from ..kernels.cd import ROW_BLOCK, cooccurrence_work, greedy_coloring
+from ..kernels.cd import ROW_BLOCK, Columns, Plan, cooccurrence_work, greedy_coloring
 from ..kernels.predict import fm_predict_csr
 from ..losses import SQUARED
 
@@ -28,35 +28,52 @@ class FMState:
 
 @dataclass
 class ColumnData:
-    """Training data for the coordinate solvers: both layouts, weights and the visit order.
+    """Training data for the coordinate solvers: the records of ``kernels.cd``.
 
-    ``order`` lists the features in visit order; ``color_ptr`` (or None) cuts it into colour
-    classes of features that never share a row (updated in parallel, see ``kernels.cd``).
-    ``unit`` is True when every weight is 1 (the kernels then skip reading them).
+    ``cols`` (:class:`~fmlearn.kernels.cd.Columns`) holds both layouts, the targets and the
+    weights; ``plan`` (:class:`~fmlearn.kernels.cd.Plan`) the visiting order in colour classes
+    of features that never share a row (updated in parallel where large enough).
     """
 
-    csr: tuple
-    csc: tuple
-    y: np.ndarray
-    sw: np.ndarray
-    order: np.ndarray
-    color_ptr: object
-    class_parallel: np.ndarray  # per colour class: enough entries to run in parallel
-    unit: bool
-    row_pass: object = None  # per class: sweep by streaming rows (kernels.cd.class_sweep_rows)
-    color: object = None
-    pos: object = None
-    work: object = None  # (G, H, old, delta) buffers of the row-wise class sweep
+    cols: Columns
+    plan: Plan
+
+    @property
+    def csr(self):
+        return self.cols.rindptr, self.cols.rindices, self.cols.rdata
+
+    @property
+    def y(self):
+        return self.cols.y
+
+    @property
+    def sw(self):
+        return self.cols.sw
 
     @property
     def n_samples(self):
-        return self.csr[0].shape[0] - 1
+        return self.cols.rindptr.shape[0] - 1
 
     @property
-    def rows_parallel(self):
-        """Whether passes over all rows are worth running on several threads."""
-        return bool(self.csr[1].shape[0] >= MIN_PARALLEL_NNZ
-                    and self.n_samples >= MIN_PARALLEL_ROWS)
+    def order(self):
+        return self.plan.order
+
+    @property
+    def color_ptr(self):
+        return self.plan.color_ptr
+
+    @property
+    def row_pass(self):
+        """Per colour class: swept by streaming the rows (None when no class is)."""
+        return self.plan.row_pass if self.plan.row_pass.any() else None
+
+    @property
+    def class_parallel(self):
+        return self.plan.class_parallel
+
+    def with_target(self, y):
+        """The same data with other targets (MCMC probit's latent z)."""
+        return ColumnData(self.cols._replace(y=y), self.plan)
 
 
 # Entries below which a colour class (or a pass over the rows) runs serially: a parallel
@@ -90,11 +107,11 @@ def column_data(X_csr, y, sw):
     """
     csr = raw(X_csr)
     csc = raw(X_csr.tocsc())
-    d = X_csr.shape[1]
+    n, d = X_csr.shape
     order = np.arange(d, dtype=np.int64)
-    color_ptr = None
+    color_ptr = np.array([0, d], dtype=np.int64)
     class_parallel = np.zeros(1, dtype=np.bool_)
-    extra = {}
+    plan = None
     if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
         color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
         if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
@@ -102,28 +119,36 @@ def column_data(X_csr, y, sw):
             color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
             col_nnz = np.diff(csc[0])[order]
             class_parallel = ((np.add.reduceat(col_nnz, color_ptr[:-1]) >= MIN_PARALLEL_NNZ)
-                              & (X_csr.shape[0] >= MIN_PARALLEL_ROWS))
-            extra = _row_pass_plan(color, order, color_ptr, X_csr.shape[0])
+                              & (n >= MIN_PARALLEL_ROWS))
+            plan = _row_pass_plan(color, order, color_ptr, class_parallel, n)
+    if plan is None:
+        one = np.zeros(1, dtype=np.int64)
+        work = np.zeros((1, 1))
+        plan = Plan(order, color_ptr, class_parallel,
+                    np.zeros(color_ptr.shape[0] - 1, dtype=np.bool_), one, one, work, work,
+                    np.zeros(1), np.zeros(1))
     sw = np.ascontiguousarray(sw, dtype=np.float64)
-    return ColumnData(csr, csc, np.ascontiguousarray(y, dtype=np.float64), sw, order, color_ptr,
-                      class_parallel, bool(np.all(sw == 1.0)), **extra)
+    cols = Columns(*csc, *csr, np.ascontiguousarray(y, dtype=np.float64), sw,
+                   bool(np.all(sw == 1.0)))
+    return ColumnData(cols, plan)
 
 
-def _row_pass_plan(color, order, color_ptr, n_rows):
-    """Which colour classes are swept row-wise, with the index maps and work buffers."""
+def _row_pass_plan(color, order, color_ptr, class_parallel, n_rows):
+    """The plan with the colour classes swept row-wise, their index maps and work buffers
+    (None when no class is)."""
     n_colors = color_ptr.shape[0] - 1
     if n_colors > ROW_PASS_MAX_COLORS or n_rows < ROW_PASS_MIN_ROWS:
-        return {}
+        return None
     n_blocks = max(1, -(-n_rows // ROW_BLOCK))
     sizes = np.diff(color_ptr)
     row_pass = sizes * n_blocks <= ROW_PASS_BUDGET
     if not row_pass.any():
-        return {}
+        return None
     pos = np.empty_like(order)
     pos[order] = np.arange(order.shape[0]) - np.repeat(color_ptr[:-1], sizes)
     m = int(sizes[row_pass].max())
-    work = (np.empty((n_blocks, m)), np.empty((n_blocks, m)), np.empty(m), np.empty(m))
-    return {"row_pass": row_pass, "color": color.astype(np.int64), "pos": pos, "work": work}
+    return Plan(order, color_ptr, class_parallel, row_pass, color.astype(np.int64), pos,
+                np.empty((n_blocks, m)), np.empty((n_blocks, m)), np.empty(m), np.empty(m))
 
 
 def predict_rows(csr, state):
@@ -135,11 +160,27 @@ def predict_rows(csr, state):
 
 
 def row_state(csr, state, target, loss_code):
-    """The (n, 2) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or pred."""
+    """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or pred,
+    columns 1 and 2 are the kernels' work space (factor sums)."""
     pred = predict_rows(csr, state)
-    E = np.zeros((pred.shape[0], 2), dtype=np.float64)
+    E = np.zeros((pred.shape[0], 3), dtype=np.float64)
     E[:, 0] = pred - target if loss_code == SQUARED else pred
     return E
+
+
+def refresh_row_state(E, csr, state, target):
+    """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
+    E[:, 0] = predict_rows(csr, state)
+    E[:, 0] -= target
+
+
+def group_index(groups, n_features):
+    """``(group, group_size)``: each feature's group (int64, d) and the features per group
+    (float64, G) from validated groups (an int array of length d, or None: one group)."""
+    if groups is None:
+        return np.zeros(n_features, dtype=np.int64), np.array([float(n_features)])
+    group = np.ascontiguousarray(groups, dtype=np.int64)
+    return group, np.bincount(group).astype(np.float64)
 
 
 def init_state(n_features, n_factors, init_stdev, rng, dtype):

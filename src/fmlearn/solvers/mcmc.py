@@ -2,29 +2,32 @@
 Rendle 2012 §4.3, Algorithm 3).
 
 Model: y_i ~ N(f(x_i), 1/alpha) (regression) or y_i = sign(z_i), z_i ~ N(f(x_i), 1) (probit
-classification). Priors w_j ~ N(mu_w, 1/lambda_w), v_jf ~ N(mu_f, 1/lambda_f), w0 ~ N(0, 1/reg0)
-(flat when reg0 = 0), with hyper-priors lambda ~ Gamma((alpha_0 + 1)/2, beta_0/2),
+classification). Priors w_j ~ N(mu_w,g, 1/lambda_w,g), v_jf ~ N(mu_f,g, 1/lambda_f,g) where g is
+feature j's group (libFM's ``-meta``; one group without it), w0 ~ N(0, 1/reg0) (flat when
+reg0 = 0), with hyper-priors lambda ~ Gamma((alpha_0 + 1)/2, beta_0/2),
 mu ~ N(mu_0, 1/(gamma_0 lambda)), alpha ~ Gamma(alpha_0/2, beta_0/2); libFM's defaults
-alpha_0 = beta_0 = gamma_0 = 1, mu_0 = 0.
+alpha_0 = beta_0 = gamma_0 = 1, mu_0 = 0. As in libFM's ``fm_learn_mcmc``, w0 and the noise
+precision alpha are not grouped.
 
-A sweep draws alpha (regression) or the latent z (probit), then w0, (lambda_w, mu_w), every w_j,
-and for each factor f (lambda_f, mu_f) and every v_jf, each from its full conditional with the
-shared coordinate kernels (``kernels.cd``). All normal variates of a sweep are drawn in a fixed
-order from the caller's ``RandomState`` before the kernels run, so the chain does not depend on
-the number of threads.
+A sweep draws alpha (regression) or the latent z (probit), then w0, (lambda_w, mu_w) of every
+group, every w_j, (lambda_f, mu_f) of every group and factor, and every v_jf, each from its full
+conditional, in one compiled call (``kernels.cd.coordinate_sweep``). Its random numbers are
+drawn beforehand in two vectorised calls (standard normals and standard gammas, whose shapes do
+not depend on the state; the kernel scales them), so the chain does not depend on the number of
+threads.
 
 Sample weights s_i multiply each row's Gaussian log-likelihood (an integer weight m equals m
 repeated rows for regression; for probit it tempers the latent Gaussian of the row).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from ..kernels.cd import Config, Model, Prior, coordinate_sweep, gamma_shapes, n_normals
 from ..losses import SQUARED
-from ._fm_common import row_state
-from .als import bias_step, sweep
+from ._fm_common import group_index, refresh_row_state, row_state
 
 
 @dataclass
@@ -39,26 +42,41 @@ class MCMCSettings:
     gamma_0: float = 1.0
     mu_0: float = 0.0
     refresh_every: int = 10
+    groups: object = None  # None, or (group (d,) int64, group_size (G,) float64)
 
 
 @dataclass
 class Chain:
-    """Hyper-parameters and bookkeeping carried across sweeps (and warm starts)."""
+    """Hyper-parameters and bookkeeping carried across sweeps (and warm starts).
+
+    ``lambda_w``, ``mu_w`` have shape (G,), ``lambda_v``, ``mu_v`` (k, G). The kept samples
+    live in preallocated buffers ``samples = (w0 (m,), w (m, d), V (m, d, k))`` of which the
+    first ``n_samples`` are used.
+    """
 
     alpha: float
-    lambda_w: float
-    mu_w: float
+    lambda_w: np.ndarray
+    mu_w: np.ndarray
     lambda_v: np.ndarray
     mu_v: np.ndarray
     t: int = 0  # sweeps done over the chain's life
     stride: int = 1
-    kept_w0: list = field(default_factory=list)
-    kept_w: list = field(default_factory=list)
-    kept_V: list = field(default_factory=list)
+    samples: tuple = None
+    n_samples: int = 0
 
     @classmethod
-    def start(cls, n_factors):
-        return cls(1.0, 1.0, 0.0, np.ones(n_factors), np.zeros(n_factors))
+    def start(cls, n_factors, n_groups=1):
+        return cls(1.0, np.ones(n_groups), np.zeros(n_groups), np.ones((n_factors, n_groups)),
+                   np.zeros((n_factors, n_groups)))
+
+    def kept(self):
+        """The kept samples (w0 (S,), w (S, d), V (S, d, k)), without spare capacity."""
+        S = self.n_samples
+        if self.samples is None:
+            return None
+        if self.samples[0].shape[0] == S:
+            return self.samples
+        return tuple(a[:S].copy() for a in self.samples)
 
 
 def draw_latent(pred, ysign, u):
@@ -77,19 +95,6 @@ def draw_latent(pred, ysign, u):
     return ysign * z
 
 
-def draw_hyper(theta, mu_prev, rs, s):
-    """(lambda, mu) of a parameter group from their conditional (Normal-Gamma) posterior.
-
-    ``rs`` is a numpy Generator; ``s`` the MCMCSettings with the hyper-prior constants."""
-    theta = np.asarray(theta, dtype=np.float64)
-    p = theta.shape[0]
-    rate = 0.5 * (s.beta_0 + s.gamma_0 * (mu_prev - s.mu_0) ** 2 + np.sum((theta - mu_prev) ** 2))
-    lam = rs.gamma(0.5 * (s.alpha_0 + p + 1), 1.0 / rate)
-    mu = rs.normal((theta.sum() + s.gamma_0 * s.mu_0) / (p + s.gamma_0),
-                   1.0 / np.sqrt((p + s.gamma_0) * lam))
-    return float(lam), float(mu)
-
-
 def mcmc_solver(data, state, chain, settings, seed, callback=None):
     """Run ``settings.n_iter`` Gibbs sweeps; ``state`` and ``chain`` are updated in place.
 
@@ -104,53 +109,62 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None):
     seed : int
         Sweep t draws from ``numpy.random.default_rng([seed, t])`` (t counts sweeps over the
         chain's life), so a chain continued by a warm start equals one long run.
-    callback : callable(iteration, pred, state) -> bool, optional
-        Called after each sweep with the training predictions of the new sample.
+    callback : callable(iteration, E, target) -> bool, optional
+        Called after each sweep with the row cache (``E[:, 0] + target`` are the training
+        predictions of the new sample, ``state`` holds it); returning True stops.
 
     Returns
     -------
     state, n_iter, info : info has ``"diverged"`` (None or a message).
     """
-    k = state.V.shape[1]
-    d = state.w.shape[0]
-    sw = data.sw
-    sw_total = float(sw.sum())
+    d, k = state.V.shape
+    group, size = settings.groups if settings.groups is not None else group_index(None, d)
+    prior = Prior(group, size, chain.lambda_w, chain.mu_w, chain.lambda_v, chain.mu_v)
+    cfg = Config(SQUARED, 1.0, True, True, not settings.probit, float(settings.reg_bias),
+                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0)
+    shapes = gamma_shapes(d, k, size, cfg, float(data.sw.sum()))
+    nz = n_normals(d, k, size.shape[0])
+    model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
     target = data.y if not settings.probit else np.zeros_like(data.y)
     E = row_state(data.csr, state, target, SQUARED)  # E[:, 0] = pred - target
+    _reserve(chain, state, settings)
     n_done = 0
     for it in range(settings.n_iter):
         rs = np.random.default_rng([seed, chain.t])
         if it and it % settings.refresh_every == 0:
-            E = row_state(data.csr, state, target, SQUARED)
+            refresh_row_state(E, data.csr, state, target)
         if settings.probit:
             pred = E[:, 0] + target
             target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
             E[:, 0] = pred - target
-            alpha = 1.0
-        else:
-            alpha = rs.gamma(0.5 * (settings.alpha_0 + sw_total),
-                             2.0 / (settings.beta_0 + float(np.dot(sw, E[:, 0] ** 2))))
-        chain.alpha = float(alpha)
-        state.w0 = bias_step(data, E, target, state.w0, SQUARED, settings.reg_bias, alpha=alpha,
-                             noise=rs.standard_normal(), sample=True)
-        chain.lambda_w, chain.mu_w = draw_hyper(state.w, chain.mu_w, rs, settings)
-        noise_w = rs.standard_normal(d)
-        lam_v = np.empty(k)
-        mu_v = np.empty(k)
-        for f in range(k):
-            lam_v[f], mu_v[f] = draw_hyper(state.V[:, f], chain.mu_v[f], rs, settings)
-        noise_v = rs.standard_normal((k, d))
-        chain.lambda_v, chain.mu_v = lam_v, mu_v
-        sweep(data, state, E, target, SQUARED, (chain.lambda_w, lam_v), (chain.mu_w, mu_v),
-              alpha, (noise_w, noise_v), True)
+        ok = coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
+                              rs.standard_gamma(shapes), cfg)
+        state.w0 = float(model.scal[0])
+        chain.alpha = float(model.scal[1])
         chain.t += 1
         n_done = it + 1
-        if not (np.all(np.isfinite(E[:, 0])) and state.is_finite()):
+        if not ok:
             return state, n_done, {"diverged": f"MCMC produced non-finite values at sweep {n_done}"}
         _keep(chain, state, settings)
-        if callback is not None and callback(it, E[:, 0] + target, state):
+        if callback is not None and callback(it, E, target):
             break
     return state, n_done, {"diverged": None}
+
+
+def _reserve(chain, state, settings):
+    """Room in the sample buffers for every sample this run can keep (pages are only touched
+    when written)."""
+    after_burn = max(0, chain.t + settings.n_iter - max(settings.n_burn_in, chain.t))
+    need = min(settings.n_kept + 1, chain.n_samples + after_burn)
+    have = 0 if chain.samples is None else chain.samples[0].shape[0]
+    if need <= have:
+        return
+    d, k = state.V.shape
+    new = (np.empty(need), np.empty((need, d), dtype=state.w.dtype),
+           np.empty((need, d, k), dtype=state.V.dtype))
+    for old, buf in zip(chain.samples or (), new, strict=False):
+        buf[:chain.n_samples] = old[:chain.n_samples]
+    chain.samples = new
 
 
 def _keep(chain, state, settings):
@@ -159,11 +173,15 @@ def _keep(chain, state, settings):
     t = chain.t - settings.n_burn_in
     if t <= 0 or (t - 1) % chain.stride:
         return
-    chain.kept_w0.append(float(state.w0))
-    chain.kept_w.append(state.w.copy())
-    chain.kept_V.append(state.V.copy())
-    if len(chain.kept_w0) > settings.n_kept:
-        chain.kept_w0 = chain.kept_w0[::2]
-        chain.kept_w = chain.kept_w[::2]
-        chain.kept_V = chain.kept_V[::2]
+    w0s, ws, Vs = chain.samples
+    S = chain.n_samples
+    w0s[S] = state.w0
+    ws[S] = state.w
+    Vs[S] = state.V
+    chain.n_samples = S + 1
+    if chain.n_samples > settings.n_kept:
+        S2 = (chain.n_samples + 1) // 2
+        for buf in chain.samples:
+            buf[:S2] = buf[:chain.n_samples:2]
+        chain.n_samples = S2
         chain.stride *= 2

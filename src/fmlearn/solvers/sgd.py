@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.sgd import SCHEDULE_CODES, sgd_epoch
+from ..kernels.sgd import SCHEDULE_CODES, Params, Rows, SGDConfig, sgd_epoch, sgd_work
 
 
 @dataclass
@@ -69,22 +69,24 @@ def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None):
     """
     indptr, indices, data = csr
     n = indptr.shape[0] - 1
-    params0 = np.array([state.w0], dtype=np.float64)
     limit = 1e10 * max(1.0, float(np.max(np.abs(y))) if n else 1.0)
-    schedule = SCHEDULE_CODES[settings.schedule]
+    cfg = SGDConfig(settings.loss_code, float(settings.learning_rate),
+                    SCHEDULE_CODES[settings.schedule], float(settings.power_t),
+                    float(settings.reg_bias), float(settings.reg_linear),
+                    float(settings.reg_pairwise), float(settings.clip_lo),
+                    float(settings.clip_hi), limit, bool(settings.implicit))
+    rows = Rows(indptr, indices, data, np.ascontiguousarray(y, dtype=np.float64),
+                np.ascontiguousarray(sw, dtype=np.float64))
+    params = Params(state.w, state.V, np.array([state.w0], dtype=np.float64))
+    work = sgd_work(state.V.shape[1])
+    in_order = np.arange(n, dtype=np.int64)
     n_done = 0
     for epoch in range(settings.n_iter):
-        if settings.shuffle:
-            order = block_shuffle(n, np.random.default_rng([seed, t]))
-        else:
-            order = np.arange(n, dtype=np.int64)
-        t, bad = sgd_epoch(indptr, indices, data, y, sw, order, params0, state.w, state.V,
-                           settings.loss_code, settings.learning_rate, schedule, settings.power_t,
-                           t, settings.reg_bias, settings.reg_linear, settings.reg_pairwise,
-                           settings.clip_lo, settings.clip_hi, limit,
-                           settings.implicit)
+        order = block_shuffle(n, np.random.default_rng([seed, t])) if settings.shuffle \
+            else in_order
+        t, bad = sgd_epoch(rows, params, order, t, cfg, work)
         n_done = epoch + 1
-        state.w0 = float(params0[0])
+        state.w0 = float(params.scal[0])
         if bad >= 0 or not state.is_finite():
             return state, t, n_done, {
                 "diverged": (
