@@ -16,7 +16,7 @@ refit + predict; the load average is printed before and after. The first window 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_vtec.py
 
 ``--windows N`` sets the number of consecutive windows (default 10), ``--start`` the second of
-day 1 they start at, ``--rank`` and ``--reg`` the iFM setting.
+day 1 they start at, ``--n-factors`` and ``--reg`` the iFM setting.
 """
 
 import argparse
@@ -44,7 +44,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", type=int, default=10)
     ap.add_argument("--start", type=int, default=5 * 3600)
-    ap.add_argument("--rank", type=int, default=6)
+    ap.add_argument("--n-factors", type=int, default=6)
     ap.add_argument("--reg", type=float, default=100.0)
     ap.add_argument("--random-state", type=int, default=0)
     args = ap.parse_args(argv)
@@ -60,7 +60,7 @@ def main(argv=None):
     windows = list(sim.windows(seconds=60, days=[1], start=args.start,
                                stop=args.start + 60 * args.windows))
     print(f"load average before: {os.getloadavg()}")
-    ifm = IFMRegressor(n_factors=args.rank, solver="als", reg_linear=args.reg,
+    ifm = IFMRegressor(n_factors=args.n_factors, solver="als", reg_linear=args.reg,
                        reg_pairwise=args.reg, random_state=0)
     prev = None
     rows = []

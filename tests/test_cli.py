@@ -189,7 +189,7 @@ def test_libfm_meta_equals_groups_option_and_the_estimator(files, tmp_path, caps
                        *regs)
     assert code == 0, err
     code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"], "--solver",
-                       solver, "--rank", 2, "--n-iter", 8, "--groups", meta, "--seed", 2,
+                       solver, "--n-factors", 2, "--n-iter", 8, "--groups", meta, "--seed", 2,
                        "--out", preds[1], *(["--reg", reg] if reg else []))
     assert code == 0, err
     assert preds[0].read_text() == preds[1].read_text()
