@@ -494,7 +494,7 @@ def run_online(sc, ctx):
                         [ctx.peers_py, PEERS_CHILD, "vw", "--vw-file", vw, "--task", task,
                          "--rows", str(n)]))
     for _, cmd in systems[: len(learners) * len(ctx.fmlearns)]:
-        core.measure(cmd, ctx.env)  # fill numba's cache
+        core.measure(cmd + ["--max-rows", "300"], ctx.env)  # fill numba's cache
     runs = []
     for rep in range(ctx.reps):
         for label, cmd in systems:
@@ -545,6 +545,8 @@ def _cold_commands(sc, ctx):
                 ("from fmlearn import FMRegressor", [py, "-c", "from fmlearn import FMRegressor"])]
         for label, other in ctx.fmlearns[1:]:
             cmds.append((f"{label}: import fmlearn", [other, "-c", "import fmlearn"]))
+            cmds.append((f"{label}: from fmlearn import FMRegressor",
+                         [other, "-c", "from fmlearn import FMRegressor"]))
         return cmds, "import sklearn.base", None
     X, y = ctx.movielens()
     from fmlearn.datasets import save_svmlight
@@ -567,6 +569,10 @@ def _cold_commands(sc, ctx):
     cmds = [(f"fmlearn predict ({solver.upper()} model)",
              [py, "-m", "fmlearn", "predict", models[solver], ratings, "--out",
               ctx.path(f"pred-cold-{solver}.txt")]) for solver in ("sgd", "mcmc")]
+    for label, other in ctx.fmlearns[1:]:
+        cmds.append((f"{label}: fmlearn predict (SGD model)",
+                     [other, "-m", "fmlearn", "predict", models["sgd"], ratings, "--out",
+                      ctx.path(f"pred-cold-{label}.txt")]))
     if ctx.libfm:
         model = ctx.path("model-sgd.libfm")
         if not os.path.exists(model):

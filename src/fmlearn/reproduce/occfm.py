@@ -20,8 +20,8 @@ prequential loss of the CCFM learners against learning time on fold 1 of each da
 Data: MovieLens-100K from :func:`fmlearn.datasets.load_movielens_100k` (``$FMLEARN_DATA`` or
 ``~/.cache/fmlearn``); the LIBSVM files ``ijcnn1.trn.bz2``, ``ijcnn1.tst.bz2``,
 ``adult.trn.bz2``, ``adult.tst.bz2`` from ``$FMLEARN_LIBSVM`` (default
-``/work/shared/data/libsvm``). Results are cached per run in ``out_dir/occfm_results.json``,
-so an interrupted run resumes.
+``$FMLEARN_DATA/libsvm``, else ``~/.cache/fmlearn/libsvm``). Results are cached per run in
+``out_dir/occfm_results.json``, so an interrupted run resumes.
 """
 
 import json
@@ -68,7 +68,10 @@ SLOW_TUNE = 2000
 
 
 def _libsvm_dir(data_dir):
-    return data_dir or os.environ.get("FMLEARN_LIBSVM", "/work/shared/data/libsvm")
+    if data_dir or os.environ.get("FMLEARN_LIBSVM"):
+        return data_dir or os.environ["FMLEARN_LIBSVM"]
+    root = os.environ.get("FMLEARN_DATA") or os.path.join("~", ".cache", "fmlearn")
+    return os.path.join(os.path.expanduser(root), "libsvm")
 
 
 def load(name, data_dir=None):
