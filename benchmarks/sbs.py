@@ -57,6 +57,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -747,7 +748,11 @@ def cmd_run(args):
             for name in names:
                 sc = BY_NAME[name]
                 print(f"[{name}] ...", file=sys.stderr, flush=True)
-                runs, table = KINDS[sc.kind](sc, ctx)
+                try:
+                    runs, table = KINDS[sc.kind](sc, ctx)
+                except Exception:  # report and go on with the other scenarios
+                    runs, table = [], "failed:\n\n```\n" + traceback.format_exc() + "```"
+                    print(table, file=sys.stderr, flush=True)
                 text = (f"### {sc.title}\n\nCommand: `python benchmarks/sbs.py run {name}"
                         + (f" --reps {args.reps}" if args.reps != 2 else "")
                         + f"`; load average {core.load_range(runs)} during the runs.\n\n{table}\n")
