@@ -226,9 +226,11 @@ def spread(values, fmt="{:.2f}"):
 
 
 def ratio(a, b, fmt="{:.2f}x"):
+    """``a / b`` formatted (two significant digits below 0.1), or empty when undefined."""
     if a is None or b is None or b == 0:
         return ""
-    return fmt.format(a / b)
+    r = a / b
+    return f"{r:.2g}x" if 0 < r < 0.1 else fmt.format(r)
 
 
 def md_table(heads, rows):

@@ -216,8 +216,9 @@ def mode_compile(a):
     import scipy.sparse as sp
 
     import fmlearn
+    from fmlearn import CCFMRegressor, FMRegressor, OnlineFMRegressor  # noqa: F401
 
-    rec = {"import_cpu": clock.lap()[0]}
+    rec = {"import_cpu": clock.lap()[0]}  # the classes, their modules, numba: not compiling
     rng = np.random.default_rng(0)
     X = sp.random(60, 12, density=0.3, format="csr", random_state=0)
     y = 1.0 + 4.0 * rng.random(60)

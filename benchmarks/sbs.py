@@ -525,7 +525,7 @@ def run_online(sc, ctx):
                        if rs[0]["payload"].get(k) is not None else "" for k in metric_keys]
                     + [core.spread([r["cpu_s"] for r in rs]),
                        core.spread([r["maxrss_mb"] for r in rs], "{:.0f}"),
-                       core.ratio(rate, river, "{:.1f}x"), core.ratio(rate, vwm, "{:.1f}x"),
+                       core.ratio(rate, river, "{:.1f}x"), core.ratio(rate, vwm, "{:.2f}x"),
                        str(len(rs))])
     note = ("rows/s: rows divided by the CPU seconds of the learning loop measured in the "
             "process (fmlearn: `evaluate_prequential` predict-then-learn in batches of 10,000, "
@@ -650,9 +650,10 @@ def run_compile(sc, ctx):
                                for k in keys]
                     + [core.spread([r["cpu_s"] for r in rs]),
                        core.spread([r["wall_s"] for r in rs]), str(len(rs))])
-    note = ("CPU seconds of the first fit + predict of each family on a tiny input (60 rows) in "
-            "a fresh process: with an empty `NUMBA_CACHE_DIR` (compiles), then again with the "
-            "cache it filled (loads). fmlearn only: a single-system measurement.")
+    note = ("CPU seconds in a fresh process: importing the estimators (scikit-learn, numba, "
+            "the kernel modules), then the first fit + predict of each family on a tiny input "
+            "(60 rows): with an empty `NUMBA_CACHE_DIR` (compiles), then again with the cache "
+            "it filled (loads). fmlearn only: a single-system measurement.")
     return runs, core.md_table(heads, rows) + "\n\n" + note
 
 
