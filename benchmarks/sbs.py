@@ -738,6 +738,8 @@ def cmd_run(args):
     result = {"command": command, "started": datetime.datetime.now().isoformat(timespec="seconds"),
               "versions": None, "scenarios": {}}
     with core.bench_lock(not args.no_lock):
+        # the run starts when the lock is ours
+        result["started"] = datetime.datetime.now().isoformat(timespec="seconds")
         result["versions"] = _versions(ctx)
         load0 = os.getloadavg()
         print(f"## Side-by-side run {result['started']}\n\nCommand: `{command}` (peers from "
