@@ -532,8 +532,9 @@ def run_online(sc, ctx):
             "after compiling on a throw-away copy; FM-SGD: `partial_fit` in batches, no "
             "prequential metric; River: its predict_one/learn_one loop"
             + (f" on the first {river_rows:,} rows" if river_rows else "")
-            + "; Vowpal Wabbit: its own driver on a text file, parsing included). "
-            "Projection learners on d = 2625 run on the first 5,000 rows.")
+            + "; Vowpal Wabbit: its own driver on a text file, parsing included)."
+            + (f" Projection learners on d = {d} run on the first 5,000 rows." if d >= 200
+               else ""))
     return runs, core.md_table(heads, rows) + "\n\n" + note
 
 
