@@ -147,3 +147,28 @@ def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "curve.png"
     res.plot(path, title="test")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: OnlineFMRegressor("ftrl", n_factors=3, random_state=0),
+    lambda: CCFMRegressor("ocg", delta=20.0),
+])
+def test_warm_up_is_timed_apart_and_changes_nothing(make):
+    # the warm-up runs a copy on the first rows: same predictions and final model as without
+    # it, its seconds in compile_time, not in elapsed
+    X, y = _data(300)
+    est_a, est_b = make(), make()
+    a = evaluate_prequential(est_a, (X, y), batch_size=100, keep_predictions=True)
+    b = evaluate_prequential(est_b, (X, y), batch_size=100, keep_predictions=True,
+                             warm_up=False)
+    np.testing.assert_array_equal(a.predictions, b.predictions)
+    np.testing.assert_array_equal(est_a.predict(X), est_b.predict(X))
+    assert a.compile_time > 0 and b.compile_time == 0
+    assert a.rows_per_second == a.n_rows[-1] / a.elapsed[-1]
+
+
+def test_warm_up_leaves_errors_to_the_real_call():
+    X, y = _data(50)
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        evaluate_prequential(OnlineFMRegressor("ftrl", random_state=0), (X, y))

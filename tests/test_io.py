@@ -254,6 +254,11 @@ def test_consistently_edited_manifest_is_refused(saved, tmp_path, edit, match):
 @pytest.mark.parametrize("which, new_class, match", [
     ("clf", "FMRegressor", "has classes_"),
     ("reg", "Ridge", "unknown estimator class"),
+    # public names of fmlearn that are not estimators, and names that are not names
+    ("reg", "load", "unknown estimator class"),
+    ("reg", "evaluate_prequential", "unknown estimator class"),
+    ("reg", "__getattr__", "unknown estimator class"),
+    ("reg", ["FMRegressor"], "field .class. is missing or malformed"),
 ])
 def test_renamed_class_is_refused(saved, tmp_path, which, new_class, match):
     _, blob = saved[which]

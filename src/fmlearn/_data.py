@@ -10,7 +10,6 @@ merged into weights). No estimator logic lives here.
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 
 def _check_compressed(X, what):
@@ -149,55 +148,6 @@ def raw(X):
     )
 
 
-@njit(cache=True)
-def _row_hashes(indptr, indices, data_bits, y_bits):
-    # 64-bit FNV-1a style mixing of each row's (index, value-bits) pairs and its target.
-    n = indptr.shape[0] - 1
-    out = np.empty(n, dtype=np.uint64)
-    prime = np.uint64(1099511628211)
-    for i in range(n):
-        h = np.uint64(14695981039346656037)
-        h = (h ^ np.uint64(indptr[i + 1] - indptr[i])) * prime
-        for p in range(indptr[i], indptr[i + 1]):
-            h = (h ^ np.uint64(indices[p])) * prime
-            h = (h ^ np.uint64(data_bits[p])) * prime
-        h = (h ^ y_bits[i]) * prime
-        out[i] = h
-    return out
-
-
-@njit(cache=True)
-def _same_row(indptr, indices, data, y, a, b):
-    if y[a] != y[b]:
-        return False
-    la = indptr[a + 1] - indptr[a]
-    if la != indptr[b + 1] - indptr[b]:
-        return False
-    for t in range(la):
-        pa = indptr[a] + t
-        pb = indptr[b] + t
-        if indices[pa] != indices[pb] or data[pa] != data[pb]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _group_sorted(order, h, indptr, indices, data, y):
-    n = order.shape[0]
-    group = np.empty(n, dtype=np.int64)
-    reps = np.empty(n, dtype=np.int64)
-    g = -1
-    for t in range(n):
-        i = order[t]
-        if g >= 0 and h[i] == h[reps[g]] and _same_row(indptr, indices, data, y, reps[g], i):
-            group[t] = g
-        else:
-            g += 1
-            reps[g] = i
-            group[t] = g
-    return group, reps[: g + 1]
-
-
 def merge_duplicate_rows(X, y, sample_weight, group_by_first=True):
     """Merge rows identical in ``X`` and ``y`` into one row carrying the summed weight.
 
@@ -226,10 +176,12 @@ def merge_duplicate_rows(X, y, sample_weight, group_by_first=True):
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
     if X.shape[0] == 0:
         raise ValueError("all sample weights are zero: there is nothing to fit")
+    from .kernels.dedup import group_sorted, row_hashes  # numba only when a fit runs
+
     indptr, indices, data = raw(X)
     yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
-    h = _row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
+    h = row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
     key = h
     if group_by_first:
         # One uint64 key: (first feature + 1) in the high bits, the hash's top bits below.
@@ -239,7 +191,7 @@ def merge_duplicate_rows(X, y, sample_weight, group_by_first=True):
         b = np.uint64(max(1, int(X.shape[1] + 1).bit_length()))
         key = (first << (np.uint64(64) - b)) | (h >> b)
     order = np.argsort(key, kind="stable")
-    group, reps = _group_sorted(order, h, indptr, indices, data, yy)
+    group, reps = group_sorted(order, h, indptr, indices, data, yy)
     w = np.bincount(group, weights=np.asarray(sample_weight, dtype=np.float64)[order])
     Xm = _small_index_dtype(X[reps])
     return Xm, y[reps], w

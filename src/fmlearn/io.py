@@ -72,10 +72,15 @@ _DIGEST = "digest"
 _ARRAY_KINDS = frozenset("biufcUS")
 
 
-def _estimator_classes():
+def _estimator_class(name):
+    """The public fmlearn estimator class called ``name`` (importing its module only, so that
+    loading a model does not import the other families), or None."""
     from ._registry import estimator_classes
 
-    return estimator_classes()
+    classes = estimator_classes()
+    if not isinstance(name, str) or name not in classes:
+        return None
+    return classes[name]
 
 
 def _json_value(value, where):
@@ -138,7 +143,7 @@ def save_model(estimator, path):
 
     check_is_fitted(estimator)
     cls_name = type(estimator).__name__
-    if _estimator_classes().get(cls_name) is not type(estimator):
+    if _estimator_class(cls_name) is not type(estimator):
         raise TypeError(f"{cls_name} is not a public fmlearn estimator and cannot be saved")
     params = {}
     for key, value in estimator.get_params(deep=False).items():
@@ -364,7 +369,7 @@ def _check_members(infos, meta, path):
 
 
 def _construct(meta, path):
-    cls = _estimator_classes().get(meta["class"])
+    cls = _estimator_class(meta["class"])
     if cls is None:
         raise ModelFileError(f"{path!r}: unknown estimator class {meta['class']!r}")
     try:

@@ -93,7 +93,8 @@ def cmd_demo(args):
     for name, _, _, _, _, desc in tasks:
         print(f"  {name:8s} {desc}")
     warm = _warm_up(seed, args.n_jobs)
-    print(f"kernel loading / JIT warm-up: {warm:.2f} s\n")
+    print(f"compiled kernels in {warm:.2f} s (loaded from the numba cache when it is warm; "
+          "not part of the fit times below)\n")
     rng = np.random.default_rng(seed + 1)
     rows = []
     for name, task, X, y, oracle, _ in tasks:

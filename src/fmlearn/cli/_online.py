@@ -168,6 +168,7 @@ def cmd_online(args):
     report = [("model", f"{type(est).__name__}(learner={est.learner})"),
               ("train", f"{args.train}: {X.shape[0]} rows, {X.shape[1]} features"),
               ("rounds", int(res.n_rows[-1])),
+              ("compiled kernels in", f"{res.compile_time:.3f} s (not learning time)"),
               ("learning time", f"{res.elapsed[-1]:.3f} s"),
               ("rows per second", float(res.rows_per_second))]
     report += [(f"prequential {name}", float(v)) for name, v in res.metrics.items()]

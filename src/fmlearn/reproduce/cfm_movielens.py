@@ -28,9 +28,12 @@ def models(n_iter):
     """(name, estimator) pairs of Table 2's row."""
     cfm = dict(max_iter=n_iter, tol=0, reg_linear=REG_LINEAR, random_state=0)
     return [
-        ("CFM exact step (eta=1000)", ConvexFMRegressor(trace_bound=ETA, step="exact", **cfm)),
-        ("CFM 2/(t+2) (eta=1000)", ConvexFMRegressor(trace_bound=ETA, step="standard", **cfm)),
-        ("CFM exact step (eta=2000)", ConvexFMRegressor(trace_bound=2000.0, step="exact", **cfm)),
+        ("CFM exact step (trace_bound=1000)",
+         ConvexFMRegressor(trace_bound=ETA, step="exact", **cfm)),
+        ("CFM 2/(t+2) (trace_bound=1000)",
+         ConvexFMRegressor(trace_bound=ETA, step="standard", **cfm)),
+        ("CFM exact step (trace_bound=2000)",
+         ConvexFMRegressor(trace_bound=2000.0, step="exact", **cfm)),
         ("FM-SGD (k=20)", FMRegressor(20, solver="sgd", n_iter=n_iter, learning_rate=0.01,
                                       reg_linear=0.01, reg_pairwise=0.01, random_state=0)),
         ("FM-ALS (k=20)", FMRegressor(20, solver="als", n_iter=n_iter, reg_pairwise=0.01,

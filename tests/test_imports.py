@@ -1,0 +1,87 @@
+"""The package's import structure: every public name imports, ``import fmlearn`` stays light,
+and using one model family does not import the others (properties, checked in fresh
+interpreters through ``sys.modules``; no timing)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fmlearn
+
+HEAVY = ("numba", "dask", "distributed", "matplotlib")
+OTHER_FAMILIES = ("fmlearn.online", "fmlearn.kernels.online", "fmlearn.kernels.online_fm",
+                  "fmlearn.convex", "fmlearn.solvers.hazan", "fmlearn.gfm",
+                  "fmlearn.solvers.one_pass", "fmlearn.sensing", "fmlearn.stream")
+
+
+def _modules_after(code):
+    """The names in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+    script = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_every_name_in_all_imports():
+    assert "FMRegressor" in fmlearn.__all__ and "__version__" in fmlearn.__all__
+    for name in fmlearn.__all__:
+        assert getattr(fmlearn, name) is not None
+    ns = {}
+    exec(f"from fmlearn import {', '.join(n for n in fmlearn.__all__)}", ns)  # noqa: S102
+    assert set(fmlearn.__all__) <= set(ns)
+    # the lazy table and __all__ agree, and each name is defined where the table says
+    assert set(fmlearn.__all__) == set(fmlearn._LAZY) | {"__version__"}
+    for name, module in fmlearn._LAZY.items():
+        assert getattr(fmlearn, name).__module__ == f"fmlearn.{module}"
+
+
+def test_dir_lists_every_public_name_and_subpackage():
+    listed = dir(fmlearn)
+    assert set(fmlearn.__all__) <= set(listed)
+    assert {"datasets", "cli", "reproduce", "distributed"} <= set(listed)
+
+
+def test_submodules_are_attributes_and_unknown_names_raise():
+    assert fmlearn.datasets.load_svmlight is not None
+    assert fmlearn.exceptions.ModelFileError is not None
+    with pytest.raises(AttributeError, match="no attribute 'FMRegresor'"):
+        fmlearn.FMRegresor  # noqa: B018
+    with pytest.raises(ImportError):
+        exec("from fmlearn import FMRegresor", {})  # noqa: S102
+
+
+def test_import_fmlearn_imports_no_heavy_dependency():
+    mods = _modules_after("import fmlearn")
+    assert not [m for m in HEAVY if m in mods]
+    assert "sklearn" not in mods and "fmlearn.fm" not in mods
+
+
+def test_classic_fm_imports_only_its_own_family():
+    mods = _modules_after("from fmlearn import FMRegressor, FMClassifier")
+    assert "fmlearn.fm" in mods
+    assert not [m for m in ("dask", "distributed", "matplotlib") if m in mods]
+    assert not [m for m in OTHER_FAMILIES if m in mods]
+
+
+def test_loading_a_model_and_predicting_imports_only_its_family(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5))
+    y = X[:, 0] * X[:, 1]
+    path = str(tmp_path / "m.fmz")
+    fmlearn.FMRegressor(2, solver="als", n_iter=3, random_state=0).fit(X, y).save(path)
+    mods = _modules_after(
+        "import numpy as np, fmlearn\n"
+        f"m = fmlearn.load({path!r})\n"
+        "assert np.all(np.isfinite(m.predict(np.ones((3, 5)))))")
+    assert "fmlearn.kernels.predict" in mods
+    assert not [m for m in ("dask", "distributed", "matplotlib", "tqdm") if m in mods]
+    assert not [m for m in OTHER_FAMILIES if m in mods]
+
+
+def test_one_pass_gfm_needs_no_numba():
+    # the generalized FM runs on BLAS only; its import must not pay for numba
+    mods = _modules_after("from fmlearn import GFMRegressor")
+    assert "numba" not in mods and "fmlearn.gfm" in mods
