@@ -3,8 +3,8 @@
 The flat-cost check of issue 5: OCCFM (``CCFMRegressor(trace_bound=20, gamma_power=1)``) on a
 planted one-hot stream of 10^6 rows, d = 10,000 in two fields of 5,000 (``make_ccfm_stream``);
 for every block of 100,000 rounds, the wall seconds, rounds per second and the bytes of the
-learner's state. It measures fmlearn alone (no peer learns this model); the comparisons of the online
-learners with River and Vowpal Wabbit are the ``online-*`` scenarios of ``sbs.py``.
+learner's state. It measures fmlearn alone (no peer learns this model); the comparisons of the
+online learners with River and Vowpal Wabbit are the ``online-*`` scenarios of ``sbs.py``.
 
 Usage::
 
