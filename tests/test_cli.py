@@ -105,7 +105,7 @@ def test_fit_compiles_apart_and_learns_the_same_model(files, tmp_path, capsys, s
     # report says so, and the model is exactly the one the Python API learns with that seed
     model = tmp_path / "m.fmz"
     code, out, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"],
-                         "--solver", solver, "--rank", 3, "--n-iter", 6, "--seed", 3,
+                         "--solver", solver, "--n-factors", 3, "--n-iter", 6, "--seed", 3,
                          "--model", model)
     assert code == 0, err
     report = _report(out)

@@ -151,7 +151,7 @@ def test_plot_writes_a_png(tmp_path):
 
 @pytest.mark.parametrize("make", [
     lambda: OnlineFMRegressor("ftrl", n_factors=3, random_state=0),
-    lambda: CCFMRegressor("ocg", delta=20.0),
+    lambda: CCFMRegressor("ocg", trace_bound=20.0),
 ])
 def test_warm_up_is_timed_apart_and_changes_nothing(make):
     # the warm-up runs a copy on the first rows: same predictions and final model as without
