@@ -424,8 +424,39 @@ class CCFMMatrixLearner(OnlineLearner):
             raise ValueError(f"state value 'C_r' = {r} is out of bounds")
         if hasattr(self.state, "S"):
             check_symacc(self.state.S, self.D)
-        if hasattr(self.state, "tr") and int(self.state.tr.nb[0]) > self.state.tr.B.shape[0]:
-            raise ValueError("state value 'tr_nb' exceeds the tracked subspace")
+        if hasattr(self.state, "tr"):
+            if int(self.state.tr.nb[0]) > self.state.tr.B.shape[0]:
+                raise ValueError("state value 'tr_nb' exceeds the tracked subspace")
+            self._check_tracker()
+
+    def _check_tracker(self):
+        """The tracked subspace's B must be orthonormal and SB, GS, UB its products with S and
+        U (up to the rounding drift between refreshes): they are recomputed on copies by the
+        kernel that refreshes them and compared, so that a crafted file cannot feed the
+        eigen-steps a basis or products that are not what they claim (a 1e200-scaled UB once
+        reached a division by zero in a kernel)."""
+        from ..kernels.eigtrack import refresh
+
+        tr, C = self.state.tr, self.state.C
+        nb = int(tr.nb[0])
+        if nb == 0:
+            return
+        B = tr.B[:nb]
+        if not np.allclose(B @ B.T, np.eye(nb), rtol=0.0, atol=1e-6):
+            raise ValueError("state array 'tr_B' is not orthonormal")
+        fresh = Tracker(*(np.array(a, copy=True) for a in tr))
+        m = refresh(self.state.S, C.U, int(C.r[0]), bool(C.ident), fresh, nb)
+        if m != nb:
+            raise ValueError("state array 'tr_B' is not orthonormal")
+        r = 0 if C.ident else int(C.r[0])
+        pairs = (("tr_SB", tr.SB[:nb], fresh.SB[:nb]),
+                 ("tr_GS", tr.GS[:nb, :nb], fresh.GS[:nb, :nb]),
+                 ("tr_UB", tr.UB[:r, :nb], fresh.UB[:r, :nb]))
+        for name, stored, exact in pairs:
+            scale = 1.0 + (np.abs(exact).max() if exact.size else 0.0)
+            if stored.size and np.abs(stored - exact).max() > 1e-6 * scale:
+                raise ValueError(f"state array {name!r} disagrees with the products it "
+                                 f"caches (B S, B S B', U B')")
 
 
 class GradientOwner:
