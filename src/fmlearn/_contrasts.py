@@ -7,8 +7,8 @@ block linearly into every target. This module holds what they share: validating 
 (:func:`check_contrasts`), deciding whether the intercept b is identifiable
 (:func:`bias_identifiable`: not when every row of C sums to zero, since C (f + c) = C f), and
 the estimator glue for the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
-(:class:`ContrastALSMixin`). It imports no estimator module, so classic-FM solvers can use the
-validation later.
+(:class:`ContrastALSMixin`) and ``predict_contrasts`` (:class:`PredictContrastsMixin`). It
+imports no estimator module; the classic FM's glue is :mod:`fmlearn._fm_contrasts`.
 """
 
 import warnings
@@ -16,14 +16,15 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._base import FLOAT_DTYPES, check_sample_weight
 from ._data import to_csr
 from ._threads import blas_single_thread
 from .exceptions import ConvergenceWarning, DivergenceError
 
-__all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "ContrastALSMixin"]
+__all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "PredictContrastsMixin",
+           "ContrastALSMixin"]
 
 #: A row sum below this (relative to the row's absolute sum) counts as zero.
 ZERO_SUM_RTOL = 1e-12
@@ -88,7 +89,27 @@ def apply_contrasts(C, f):
     return np.asarray(C @ f).ravel()
 
 
-class ContrastALSMixin:
+class PredictContrastsMixin:
+    """``predict_contrasts(X, C)``: C f for every estimator that fits contrasts."""
+
+    def predict_contrasts(self, X, contrasts):
+        """C f: the contrasts of the model's values on the rows of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
+        contrasts : sparse matrix of shape (n_targets, n_rows)
+
+        Returns
+        -------
+        ndarray of shape (n_targets,)
+        """
+        check_is_fitted(self)
+        C = check_contrasts(contrasts, _num_samples(X))
+        return apply_contrasts(C, self._scores(X))
+
+
+class ContrastALSMixin(PredictContrastsMixin):
     """``fit(..., contrasts=C)`` through :func:`fmlearn.solvers.contrast_ls.contrast_ls` and
     ``predict_contrasts`` for the models of :class:`fmlearn.gfm.OnePassMixin` (GFM, iFM).
 
@@ -218,20 +239,3 @@ class ContrastALSMixin:
         self.intercept_fitted_ = bool(fit_b)
         self.history_ = {"rmse": list(info["rmse"]), "objective": list(info["objective"])}
         return self
-
-    def predict_contrasts(self, X, contrasts):
-        """C f: the contrasts of the model's values on the rows of X.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_rows, n_features)
-        contrasts : sparse matrix of shape (n_targets, n_rows)
-
-        Returns
-        -------
-        ndarray of shape (n_targets,)
-        """
-        check_is_fitted(self)
-        Xv = self._validate_X_predict(X)
-        C = check_contrasts(contrasts, Xv.shape[0])
-        return apply_contrasts(C, self._raw_predict(Xv))
