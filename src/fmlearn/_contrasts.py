@@ -28,6 +28,12 @@ __all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "PredictCo
 
 #: A row sum below this (relative to the row's absolute sum) counts as zero.
 ZERO_SUM_RTOL = 1e-12
+#: solver="auto" on contrasts takes LM while one step's normal matrix costs at most this many
+#: multiply-adds (n_targets p^2, p = 1 + d + 2 d k), ALS beyond (cheaper sweeps, p = 1 + d + d k).
+LM_AUTO_WORK = 1e9
+#: solver="auto", max_iter="auto", warm start from a model of the same shape: the online
+#: protocol's refit tracks a slowly moving target, so at most this many ALS sweeps.
+WARM_AUTO_SWEEPS = 3
 
 
 def check_contrasts(C, n_rows, n_targets=None):
@@ -128,6 +134,20 @@ class ContrastALSMixin(PredictContrastsMixin):
                 "contrast of f is not f of any row. Use solver='lm', 'als' or 'auto'.")
         return solver
 
+    def _auto_schedule(self, contrasts, warm, n_targets, d, k):
+        """(method, most iterations) of a batch fit. solver="auto" on contrasts: ALS when
+        warm-starting from a model of the same shape (with max_iter="auto": at most
+        ``WARM_AUTO_SWEEPS`` sweeps, the online protocol's refit) or when an LM step would cost
+        more than ``LM_AUTO_WORK``; LM otherwise. max_iter="auto" is otherwise at most 100."""
+        method = self._resolve_solver(contrasts)
+        auto_iter = self.max_iter == "auto"
+        if getattr(self, "solver", "auto") == "auto" and contrasts is not None:
+            if warm:
+                return "als", WARM_AUTO_SWEEPS if auto_iter else int(self.max_iter)
+            if n_targets * (1 + d + 2 * d * k) ** 2 > LM_AUTO_WORK:
+                method = "als"
+        return method, 100 if auto_iter else int(self.max_iter)
+
     def _fit_als(self, X, y, sample_weight, contrasts, truth=None, eval_set=None):
         if truth is not None or eval_set is not None:
             raise ValueError(f"{type(self).__name__}: truth and eval_set are recorded per batch "
@@ -205,11 +225,11 @@ class ContrastALSMixin(PredictContrastsMixin):
         if not self._uses_intercept():
             state.b = 0.0
         auto = self.max_iter == "auto"
+        method, max_iter = self._auto_schedule(contrasts, prev is not None, y.shape[0], d, k)
         settings = ContrastSettings(
             zero_diagonal=self._zero_diagonal(), fit_intercept=fit_b,
             reg_linear=float(self.reg_linear), reg_pairwise=float(self.reg_pairwise),
-            method=self._resolve_solver(contrasts), max_iter=100 if auto else int(self.max_iter),
-            tol=float(self.tol), exact_iter=not auto)
+            method=method, max_iter=max_iter, tol=float(self.tol), exact_iter=not auto)
         data = ContrastData(Xz, C, y, sw)
         # Small dense matrices every iteration: BLAS threads only add synchronisation here
         # (the thread policy of fmlearn._threads).
@@ -218,7 +238,8 @@ class ContrastALSMixin(PredictContrastsMixin):
         if info["diverged"]:
             raise DivergenceError(f"{type(self).__name__}(solver={settings.method!r}) diverged: "
                                   f"{info['diverged']}; the estimator keeps its previous state")
-        if auto and not info["converged"]:
+        tracking = prev is not None and max_iter == WARM_AUTO_SWEEPS and auto
+        if auto and not info["converged"] and not tracking:
             warnings.warn(f"{type(self).__name__}(solver={settings.method!r}): the objective still "
                           f"decreased "
                           f"by more than tol={self.tol} (relative) after {n_iter} iterations",
