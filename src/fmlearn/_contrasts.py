@@ -28,9 +28,6 @@ __all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "PredictCo
 
 #: A row sum below this (relative to the row's absolute sum) counts as zero.
 ZERO_SUM_RTOL = 1e-12
-#: solver="auto" on contrasts takes LM while one step's normal matrix costs at most this many
-#: multiply-adds (n_targets p^2, p = 1 + d + 2 d k), ALS beyond (cheaper sweeps, p = 1 + d + d k).
-LM_AUTO_WORK = 1e9
 #: solver="auto", max_iter="auto", warm start from a model of the same shape: the online
 #: protocol's refit tracks a slowly moving target, so at most this many ALS sweeps.
 WARM_AUTO_SWEEPS = 3
@@ -134,19 +131,16 @@ class ContrastALSMixin(PredictContrastsMixin):
                 "contrast of f is not f of any row. Use solver='lm', 'als' or 'auto'.")
         return solver
 
-    def _auto_schedule(self, contrasts, warm, n_targets, d, k):
+    def _auto_schedule(self, contrasts, warm):
         """(method, most iterations) of a batch fit. solver="auto" on contrasts: ALS when
         warm-starting from a model of the same shape (with max_iter="auto": at most
-        ``WARM_AUTO_SWEEPS`` sweeps, the online protocol's refit) or when an LM step would cost
-        more than ``LM_AUTO_WORK``; LM otherwise. max_iter="auto" is otherwise at most 100."""
-        method = self._resolve_solver(contrasts)
+        ``WARM_AUTO_SWEEPS`` sweeps, the online protocol's refit), LM on a cold start (ALS
+        with no penalty, the default, can land far from the LM fit on the vTEC windows).
+        max_iter="auto" is otherwise at most 100."""
         auto_iter = self.max_iter == "auto"
-        if getattr(self, "solver", "auto") == "auto" and contrasts is not None:
-            if warm:
-                return "als", WARM_AUTO_SWEEPS if auto_iter else int(self.max_iter)
-            if n_targets * (1 + d + 2 * d * k) ** 2 > LM_AUTO_WORK:
-                method = "als"
-        return method, 100 if auto_iter else int(self.max_iter)
+        if warm and getattr(self, "solver", "auto") == "auto" and contrasts is not None:
+            return "als", WARM_AUTO_SWEEPS if auto_iter else int(self.max_iter)
+        return self._resolve_solver(contrasts), 100 if auto_iter else int(self.max_iter)
 
     def _fit_als(self, X, y, sample_weight, contrasts, truth=None, eval_set=None):
         if truth is not None or eval_set is not None:
@@ -225,7 +219,7 @@ class ContrastALSMixin(PredictContrastsMixin):
         if not self._uses_intercept():
             state.b = 0.0
         auto = self.max_iter == "auto"
-        method, max_iter = self._auto_schedule(contrasts, prev is not None, y.shape[0], d, k)
+        method, max_iter = self._auto_schedule(contrasts, prev is not None)
         settings = ContrastSettings(
             zero_diagonal=self._zero_diagonal(), fit_intercept=fit_b,
             reg_linear=float(self.reg_linear), reg_pairwise=float(self.reg_pairwise),
