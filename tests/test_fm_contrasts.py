@@ -322,3 +322,11 @@ def test_float32_input_is_close_to_float64():
         assert b.V_.dtype == np.float32
         np.testing.assert_allclose(b.predict_contrasts(X, C), a.predict_contrasts(X, C),
                                    rtol=1e-3, atol=1e-3 * np.abs(y).max())
+
+
+def test_doctests_of_the_contrast_glue():
+    import doctest
+
+    import fmlearn._fm_contrasts as glue
+
+    assert doctest.testmod(glue).failed == 0

@@ -30,6 +30,25 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
     whether w0 was learned (False when every row of C sums to zero: w0 then keeps its
     starting value, 0 or the warm-started one), and predictions are not clipped: the targets'
     range is not a range of f. ``y_range_`` records the targets' range.
+
+    Examples
+    --------
+    Differences of consecutive rows, f(x_i) - f(x_{i+1}) (each row of C sums to zero, so
+    w0 is held):
+
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from fmlearn import FMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((300, 5))
+    >>> f = X @ np.arange(5.0) + X[:, 0] * X[:, 1]
+    >>> C = (sp.eye(299, 300) - sp.eye(299, 300, k=1)).tocsr()
+    >>> m = FMRegressor(2, solver="als", n_iter=50, random_state=0).fit(X, C @ f, contrasts=C)
+    >>> t = C @ f
+    >>> bool(np.linalg.norm(m.predict_contrasts(X, C) - t) < 1e-6 * np.linalg.norm(t))
+    True
+    >>> m.intercept_fitted_
+    False
     """
 
     def _clip_range(self):
