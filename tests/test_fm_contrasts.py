@@ -330,3 +330,16 @@ def test_doctests_of_the_contrast_glue():
     import fmlearn._fm_contrasts as glue
 
     assert doctest.testmod(glue).failed == 0
+
+
+def test_partial_fit_on_rows_after_contrasts_continues_as_a_model_of_rows():
+    rng = np.random.default_rng(18)
+    X, C = _data(150, 300, 5, rng)
+    f = planted_fm(5, 2, seed=19)(X)
+    m = FMRegressor(2, solver="sgd", n_iter=5, learning_rate=0.01, random_state=0)
+    m.fit(X, 10.0 * (C @ f), contrasts=C)             # contrasts range far wider than f's
+    before = m.w_.copy()
+    m.partial_fit(X, f)
+    assert not hasattr(m, "contrasts_fitted_") and not np.array_equal(m.w_, before)
+    assert m.y_range_ == [f.min(), f.max()]
+    assert m.predict(X).max() <= f.max() and m.predict(X).min() >= f.min()

@@ -61,6 +61,14 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         for name in CONTRAST_ATTRIBUTES:
             self.__dict__.pop(name, None)
 
+    def _rows_after_contrasts(self):
+        """partial_fit on rows of f continues a model fitted on contrasts: from then on it is
+        a model of rows, clipped to the range of the rows' targets (not widened by the
+        contrasts' range)."""
+        if getattr(self, "contrasts_fitted_", False):
+            self._forget_contrasts()
+            self.__dict__.pop("y_range_", None)
+
     def _validate_contrasts(self, X, y, sample_weight, contrasts, reset):
         """(X canonical CSR, C, y, sw) without zero-weight targets; raises ValueError naming
         the problem (shapes, NaN, a target referencing no row, all weights zero)."""

@@ -610,6 +610,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """One SGD epoch over the given rows, in the given order (solver="sgd" only)."""
+        self._rows_after_contrasts()
         return self._partial_fit(X, y, sample_weight)
 
 
