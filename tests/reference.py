@@ -151,3 +151,89 @@ def contrast_block_oracle(X, C, y, sw, F, zero_diagonal, intercept, reg_linear, 
     stacked = np.vstack([top, np.diag(np.sqrt(reg))])
     rhs = np.concatenate([np.sqrt(sw) * y, np.zeros(reg.shape[0])])
     return np.linalg.lstsq(stacked, rhs, rcond=None)[0]
+
+
+def contrast_objective(X, C, y, sw, w0, w, V, reg, alpha=1.0):
+    """alpha/2 sum_g s_g ((C f)_g - y_g)^2 + L2 penalties (``reg`` as in
+    :func:`squared_objective`): the negative log-posterior of the contrast FM up to a constant,
+    the ALS objective with alpha = 1."""
+    t = np.asarray(C @ fm_predict(X, w0, w, V)).ravel()
+    return (0.5 * alpha * np.sum(sw * (t - y) ** 2) + 0.5 * reg[0] * w0**2
+            + 0.5 * np.sum(np.asarray(reg[1]) * w**2)
+            + 0.5 * np.sum(np.asarray(reg[2])[..., None] * V**2))
+
+
+def contrast_coordinate_sweep(X, C, y, sw, order, w0, w, V, reg, fit_bias=True, alpha=1.0,
+                              z=None):
+    """One coordinate sweep on contrast targets (w0 if ``fit_bias``, w_j in ``order``, then
+    v_jf factor by factor in ``order``). Along each coordinate the objective of
+    :func:`contrast_objective` is a quadratic a t^2 + b t + c, read off three evaluations: ALS
+    (``z`` None) moves to its minimiser; with standard normals ``z`` (laid out as
+    fmlearn.kernels.cd.n_normals, one group) the coordinate is drawn from the Gaussian
+    exp(-(a t^2 + b t)): mean -b / (2a), precision 2a (the Gibbs step with fixed priors of
+    mean 0 and precision ``reg``)."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    C = np.asarray(C.toarray() if hasattr(C, "toarray") else C, dtype=np.float64)
+    w, V = w.astype(np.float64).copy(), V.astype(np.float64).copy()
+    d, k = V.shape
+    state = [w0]
+
+    def along(get, put, noise):
+        t0 = get()
+        vals = []
+        for t in (t0 - 1.0, t0, t0 + 1.0):
+            put(t)
+            vals.append(contrast_objective(X, C, y, sw, state[0], w, V, reg, alpha))
+        a = 0.5 * (vals[0] + vals[2] - 2 * vals[1])
+        b = 0.5 * (vals[2] - vals[0])
+        new = t0 - b / (2 * a) if a > 0 else t0
+        if z is not None and a > 0:
+            new += noise / np.sqrt(2 * a)
+        put(new)
+
+    zz = np.zeros(1 + 1 + d + k * (1 + d)) if z is None else z
+    if fit_bias:
+        along(lambda: state[0], lambda t: state.__setitem__(0, t), zz[0])
+    for j in order:
+        along(lambda j=j: w[j], lambda t, j=j: w.__setitem__(j, t), zz[2 + j])
+    for f in range(V.shape[1]):
+        z0 = 2 + d + k + f * d
+        for j in order:
+            along(lambda j=j, f=f: V[j, f], lambda t, j=j, f=f: V.__setitem__((j, f), t),
+                  zz[z0 + j])
+    return state[0], w, V
+
+
+def sgd_contrast_epoch(X, C, y, sw, order, w0, w, V, lr, reg, fit_bias=True, implicit=True):
+    """Per-target SGD from the definition (dense X and C): the gradient of
+    1/2 s_g ((C f)_g - y_g)^2 is e_g sum_i C_gi grad f(x_i), taken at the parameters before
+    the step; L2 shrinkage on the features present in the target's rows, once each, and on w0
+when the target's row sum is not zero."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    C = np.asarray(C.toarray() if hasattr(C, "toarray") else C, dtype=np.float64)
+    w, V = w.astype(np.float64).copy(), V.astype(np.float64).copy()
+    for g in order:
+        if sw[g] <= 0:
+            continue
+        reps = max(1, int(np.ceil(sw[g])))
+        s = sw[g] / reps
+        for _ in range(reps):
+            rows = np.flatnonzero(C[g])
+            t = sum(C[g, i] * fm_predict(X[i][None, :], w0, w, V)[0] for i in rows)
+            g0 = C[g, rows].sum() if fit_bias else 0.0
+            gw = np.zeros_like(w)
+            gV = np.zeros_like(V)
+            for i in rows:
+                _, gwi, gVi = fm_gradient(X[i], w0, w, V)
+                gw += C[g, i] * gwi
+                gV += C[g, i] * gVi
+            present = np.any(X[rows] != 0, axis=0)
+            e = s * (t - y[g])
+            if implicit:
+                norm2 = g0**2 + np.sum(gw[present] ** 2) + np.sum(gV[present] ** 2)
+                e = e / (1.0 + lr * s * norm2)
+            if fit_bias and g0 != 0:
+                w0 = w0 - lr * (e * g0 + reg[0] * w0)
+            w[present] -= lr * (e * gw[present] + reg[1] * w[present])
+            V[present] -= lr * (e * gV[present] + reg[2] * V[present])
+    return w0, w, V

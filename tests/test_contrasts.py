@@ -206,3 +206,26 @@ def test_contrast_fit_saves_and_loads(tmp_path):
     back = load(m.save(tmp_path / "m.fmz"))
     np.testing.assert_array_equal(back.predict_contrasts(X, C), m.predict_contrasts(X, C))
     assert back.intercept_fitted_ is False
+
+
+def test_auto_solver_on_contrasts_takes_lm_cold_and_als_for_warm_refits():
+    import fmlearn._contrasts as contrasts
+
+    rng = np.random.default_rng(14)
+    d = 6
+    f = planted(d, True, seed=15)
+    X, X2 = rng.standard_normal((200, d)), rng.standard_normal((200, d))
+    C, C2 = double_differences(200, 500, rng), double_differences(200, 500, rng)
+    kw = dict(n_factors=2, reg_linear=1e-2, reg_pairwise=1e-2, random_state=0)
+    # Cold and small: LM; the warm-started refit: ALS, at most WARM_AUTO_SWEEPS sweeps.
+    cold = IFMRegressor(**kw).fit(X, C @ f(X), contrasts=C)
+    assert cold.n_iter_ > contrasts.WARM_AUTO_SWEEPS
+    lm = IFMRegressor(solver="lm", max_iter=cold.n_iter_, **kw).fit(X, C @ f(X), contrasts=C)
+    np.testing.assert_array_equal(cold.predict(X), lm.predict(X))
+    y2 = C2 @ (1.1 * f(X2))
+    cold.set_params(warm_start=True).fit(X2, y2, contrasts=C2)
+    assert 1 <= cold.n_iter_ <= contrasts.WARM_AUTO_SWEEPS
+    als = IFMRegressor(solver="lm", max_iter=lm.n_iter_, warm_start=True, **kw)
+    als.fit(X, C @ f(X), contrasts=C)
+    als.set_params(solver="als", max_iter=cold.n_iter_).fit(X2, y2, contrasts=C2)
+    np.testing.assert_array_equal(cold.predict(X2), als.predict(X2))

@@ -7,8 +7,8 @@ block linearly into every target. This module holds what they share: validating 
 (:func:`check_contrasts`), deciding whether the intercept b is identifiable
 (:func:`bias_identifiable`: not when every row of C sums to zero, since C (f + c) = C f), and
 the estimator glue for the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
-(:class:`ContrastALSMixin`). It imports no estimator module, so classic-FM solvers can use the
-validation later.
+(:class:`ContrastALSMixin`) and ``predict_contrasts`` (:class:`PredictContrastsMixin`). It
+imports no estimator module; the classic FM's glue is :mod:`fmlearn._fm_contrasts`.
 """
 
 import warnings
@@ -16,17 +16,21 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
 from ._base import FLOAT_DTYPES, check_sample_weight
 from ._data import to_csr
 from ._threads import blas_single_thread
 from .exceptions import ConvergenceWarning, DivergenceError
 
-__all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "ContrastALSMixin"]
+__all__ = ["check_contrasts", "bias_identifiable", "apply_contrasts", "PredictContrastsMixin",
+           "ContrastALSMixin"]
 
 #: A row sum below this (relative to the row's absolute sum) counts as zero.
 ZERO_SUM_RTOL = 1e-12
+#: solver="auto", max_iter="auto", warm start from a model of the same shape: the online
+#: protocol's refit tracks a slowly moving target, so at most this many ALS sweeps.
+WARM_AUTO_SWEEPS = 3
 
 
 def check_contrasts(C, n_rows, n_targets=None):
@@ -88,7 +92,27 @@ def apply_contrasts(C, f):
     return np.asarray(C @ f).ravel()
 
 
-class ContrastALSMixin:
+class PredictContrastsMixin:
+    """``predict_contrasts(X, C)``: C f for every estimator that fits contrasts."""
+
+    def predict_contrasts(self, X, contrasts):
+        """C f: the contrasts of the model's values on the rows of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
+        contrasts : sparse matrix of shape (n_targets, n_rows)
+
+        Returns
+        -------
+        ndarray of shape (n_targets,)
+        """
+        check_is_fitted(self)
+        C = check_contrasts(contrasts, _num_samples(X))
+        return apply_contrasts(C, self._scores(X))
+
+
+class ContrastALSMixin(PredictContrastsMixin):
     """``fit(..., contrasts=C)`` through :func:`fmlearn.solvers.contrast_ls.contrast_ls` and
     ``predict_contrasts`` for the models of :class:`fmlearn.gfm.OnePassMixin` (GFM, iFM).
 
@@ -106,6 +130,17 @@ class ContrastALSMixin:
                 "moment solvers estimate M from E[y x x^T] under the law of the rows x, and a "
                 "contrast of f is not f of any row. Use solver='lm', 'als' or 'auto'.")
         return solver
+
+    def _auto_schedule(self, contrasts, warm):
+        """(method, most iterations) of a batch fit. solver="auto" on contrasts: ALS when
+        warm-starting from a model of the same shape (with max_iter="auto": at most
+        ``WARM_AUTO_SWEEPS`` sweeps, the online protocol's refit), LM on a cold start (ALS
+        with no penalty, the default, can land far from the LM fit on the vTEC windows).
+        max_iter="auto" is otherwise at most 100."""
+        auto_iter = self.max_iter == "auto"
+        if warm and getattr(self, "solver", "auto") == "auto" and contrasts is not None:
+            return "als", WARM_AUTO_SWEEPS if auto_iter else int(self.max_iter)
+        return self._resolve_solver(contrasts), 100 if auto_iter else int(self.max_iter)
 
     def _fit_als(self, X, y, sample_weight, contrasts, truth=None, eval_set=None):
         if truth is not None or eval_set is not None:
@@ -184,11 +219,11 @@ class ContrastALSMixin:
         if not self._uses_intercept():
             state.b = 0.0
         auto = self.max_iter == "auto"
+        method, max_iter = self._auto_schedule(contrasts, prev is not None)
         settings = ContrastSettings(
             zero_diagonal=self._zero_diagonal(), fit_intercept=fit_b,
             reg_linear=float(self.reg_linear), reg_pairwise=float(self.reg_pairwise),
-            method=self._resolve_solver(contrasts), max_iter=100 if auto else int(self.max_iter),
-            tol=float(self.tol), exact_iter=not auto)
+            method=method, max_iter=max_iter, tol=float(self.tol), exact_iter=not auto)
         data = ContrastData(Xz, C, y, sw)
         # Small dense matrices every iteration: BLAS threads only add synchronisation here
         # (the thread policy of fmlearn._threads).
@@ -197,7 +232,8 @@ class ContrastALSMixin:
         if info["diverged"]:
             raise DivergenceError(f"{type(self).__name__}(solver={settings.method!r}) diverged: "
                                   f"{info['diverged']}; the estimator keeps its previous state")
-        if auto and not info["converged"]:
+        tracking = prev is not None and max_iter == WARM_AUTO_SWEEPS and auto
+        if auto and not info["converged"] and not tracking:
             warnings.warn(f"{type(self).__name__}(solver={settings.method!r}): the objective still "
                           f"decreased "
                           f"by more than tol={self.tol} (relative) after {n_iter} iterations",
@@ -218,20 +254,3 @@ class ContrastALSMixin:
         self.intercept_fitted_ = bool(fit_b)
         self.history_ = {"rmse": list(info["rmse"]), "objective": list(info["objective"])}
         return self
-
-    def predict_contrasts(self, X, contrasts):
-        """C f: the contrasts of the model's values on the rows of X.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_rows, n_features)
-        contrasts : sparse matrix of shape (n_targets, n_rows)
-
-        Returns
-        -------
-        ndarray of shape (n_targets,)
-        """
-        check_is_fitted(self)
-        Xv = self._validate_X_predict(X)
-        C = check_contrasts(contrasts, Xv.shape[0])
-        return apply_contrasts(C, self._raw_predict(Xv))

@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
+from ._fm_contrasts import ClassicFMContrastMixin
 from ._threads import n_threads
 from .exceptions import DivergenceError
 from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
@@ -305,15 +306,7 @@ class _BaseClassicFM(BaseFM):
 
     def _run_mcmc(self, X, y, sw, state, groups, seed, evald, history, bar):
         probit = is_classifier(self)
-        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
-        n_groups = 1 if groups is None else groups[1].shape[0]
-        chain = self._chain_for_warm_start(state, n_groups)
-        n_kept = self.n_kept_samples
-        if n_kept is None:  # every sample after burn-in, within the memory budget
-            per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
-            n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
-        settings = MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias,
-                                groups=groups)
+        chain, settings = self._mcmc_setup(X, state, groups)
         data = column_data(X, y, sw)
         callback = self._tracker(y, sw, evald, history, bar, probit)
         self._live = state
@@ -321,11 +314,27 @@ class _BaseClassicFM(BaseFM):
         state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
+        self.n_iter_ = n_done
+        self._store(state)
+        self._store_chain(state, chain)
+
+    def _mcmc_setup(self, X, state, groups):
+        """The chain to continue (warm start) or start, and the MCMC settings."""
+        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
+        n_groups = 1 if groups is None else groups[1].shape[0]
+        chain = self._chain_for_warm_start(state, n_groups)
+        n_kept = self.n_kept_samples
+        if n_kept is None:  # every sample after burn-in, within the memory budget
+            per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
+            n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
+        return chain, MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
+                                   reg_bias=self.reg_bias, groups=groups)
+
+    def _store_chain(self, state, chain):
+        """The kept samples (or the last one) and the chain's hyper-parameters."""
         kept = chain.kept()
         if kept is None:  # fewer sweeps than the burn-in: predict with the last sample
             kept = (np.array([state.w0]), state.w[None].copy(), state.V[None].copy())
-        self.n_iter_ = n_done
-        self._store(state)
         self.samples_w0_, self.samples_w_, self.samples_V_ = kept
         self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w.tolist(),
                        "mu_w": chain.mu_w.tolist(), "lambda_v": chain.lambda_v.tolist(),
@@ -458,7 +467,7 @@ class _RunningAverages:
         return extra
 
 
-class FMRegressor(FMRegressorMixin, _BaseClassicFM):
+class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     """Factorization machine regressor (Rendle 2010) with libFM's SGD, ALS and MCMC solvers.
 
     Model::
@@ -576,7 +585,7 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, eval_set=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None, contrasts=None):
         """Fit the model.
 
         Parameters
@@ -587,7 +596,13 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
             Non-negative weights; a weight of m counts like m repeated rows.
         eval_set : (X_val, y_val), optional
             Held-out data whose RMSE is recorded in ``history_`` after each iteration.
+        contrasts : sparse matrix of shape (n_targets, n_samples), optional
+            Fit y_g = sum_i C[g, i] f(x_i) (``y`` and ``sample_weight`` then have n_targets
+            entries), with any solver; see :meth:`predict_contrasts` and docs/vtec.md.
         """
+        if contrasts is not None:
+            return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts)
+        self._forget_contrasts()
         return self._fit(X, y, sample_weight, eval_set)
 
     @available_if(_solver_is_sgd)
@@ -595,6 +610,7 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """One SGD epoch over the given rows, in the given order (solver="sgd" only)."""
+        self._rows_after_contrasts()
         return self._partial_fit(X, y, sample_weight)
 
 

@@ -53,7 +53,10 @@ class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     n_factors : int, default=5
         k, the number of columns of U and V.
     solver : {"auto", "one_pass", "moment", "als", "lm"}, default="auto"
-        "auto" is "one_pass" for ordinary targets and "lm" when ``fit`` gets ``contrasts``.
+        "auto" is "one_pass" for ordinary targets; with ``contrasts``, "lm" on a cold start
+        and "als" when warm-starting from a model of the same shape (then ``max_iter="auto"``
+        means at most 3 sweeps: the refit of an online protocol, which tracks a slowly moving
+        target; docs/vtec.md).
         "als" and "lm" are the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
         (alternating exact ridge solves over (b, w, V) and (b, w, U), or Levenberg-Marquardt
         on all parameters; the objective never increases); they fit y itself or contrasts of f

@@ -52,7 +52,8 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     ----------
     n_factors : int, default=5
     solver : {"auto", "one_pass", "als", "lm"}, default="auto"
-        "auto": "one_pass" for ordinary targets, "lm" when ``fit`` gets ``contrasts``. "als"
+        "auto": "one_pass" for ordinary targets; with ``contrasts``, "lm" or "als" as in
+        :class:`fmlearn.GFMRegressor` (a warm-started refit: at most 3 ALS sweeps). "als"
         and "lm" are the batch solvers of :mod:`fmlearn.solvers.contrast_ls` (see
         :class:`fmlearn.GFMRegressor`).
     batch_size : int or "auto", default="auto"

@@ -1,0 +1,173 @@
+"""``FMRegressor.fit(X, y, contrasts=C)``: the classic FM learned from contrast targets.
+
+The estimator side of :mod:`fmlearn.solvers.fm_contrast` (seed 001 §4.2; docs/vtec.md):
+validation (the same as for GFM/IFM: :func:`fmlearn._contrasts.check_contrasts`, one weight per
+target), the held bias when C's rows all sum to zero, the dispatch to the ALS, MCMC or SGD
+solver, and the fitted attributes. Kept apart from :mod:`fmlearn.fm` so that the classic FM's
+module stays the plain estimator; it imports no estimator module.
+"""
+
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, validate_data
+
+from ._base import FLOAT_DTYPES, check_sample_weight, progress
+from ._contrasts import PredictContrastsMixin, bias_identifiable, check_contrasts
+from ._data import check_sparse_structure, to_csr
+from ._threads import n_threads
+from .losses import LOSS_CODES, SQUARED
+
+#: Attributes that only a fit on contrasts sets (a plain fit removes them).
+CONTRAST_ATTRIBUTES = ("contrasts_fitted_", "intercept_fitted_")
+
+
+class ClassicFMContrastMixin(PredictContrastsMixin):
+    """``fit(..., contrasts=C)`` and ``predict_contrasts`` for :class:`fmlearn.FMRegressor`.
+
+    After a fit on contrasts, ``contrasts_fitted_`` is True, ``intercept_fitted_`` tells
+    whether w0 was learned (False when every row of C sums to zero: w0 then keeps its
+    starting value, 0 or the warm-started one), and predictions are not clipped: the targets'
+    range is not a range of f. ``y_range_`` records the targets' range.
+
+    Examples
+    --------
+    Differences of consecutive rows, f(x_i) - f(x_{i+1}) (each row of C sums to zero, so
+    w0 is held):
+
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from fmlearn import FMRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((300, 5))
+    >>> f = X @ np.arange(5.0) + X[:, 0] * X[:, 1]
+    >>> C = (sp.eye(299, 300) - sp.eye(299, 300, k=1)).tocsr()
+    >>> m = FMRegressor(2, solver="als", n_iter=50, random_state=0).fit(X, C @ f, contrasts=C)
+    >>> t = C @ f
+    >>> bool(np.linalg.norm(m.predict_contrasts(X, C) - t) < 1e-6 * np.linalg.norm(t))
+    True
+    >>> m.intercept_fitted_
+    False
+    """
+
+    def _clip_range(self):
+        if getattr(self, "contrasts_fitted_", False):
+            return -np.inf, np.inf
+        return super()._clip_range()
+
+    def _forget_contrasts(self):
+        """A plain fit: drop what a previous fit on contrasts recorded."""
+        for name in CONTRAST_ATTRIBUTES:
+            self.__dict__.pop(name, None)
+
+    def _rows_after_contrasts(self):
+        """partial_fit on rows of f continues a model fitted on contrasts: from then on it is
+        a model of rows, clipped to the range of the rows' targets (not widened by the
+        contrasts' range)."""
+        if getattr(self, "contrasts_fitted_", False):
+            self._forget_contrasts()
+            self.__dict__.pop("y_range_", None)
+
+    def _validate_contrasts(self, X, y, sample_weight, contrasts, reset):
+        """(X canonical CSR, C, y, sw) without zero-weight targets; raises ValueError naming
+        the problem (shapes, NaN, a target referencing no row, all weights zero)."""
+        check_sparse_structure(X)
+        X = validate_data(self, X, reset=reset, accept_sparse=["csr", "csc"],
+                          dtype=list(FLOAT_DTYPES), ensure_min_samples=1)
+        if hasattr(X, "nnz") and X.nnz and not np.all(np.isfinite(X.data)):
+            raise ValueError("Input X contains NaN or infinity.")
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D (one value per target), got shape {y.shape}")
+        C = check_contrasts(contrasts, X.shape[0], y.shape[0])
+        sw = check_sample_weight(sample_weight, y.shape[0])
+        keep = np.flatnonzero(sw > 0)
+        if keep.shape[0] < y.shape[0]:
+            C, y, sw = C[keep], y[keep], sw[keep]
+        dtype = X.dtype if reset else np.dtype(self.dtype_)
+        return to_csr(X, dtype), C, y, sw
+
+    def _fit_contrasts(self, X, y, sample_weight, eval_set, contrasts):
+        from .solvers.als import ALSSettings
+        from .solvers.fm_contrast import (
+            als_contrast_solver,
+            contrast_data,
+            mcmc_contrast_solver,
+        )
+
+        if eval_set is not None:
+            raise ValueError(f"{type(self).__name__}: eval_set is not used with contrasts "
+                             "(its targets are values of f, not contrasts); score held-out "
+                             "contrasts with predict_contrasts")
+        X, C, y, sw = self._validate_contrasts(X, y, sample_weight, contrasts, reset=True)
+        groups = self._check_groups(X.shape[1])
+        self.dtype_ = np.dtype(X.dtype).name
+        bias = bias_identifiable(C)
+        data = contrast_data(X, C, y, sw, bias)
+        rs = check_random_state(self.random_state)
+        seed = int(rs.randint(np.iinfo(np.int32).max))  # as the plain fit draws them
+        state = self._prepare_state(X.shape[1], X.dtype, rs)
+        history = {"metric": "rmse", "train": [], "iter_time": []}
+        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
+        record = self._contrast_recorder(history, bar, data)
+        with bar, n_threads(self.n_jobs):
+            if self.solver == "sgd":
+                self._run_sgd_contrasts(data, state, seed, record)
+            elif self.solver == "als":
+                settings = ALSSettings(self.n_iter, "squared", SQUARED, self.reg_bias,
+                                       self.reg_linear, self.reg_pairwise, groups)
+                state, n_done, info = als_contrast_solver(data, state, settings, record)
+                self._finish_batch_contrasts(state, n_done, info)
+            else:
+                chain, settings = self._mcmc_setup(X, state, groups)
+                state, n_done, info = mcmc_contrast_solver(data, state, chain, settings, seed,
+                                                           record)
+                self._finish_batch_contrasts(state, n_done, info)
+                self._store_chain(state, chain)
+        self.y_range_ = [float(np.min(y)), float(np.max(y))]
+        self.contrasts_fitted_ = True
+        self.intercept_fitted_ = bool(bias)
+        self.history_ = history
+        self.solver_ = self.solver
+        return self
+
+    def _contrast_recorder(self, history, bar, data):
+        """The per-iteration callback: solver seconds always, the weighted RMSE of the target
+        residuals with ``verbose``."""
+        from .solvers.fm_contrast import target_residuals
+
+        self._clock = time.perf_counter()
+
+        def record(it, E=None, state=None):
+            history["iter_time"].append(time.perf_counter() - self._clock)
+            if self.verbose:
+                if E is None:
+                    E = target_residuals(data, state)
+                rmse = float(np.sqrt(np.dot(data.sw, E * E) / np.sum(data.sw)))
+                history["train"].append(rmse)
+                bar.set_postfix({"train": f"{rmse:.4f}"})
+            bar.update(1)
+            self._clock = time.perf_counter()
+            return False
+
+        return record
+
+    def _finish_batch_contrasts(self, state, n_done, info):
+        if info["diverged"]:
+            self._raise_diverged(info)
+        self.n_iter_ = n_done
+        self._store(state)
+
+    def _run_sgd_contrasts(self, data, state, seed, record):
+        from .solvers.fm_contrast import sgd_contrast_solver
+        from .solvers.sgd import SGDSettings
+
+        settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
+                               self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
+                               self.reg_pairwise, self.shuffle, self.implicit_sgd)
+        t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
+        state, t, n_done, info = sgd_contrast_solver(
+            data, state, t, settings, seed, lambda epoch: record(epoch, state=state))
+        self._finish_batch_contrasts(state, n_done, info)
+        self.t_ = t
