@@ -13,7 +13,6 @@ them on the next call.
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -133,7 +132,7 @@ class _OnlineBase(BaseFM):
 
     # -- validation -------------------------------------------------------------------------
     def _validate(self, X, y, sample_weight, reset, classes=None):
-        fast = None if reset else self._validate_csr_rows(X, y, sample_weight)
+        fast = None if reset else self._validate_train_fast(X, y, sample_weight)
         if fast is not None:
             X, y, sw = fast
         else:
@@ -152,35 +151,6 @@ class _OnlineBase(BaseFM):
 
     def _check_scale(self, X):
         """Hook: refuse inputs whose scale would overflow a bounded model."""
-
-    def _validate_csr_rows(self, X, y, sample_weight):
-        """O(nnz) validation of a float64 CSR batch for a fitted estimator -- what a one-row
-        ``partial_fit`` needs -- or None when the input is of another kind or anything is off,
-        so that the general validation runs and raises its usual error."""
-        if not (sp.issparse(X) and X.format == "csr" and X.dtype == np.float64
-                and sample_weight is None and X.shape[0] >= 1
-                and X.shape[1] == self.n_features_in_
-                and not hasattr(self, "feature_names_in_")):
-            return None
-        indptr, indices, data = X.indptr, X.indices, X.data
-        nnz = data.shape[0]
-        if (indptr.shape[0] != X.shape[0] + 1 or indptr[0] != 0 or indptr[-1] != nnz
-                or indices.shape[0] != nnz or np.any(indptr[1:] < indptr[:-1])
-                or (nnz and (indices.min() < 0 or indices.max() >= X.shape[1]))
-                or not np.isfinite(data).all() or not X.has_canonical_format):
-            return None
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            return None
-        if self._is_classifier():
-            if not np.isin(y, self.classes_).all():
-                return None
-            y = np.where(y == self.classes_[1], 1.0, -1.0)
-        else:
-            if y.dtype.kind not in "iuf" or not np.isfinite(y).all():
-                return None
-            y = y.astype(np.float64)
-        return X, y, np.ones(X.shape[0])
 
     # -- running the learner ----------------------------------------------------------------
     def _run(self, learner, X, y, sw, order, out, bar=None):
