@@ -38,6 +38,20 @@ _CHUNK = 8192
 MAX_WEIGHT = 2.0**31
 
 
+def check_trace_bounded_scale(X, trace_bound):
+    """Refuse rows whose prediction could overflow float64 under a trace-norm bound: for every
+    matrix C with ||C||_tr <= trace_bound, |x^T C x| / 2 <= trace_bound / 2 ||x||^2 (CCFM's
+    augmented x^ = (1, x) adds the 1). Overflowing x_j x_l would otherwise reach the
+    eigendecompositions as inf."""
+    if X.nnz:
+        with np.errstate(over="ignore"):
+            norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
+                                weights=X.data ** 2, minlength=X.shape[0]) + 1.0
+        if not np.all(np.isfinite(norm2)) or trace_bound * norm2.max() > 1e300:
+            raise ValueError("feature values are too large for the trace-norm bound "
+                             "(predictions would overflow float64); rescale X")
+
+
 class _OnlineBase(BaseFM):
     """Validation, the live learner, fit / partial_fit and prequential predictions."""
 
@@ -143,6 +157,12 @@ class _OnlineBase(BaseFM):
                              f"learned as ceil(s) rounds; rescale the weights")
         if fast is None:
             X = to_csr(X, np.float64)
+        if reset and X.nnz == 0:
+            # from a row without features an online model learns its bias alone, one decaying
+            # step per round, and (a bounded CCFM) need not reach the mean of y
+            raise ValueError(f"{type(self).__name__}: X is all zeros; an online model learns "
+                             f"only its bias from it and need not reach the mean of y: start "
+                             f"from rows with features")
         if np.any(np.abs(y) > 1e150):
             raise ValueError("targets above 1e150 in magnitude would overflow the learners' "
                              "squared terms; rescale y")
@@ -161,7 +181,13 @@ class _OnlineBase(BaseFM):
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
             with blas_single_thread():
-                status, row, info = learner.learn(csr, y, sw, part, out, limit)
+                try:
+                    status, row, info = learner.learn(csr, y, sw, part, out, limit)
+                except np.linalg.LinAlgError as exc:  # a non-finite gradient reached eigh
+                    raise DivergenceError(
+                        f"{type(self).__name__}(learner={learner.name!r}) diverged: an "
+                        f"eigendecomposition failed ({exc}); {self._divergence_hint()}; the "
+                        f"estimator keeps its previous state") from exc
             if row >= 0:
                 raise DivergenceError(
                     f"{type(self).__name__}(learner={learner.name!r}) diverged: "
