@@ -263,3 +263,40 @@ def test_a_version_1_file_is_refused_with_the_remedy(tmp_path, regression_data):
     with pytest.raises(ModelFileError, match="version 1.*fit the model again"):
         load(tmp_path / "old.fmz")
 
+
+
+def _dense_oracle(m, X):
+    """Scores of a convex online model from its dense matrix (NumPy)."""
+    Xd = X.toarray()
+    if isinstance(m, (CCFMRegressor, CCFMClassifier)):
+        C = m.augmented_matrix()  # [[Z, w], [w', 2 w0]]
+        Xh = np.column_stack([Xd, np.ones(Xd.shape[0])])
+        quad = np.einsum("ij,jk,ik->i", Xh, C, Xh)
+        if not m.self_interaction:
+            quad -= (Xd * Xd) @ np.diag(C)[:-1]
+        return 0.5 * quad
+    W = m.interaction_matrix()
+    quad = np.einsum("ij,jk,ik->i", Xd, W, Xd) - (Xd * Xd) @ np.diag(W)
+    return m.w0_ + Xd @ m.w_ + 0.5 * quad
+
+
+@pytest.mark.parametrize("est", [CCFMRegressor(trace_bound=3.0),
+                                 CCFMRegressor("ftrl", trace_bound=3.0, self_interaction=False),
+                                 OnlineCFMRegressor(trace_bound=3.0)], ids=repr)
+def test_batch_prediction_in_parallel_equals_the_dense_oracle_on_any_thread_count(est):
+    # predict runs the rows in parallel (raw arrays or flat records): the same numbers as the
+    # dense model, bit for bit the same on one thread and on all of them
+    import numba
+
+    X, y, _ = make_ccfm_stream(400, 30, rank=3, trace_norm=3.0, density=0.2, noise=0.1,
+                               random_state=4)
+    m = clone(est).set_params(random_state=0).fit(X[:300], y[:300])
+    Xt = sp.csr_matrix(X[300:])
+    np.testing.assert_allclose(m._scores(Xt), _dense_oracle(m, Xt), rtol=1e-9, atol=1e-9)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = m._scores(Xt)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one, m._scores(Xt))
