@@ -107,3 +107,30 @@ def test_valid_sparse_formats_predict_like_dense():
             warnings.simplefilter("ignore")
             got = m.predict(sp.csr_matrix(X).asformat(fmt))
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_canonical_csr_fast_path_takes_only_what_to_csr_would_return():
+    # the fitted-stream fast path: X itself (no copy) when it is canonical float64 CSR of the
+    # model's width; None for anything to_csr would change; malformed structure raises as on
+    # the general path
+    from fmlearn._data import canonical_csr_or_none
+
+    X = to_csr(sp.random(5, 7, density=0.4, random_state=0, format="csr"), np.float64)
+    assert canonical_csr_or_none(X, 7) is X
+    assert canonical_csr_or_none(X, 8) is None
+    assert canonical_csr_or_none(X.astype(np.float32), 7) is None
+    assert canonical_csr_or_none(X.toarray(), 7) is None
+    assert canonical_csr_or_none(X.tocsc(), 7) is None
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2])),
+                             shape=(1, 7))
+    dup = sp.csr_matrix((np.array([1.0, 2.0]), np.array([1, 1]), np.array([0, 2])),
+                        shape=(1, 7))
+    zero = sp.csr_matrix((np.array([0.0, 2.0]), np.array([1, 2]), np.array([0, 2])),
+                         shape=(1, 7))
+    nan = sp.csr_matrix((np.array([np.nan]), np.array([1]), np.array([0, 1])), shape=(1, 7))
+    for other in (unsorted, dup, zero, nan):
+        assert canonical_csr_or_none(other, 7) is None
+        assert to_csr(other, np.float64) is not other
+    bad = sp.csr_matrix((np.ones(1), np.array([10**6]), np.array([0, 1])), shape=(1, 7))
+    with pytest.raises(ValueError, match="column index 1000000 is outside"):
+        canonical_csr_or_none(bad, 7)

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, is_clas
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._data import check_sparse_structure, to_csr
+from ._data import canonical_csr_or_none, check_sparse_structure, to_csr
 from ._registry import register
 from .exceptions import DivergenceError
 
@@ -215,6 +215,23 @@ class BaseFM(BaseEstimator):
     def _model_dtype(self):
         return np.dtype(getattr(self, "dtype_", "float64"))
 
+    def _validate_train_fast(self, X, y, sample_weight):
+        """``_validate_train(X, y, sample_weight, reset=False)`` of a fitted estimator for the
+        streaming case -- a canonical CSR batch in the model dtype, numeric targets or known
+        labels -- in O(nnz + n) with no copy of ``X``
+        (:func:`~fmlearn._data.canonical_csr_or_none`); ``None`` when the input is of another
+        kind or anything is off, so that the general validation runs and raises its usual
+        error."""
+        if not hasattr(self, "n_features_in_") or hasattr(self, "feature_names_in_"):
+            return None
+        X = canonical_csr_or_none(X, self.n_features_in_, self._model_dtype())
+        if X is None:
+            return None
+        y = self._fast_targets(y, X.shape[0])
+        if y is None:
+            return None
+        return X, y, check_sample_weight(sample_weight, X.shape[0])
+
     def _validate_eval_set(self, eval_set):
         """``(X_val, y_val)`` validated like training data (``y_val`` encoded to {-1, +1} for a
         classifier, float64), or None."""
@@ -302,6 +319,14 @@ class FMRegressorMixin(RegressorMixin):
             lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
         self.y_range_ = [lo, hi]
 
+    def _fast_targets(self, y, n):
+        """Float64 targets for :meth:`BaseFM._validate_train_fast`, or None."""
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n or y.dtype.kind not in "iuf":
+            return None
+        y = y.astype(np.float64)
+        return y if np.isfinite(y).all() else None
+
     def _validate_train(self, X, y, sample_weight, reset=True):
         X, y = self._validate_X_y(X, y, reset=reset, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
@@ -351,6 +376,14 @@ class FMClassifierMixin(ClassifierMixin):
                 f"y contains labels {unknown.tolist()} not seen in the first call "
                 f"(classes_ = {self.classes_.tolist()})"
             )
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def _fast_targets(self, y, n):
+        """Labels of ``classes_`` as -1 / +1 for :meth:`BaseFM._validate_train_fast`, or
+        None."""
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n or not np.isin(y, self.classes_).all():
+            return None
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def _validate_train(self, X, y, sample_weight, reset=True, classes=None):

@@ -95,6 +95,28 @@ def check_sparse_structure(X, what="X"):
     return X
 
 
+def canonical_csr_or_none(X, n_features, dtype=np.float64):
+    """``X`` itself, checked in O(nnz) and not copied, when it is already what :func:`to_csr`
+    would return for a model of ``n_features`` columns: a CSR matrix of ``dtype`` with that many
+    columns, at least one row, sorted indices without duplicates, no explicit zeros and finite
+    values. ``None`` when ``X`` is of another kind (the general validation then converts it or
+    raises its usual error).
+
+    The fast path of a fitted streaming estimator: a one-row ``partial_fit`` pays for its row
+    only. A malformed structure raises here (:func:`check_sparse_structure`) exactly as on the
+    general path.
+    """
+    if not (sp.issparse(X) and X.format == "csr" and X.dtype == dtype
+            and X.ndim == 2 and X.shape[0] >= 1 and X.shape[1] == n_features):
+        return None
+    check_sparse_structure(X)
+    data = X.data[:X.indptr[-1]]
+    if (data.shape[0] != X.data.shape[0] or not X.has_canonical_format
+            or not np.isfinite(data).all() or not data.all()):
+        return None
+    return X
+
+
 def to_csr(X, dtype=None):
     """Return ``X`` as a canonical CSR matrix: sorted indices, no explicit zeros, int32 indices.
 

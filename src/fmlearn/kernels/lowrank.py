@@ -13,7 +13,7 @@ removed).
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .steps import load_xhat
 
@@ -232,17 +232,18 @@ def predict_step(state, cfg, work, rows, i):
     return lr_predict(state.C, work.idx, work.val, n, cfg.self_inter, d, work.z, work.w)
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def lr_predict_rows(Xp, Xi, Xd, C, self_inter, out):
-    """Predictions of a CCFM for every row of a CSR matrix (serial: a state record cannot enter a
-    parallel region)."""
+    """Predictions of a CCFM for every row of a CSR matrix, rows in parallel (each row's result
+    is independent of the thread count; a flat record such as :class:`LowRank` can enter a
+    parallel region, a record nesting another cannot)."""
     n_rows = Xp.shape[0] - 1
     d = C.U.shape[1] - 1
     maxn = 1
     for i in range(n_rows):
         maxn = max(maxn, Xp[i + 1] - Xp[i] + 1)
     m = d + 1 if C.ident else max(C.r[0], 1)
-    for i in range(n_rows):
+    for i in prange(n_rows):
         idx = np.empty(maxn, dtype=np.int64)
         val = np.empty(maxn)
         z = np.empty(m)

@@ -1,6 +1,8 @@
 """The classic FM learned online (the FM-* baselines of seed 002 §4.1): one round's update of
-online gradient descent, passive-aggressive or FTRL-Proximal on (w0, w, V), run by
+passive-aggressive or FTRL-Proximal on (w0, w, V), run by
 :func:`fmlearn.kernels.steps.run_rows`. A round touches only the row's coordinates: O(nnz k).
+Online gradient descent on the classic FM is FMRegressor's SGD, :func:`fmlearn.kernels.sgd.
+sgd_epoch` (one learner, one kernel).
 """
 
 import math
@@ -8,18 +10,16 @@ from collections import namedtuple
 
 from numba import njit
 
-from ..losses import LOGISTIC, SMOOTHNESS, loss_derivative
+from ..losses import LOGISTIC, loss_derivative
 from .predict import fm_row
 from .sgd import _pred_and_grad_norm2
-from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, invscaling, run_rows
+from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, run_rows
 
 # t: 1-array, rounds learned; w0: 1-array
 FMState = namedtuple("FMState", "t w0 w V")
 # FTRL-Proximal adds the (z, n) of every coordinate
 FTRLFMState = namedtuple("FTRLFMState", "t w0 w V z_bias n_bias z_linear n_linear z_pairwise "
                                         "n_pairwise")
-OGDConfig = namedtuple("OGDConfig", "loss learning_rate power_t reg_bias reg_linear reg_pairwise "
-                                    "implicit")
 PAConfig = namedtuple("PAConfig", "loss pa_c epsilon")
 FTRLConfig = namedtuple("FTRLConfig", "loss learning_rate ftrl_beta l1_linear reg_bias "
                                       "reg_linear learning_rate_pairwise ftrl_beta_pairwise "
@@ -30,7 +30,7 @@ FMWork = namedtuple("FMWork", "q qq fa fb norm2")
 
 @njit(cache=True, nogil=True)
 def predict_with_norm(state, cfg, work, rows, i):
-    """f(x_i), and ||d f / d(w0, w, V)||^2 into work.norm2 (OGD's implicit step, PA's tau)."""
+    """f(x_i), and ||d f / d(w0, w, V)||^2 into work.norm2 (PA's tau)."""
     pred, work.norm2[0] = _pred_and_grad_norm2(rows.indptr, rows.indices, rows.data, i,
                                                state.w0[0], state.w, state.V, work.q, work.qq,
                                                work.fa, work.fb)
@@ -56,21 +56,6 @@ def _descend(state, rows, i, g, eta, reg_linear, reg_pairwise, q):
         for f in range(k):
             vv = V[j, f]
             V[j, f] = vv - eta * (g * x * (q[f] - vv * x) + reg_pairwise * vv)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def update_ogd(state, cfg, work, rows, i, pred, scale):
-    """Online gradient descent with step eta0 / t ** power_t (Zinkevich 2003) and L2 penalties
-    (power_t = 0: plain SGD, Rendle 2010 §III-C). With ``implicit`` the step is divided by
-    1 + eta L ||grad f||^2 (the implicit update of the linearized loss, as ``FMRegressor``'s
-    SGD does), which cannot overshoot a row's target whatever the feature scale."""
-    eta = invscaling(cfg.learning_rate, cfg.power_t, state.t[0])
-    g = scale * loss_derivative(cfg.loss, pred, rows.y[i])
-    if cfg.implicit:
-        g /= 1.0 + eta * scale * SMOOTHNESS[cfg.loss] * work.norm2[0]
-    state.w0[0] -= eta * (g + cfg.reg_bias * state.w0[0])
-    _descend(state, rows, i, g, eta, cfg.reg_linear, cfg.reg_pairwise, work.q)
-    return OK if math.isfinite(state.w0[0]) else BAD_STEP
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -123,11 +108,6 @@ def update_ftrl(state, cfg, work, rows, i, pred, scale):
 
 
 # the per-row protocol (:func:`fmlearn.kernels.steps.run_rows`) with each learner's step
-
-
-@njit(cache=True, nogil=True)
-def learn_ogd(rows, state, cfg, work, limit):
-    return run_rows(rows, state, cfg, work, predict_with_norm, update_ogd, limit)
 
 
 @njit(cache=True, nogil=True)

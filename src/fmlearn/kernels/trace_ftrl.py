@@ -19,7 +19,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..losses import loss_derivative
 from .eigtrack import append, gs_rank1, refresh, ritz, rotate, top_by_magnitude
@@ -36,6 +36,14 @@ TraceConfig = namedtuple("TraceConfig", "loss self_inter augment psd dense learn
                                         "trace_bound alpha beta l1 l2 eig_tol eig_max_iter m_keep "
                                         "refresh")
 TraceWork = namedtuple("TraceWork", "idx val n cb work v Sv Sdense")
+# What a prediction reads of a TraceState but S: a flat record, which (unlike TraceState, that
+# nests the record S) can enter a parallel region (:func:`eig_predict_rows`).
+EigModel = namedtuple("EigModel", "w0 w V lam k s_coef")
+
+
+def eig_model(state):
+    """The :class:`EigModel` of a :class:`TraceState` (the same arrays, no copy)."""
+    return EigModel(state.w0, state.w, state.V, state.lam, state.k, state.s_coef)
 
 
 @njit(cache=True, nogil=True)
@@ -46,19 +54,21 @@ def _row(rows, i, d, augment, idx, val):
 
 
 @njit(cache=True, nogil=True)
-def eig_predict_row(state, idx, val, n, self_inter, d, augment):
-    """Linear part (CFM) + 1/2 x~' M x~ - self-interactions, M = s_coef S + sum lam v v'."""
+def eig_predict_row(model, S, idx, val, n, self_inter, d, augment):
+    """Linear part (CFM) + 1/2 x~' M x~ - self-interactions, M = s_coef S + sum lam v v'.
+
+    ``model``: an :class:`EigModel` or the :class:`TraceState` itself (the same fields)."""
     acc = 0.0
     if not augment:
-        acc = state.w0[0]
+        acc = model.w0[0]
         for p in range(n):
-            acc += state.w[idx[p]] * val[p]
+            acc += model.w[idx[p]] * val[p]
     quad = 0.0
-    alpha = state.s_coef[0]
+    alpha = model.s_coef[0]
     if alpha != 0.0:
-        quad = sacc_quad(state.S, alpha, idx, val, n, self_inter, d)
-    V, lam = state.V, state.lam
-    for a in range(state.k[0]):
+        quad = sacc_quad(S, alpha, idx, val, n, self_inter, d)
+    V, lam = model.V, model.lam
+    for a in range(model.k[0]):
         s = 0.0
         diag = 0.0
         for p in range(n):
@@ -77,7 +87,8 @@ def predict(state, cfg, work, rows, i):
     d = D - 1 if cfg.augment else D
     n = _row(rows, i, d, cfg.augment, work.idx, work.val)
     work.n[0] = n
-    return eig_predict_row(state, work.idx, work.val, n, cfg.self_inter, d, cfg.augment)
+    return eig_predict_row(state, state.S, work.idx, work.val, n, cfg.self_inter, d,
+                           cfg.augment)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -275,24 +286,25 @@ def _tracked_projection(state, cfg, work, eta_t, coef, d):
     state.k[0] = k
 
 
-@njit(cache=True)
-def eig_predict_rows(Xp, Xi, Xd, state, self_inter, augment, out):
-    """Predictions of a model kept as eigenpairs (the FTRL learners) (serial: a state record
-    cannot enter a parallel region)."""
+@njit(cache=True, parallel=True)
+def eig_predict_rows(Xp, Xi, Xd, model, S, self_inter, augment, out):
+    """Predictions of a model kept as eigenpairs (the FTRL learners), rows in parallel (each
+    row's result is independent of the thread count): ``model`` is the state's
+    :func:`eig_model`, ``S`` its accumulated gradient."""
     n_rows = Xp.shape[0] - 1
-    D = state.V.shape[1]
+    D = model.V.shape[1]
     d = D - 1 if augment else D
     maxn = 1
     for i in range(n_rows):
         maxn = max(maxn, Xp[i + 1] - Xp[i] + 1)
-    for i in range(n_rows):
+    for i in prange(n_rows):
         idx = np.empty(maxn, dtype=np.int64)
         val = np.empty(maxn)
         if augment:
             n = load_xhat(Xp, Xi, Xd, i, d, idx, val)
         else:
             n = load_row(Xp, Xi, Xd, i, idx, val)
-        out[i] = eig_predict_row(state, idx, val, n, self_inter, d, augment)
+        out[i] = eig_predict_row(model, S, idx, val, n, self_inter, d, augment)
     return out
 
 

@@ -13,7 +13,6 @@ them on the next call.
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -37,6 +36,20 @@ _CHUNK = 8192
 # A row of weight s is learned as ceil(s) rounds: beyond this a weight is refused (it would
 # take that many rounds).
 MAX_WEIGHT = 2.0**31
+
+
+def check_trace_bounded_scale(X, trace_bound):
+    """Refuse rows whose prediction could overflow float64 under a trace-norm bound: for every
+    matrix C with ||C||_tr <= trace_bound, |x^T C x| / 2 <= trace_bound / 2 ||x||^2 (CCFM's
+    augmented x^ = (1, x) adds the 1). Overflowing x_j x_l would otherwise reach the
+    eigendecompositions as inf."""
+    if X.nnz:
+        with np.errstate(over="ignore"):
+            norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
+                                weights=X.data ** 2, minlength=X.shape[0]) + 1.0
+        if not np.all(np.isfinite(norm2)) or trace_bound * norm2.max() > 1e300:
+            raise ValueError("feature values are too large for the trace-norm bound "
+                             "(predictions would overflow float64); rescale X")
 
 
 class _OnlineBase(BaseFM):
@@ -133,7 +146,7 @@ class _OnlineBase(BaseFM):
 
     # -- validation -------------------------------------------------------------------------
     def _validate(self, X, y, sample_weight, reset, classes=None):
-        fast = None if reset else self._validate_csr_rows(X, y, sample_weight)
+        fast = None if reset else self._validate_train_fast(X, y, sample_weight)
         if fast is not None:
             X, y, sw = fast
         else:
@@ -144,6 +157,12 @@ class _OnlineBase(BaseFM):
                              f"learned as ceil(s) rounds; rescale the weights")
         if fast is None:
             X = to_csr(X, np.float64)
+        if reset and X.nnz == 0:
+            # from a row without features an online model learns its bias alone, one decaying
+            # step per round, and (a bounded CCFM) need not reach the mean of y
+            raise ValueError(f"{type(self).__name__}: X is all zeros; an online model learns "
+                             f"only its bias from it and need not reach the mean of y: start "
+                             f"from rows with features")
         if np.any(np.abs(y) > 1e150):
             raise ValueError("targets above 1e150 in magnitude would overflow the learners' "
                              "squared terms; rescale y")
@@ -152,35 +171,6 @@ class _OnlineBase(BaseFM):
 
     def _check_scale(self, X):
         """Hook: refuse inputs whose scale would overflow a bounded model."""
-
-    def _validate_csr_rows(self, X, y, sample_weight):
-        """O(nnz) validation of a float64 CSR batch for a fitted estimator -- what a one-row
-        ``partial_fit`` needs -- or None when the input is of another kind or anything is off,
-        so that the general validation runs and raises its usual error."""
-        if not (sp.issparse(X) and X.format == "csr" and X.dtype == np.float64
-                and sample_weight is None and X.shape[0] >= 1
-                and X.shape[1] == self.n_features_in_
-                and not hasattr(self, "feature_names_in_")):
-            return None
-        indptr, indices, data = X.indptr, X.indices, X.data
-        nnz = data.shape[0]
-        if (indptr.shape[0] != X.shape[0] + 1 or indptr[0] != 0 or indptr[-1] != nnz
-                or indices.shape[0] != nnz or np.any(indptr[1:] < indptr[:-1])
-                or (nnz and (indices.min() < 0 or indices.max() >= X.shape[1]))
-                or not np.isfinite(data).all() or not X.has_canonical_format):
-            return None
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            return None
-        if self._is_classifier():
-            if not np.isin(y, self.classes_).all():
-                return None
-            y = np.where(y == self.classes_[1], 1.0, -1.0)
-        else:
-            if y.dtype.kind not in "iuf" or not np.isfinite(y).all():
-                return None
-            y = y.astype(np.float64)
-        return X, y, np.ones(X.shape[0])
 
     # -- running the learner ----------------------------------------------------------------
     def _run(self, learner, X, y, sw, order, out, bar=None):
@@ -191,7 +181,13 @@ class _OnlineBase(BaseFM):
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
             with blas_single_thread():
-                status, row, info = learner.learn(csr, y, sw, part, out, limit)
+                try:
+                    status, row, info = learner.learn(csr, y, sw, part, out, limit)
+                except np.linalg.LinAlgError as exc:  # a non-finite gradient reached eigh
+                    raise DivergenceError(
+                        f"{type(self).__name__}(learner={learner.name!r}) diverged: an "
+                        f"eigendecomposition failed ({exc}); {self._divergence_hint()}; the "
+                        f"estimator keeps its previous state") from exc
             if row >= 0:
                 raise DivergenceError(
                     f"{type(self).__name__}(learner={learner.name!r}) diverged: "

@@ -4,7 +4,6 @@ baselines ``"ogd"``, ``"pa"``, ``"ftrl"`` (002 §4.1)."""
 
 import numbers
 
-import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -13,7 +12,7 @@ from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
 from ..solvers.ogd import CCFMOGDLearner, OGDSettings
 from ..solvers.pa import CCFMPALearner, PASettings
-from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange
+from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange, check_trace_bounded_scale
 
 # What "auto" means for each learner (docs/online.md): the tracked eigen-step of OCCFM is
 # refined loosely (its errors are those of a conditional-gradient oracle), the projection of
@@ -105,14 +104,7 @@ class _CCFMBase(_OnlineBase):
         return CCFMFTRLLearner(n_features, st, loss, si)
 
     def _check_scale(self, X):
-        # |y^| <= delta / 2 * ||x^||^2 for every C in the ball: refuse rows that would overflow
-        if X.nnz:
-            with np.errstate(over="ignore"):
-                norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
-                                    weights=X.data ** 2, minlength=X.shape[0]) + 1.0
-            if not np.all(np.isfinite(norm2)) or self.trace_bound * norm2.max() > 1e300:
-                raise ValueError("feature values are too large for the trace-norm bound "
-                                 "(predictions would overflow); rescale X")
+        check_trace_bounded_scale(X, self.trace_bound)
 
     def augmented_matrix(self):
         """The learned (d+1) x (d+1) matrix C = [[Z, w], [w', 2 w0]] as a dense array.

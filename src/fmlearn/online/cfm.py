@@ -8,7 +8,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
-from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange, fitted_array
+from ._base import (
+    _OnlineBase,
+    _OnlineClassifier,
+    _RegressorRange,
+    check_trace_bounded_scale,
+    fitted_array,
+)
 
 
 class _OnlineCFMBase(_OnlineBase):
@@ -50,6 +56,9 @@ class _OnlineCFMBase(_OnlineBase):
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
+
+    def _check_scale(self, X):
+        check_trace_bounded_scale(X, self.trace_bound)
 
     def _new_learner(self, n_features, rng):
         st = FTRLSettings(learning_rate=self.learning_rate, ftrl_beta=self.ftrl_beta,

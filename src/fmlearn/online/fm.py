@@ -4,6 +4,7 @@
 
 import numbers
 
+import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
@@ -11,7 +12,8 @@ from ..solvers.ogd import FMOGDLearner, OGDSettings
 from ..solvers.pa import FMPALearner, PASettings
 from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange, fitted_array
 
-# learning_rate="auto": FTRL's alpha of (w0, w) and OGD's eta
+# learning_rate="auto": FTRL's alpha of (w0, w) and OGD's eta (FMRegressor's SGD: 0.01, a
+# constant step over many epochs; one pass over a stream wants a larger, decaying one)
 AUTO_LEARNING_RATE = {"ftrl": 0.1, "ogd": 0.05, "pa": None}
 
 
@@ -34,13 +36,15 @@ class _OnlineFMBase(_OnlineBase):
         "epsilon": [Interval(numbers.Real, 0, None, closed="left")],
         "ftrl_beta": [Interval(numbers.Real, 0, None, closed="left")],
         "ftrl_beta_pairwise": [Interval(numbers.Real, 0, None, closed="neither")],
-        "implicit": ["boolean"],
+        "implicit_sgd": ["boolean"],
+        "lr_schedule": [StrOptions({"constant", "invscaling"})],
     }
 
     def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, learning_rate="auto",
                  learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
-                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit=True, n_iter=1, shuffle=True,
+                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
+                 lr_schedule="invscaling", n_iter=1, shuffle=True,
                  warm_start=False, random_state=None, verbose=0):
         self.learner = learner
         self.n_factors = n_factors
@@ -57,7 +61,8 @@ class _OnlineFMBase(_OnlineBase):
         self.epsilon = epsilon
         self.ftrl_beta = ftrl_beta
         self.ftrl_beta_pairwise = ftrl_beta_pairwise
-        self.implicit = implicit
+        self.implicit_sgd = implicit_sgd
+        self.lr_schedule = lr_schedule
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.warm_start = warm_start
@@ -65,6 +70,10 @@ class _OnlineFMBase(_OnlineBase):
         self.verbose = verbose
 
     def _new_learner(self, n_features, rng):
+        if rng is not None:
+            # FMRegressor / FMClassifier draw the key of their epoch shuffles before the
+            # factors: the same draws here give the same initial model for one random_state
+            rng.randint(np.iinfo(np.int32).max)
         args = (n_features, self.n_factors, self.init_stdev, rng, self._loss_code())
         lr = (AUTO_LEARNING_RATE[self.learner] if self.learning_rate == "auto"
               else self.learning_rate)
@@ -79,7 +88,7 @@ class _OnlineFMBase(_OnlineBase):
         if self.learner == "ogd":
             st = OGDSettings(learning_rate=lr, power_t=self.power_t, reg_bias=self.reg_bias,
                              reg_linear=self.reg_linear, reg_pairwise=self.reg_pairwise,
-                             implicit=self.implicit)
+                             implicit_sgd=self.implicit_sgd, lr_schedule=self.lr_schedule)
             return FMOGDLearner(*args, st)
         return FMPALearner(*args, PASettings(pa_c=self.pa_c, epsilon=self.epsilon))
 
@@ -117,19 +126,24 @@ _FM_DOC = """
     ----------
     learner : {"ftrl", "ogd", "pa"}, default="ftrl"
         ``"ftrl"``: FTRL-Proximal (McMahan et al. 2013) on every coordinate of (w0, w, V), the
-        FM-FTRL of 002 (after Ta 2015); ``"ogd"``: online gradient descent with step
-        learning_rate / t ** power_t (power_t = 0: plain SGD); ``"pa"``: passive-aggressive
-        PA-I on the model linearized at the current parameters (hinge / epsilon-insensitive
-        loss).
+        FM-FTRL of 002 (after Ta 2015); ``"ogd"``: online gradient descent, which is
+        :class:`FMRegressor`'s SGD (the same compiled kernel, the same parameter names; see
+        below for the defaults that differ); ``"pa"``: passive-aggressive PA-I on the model
+        linearized at the current parameters (hinge / epsilon-insensitive loss).
     n_factors : int, default=8
     init_stdev : float, default=0.1
-        Standard deviation of the initial factors.
+        Standard deviation of the initial factors (drawn as :class:`FMRegressor` draws them:
+        the same ``random_state`` gives the same initial model).
     learning_rate : float or "auto", default="auto"
-        ``"ftrl"``: alpha of w0 and w (auto: 0.1); ``"ogd"``: the step size eta (auto: 0.05).
+        ``"ftrl"``: alpha of w0 and w (auto: 0.1); ``"ogd"``: the step size eta (auto: 0.05;
+        :class:`FMRegressor` defaults to 0.01, a constant step for many epochs).
     learning_rate_pairwise : float, default=0.05
         ``"ftrl"``: alpha of the factors V.
+    lr_schedule : {"invscaling", "constant"}, default="invscaling"
+        ``"ogd"``: the step of round t (t = 1, 2, ...) is learning_rate / t ** power_t, or
+        learning_rate (:class:`FMRegressor` defaults to ``"constant"``).
     power_t : float, default=0.5
-        ``"ogd"``: the step size decays as learning_rate / t ** power_t.
+        ``"ogd"`` with ``lr_schedule="invscaling"``: the decay of the step size.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         ``"ogd"``, ``"ftrl"``: L2 penalties on w0, w, V.
     l1_linear, l1_pairwise : float, default=0.0
@@ -139,7 +153,7 @@ _FM_DOC = """
     ftrl_beta, ftrl_beta_pairwise : float, default=1.0, 1.0
         ``"ftrl"``: beta of (w0, w) and of V (McMahan et al. 2013, Algorithm 1); the factors'
         proximal term is centred at the random initial factors.
-    implicit : bool, default=True
+    implicit_sgd : bool, default=True
         ``"ogd"``: divide each step by 1 + eta L ||grad f(x)||^2 (the implicit update of the
         linearized loss, as :class:`FMRegressor`'s SGD), which does not overshoot whatever the
         feature scale; for small steps it is the plain gradient step (``False``).
@@ -152,6 +166,30 @@ _FM_DOC = """
     learner_, n_rounds_, info_, state_*_, n_features_in_ :
         As in :class:`CCFMRegressor` (``state_w0_``, ``state_w_``, ``state_V_``, ``state_t_``
         and for FTRL ``state_z_linear_``, ``state_n_linear_``, ...).
+
+    Notes
+    -----
+    ``learner="ogd"`` and :class:`FMRegressor` (``solver="sgd"``) are one learner: their
+    ``partial_fit`` runs the same compiled step (:func:`fmlearn.kernels.sgd.sgd_epoch`) on the
+    rows in the given order, and with the same settings gives bit-identical ``w0_``, ``w_``,
+    ``V_``. The names are shared (``learning_rate``, ``lr_schedule``, ``power_t``,
+    ``reg_bias``, ``reg_linear``, ``reg_pairwise``, ``implicit_sgd``, ``init_stdev``,
+    ``n_factors``); what differs is only defaults and what each estimator is for:
+
+    ================  ===================  ===================
+    parameter         OnlineFM*("ogd")     FMRegressor("sgd")
+    ================  ===================  ===================
+    learning_rate     "auto" (0.05)        0.01
+    lr_schedule       "invscaling"         "constant"
+    n_iter            1 (passes in fit)    100 (epochs in fit)
+    ================  ===================  ===================
+
+    FMRegressor with ``clip_predictions=True`` also clips the prediction inside the step to
+    the range of the targets seen (libFM's rule); the online regressor clips only the
+    predictions it reports (prequentially: to the targets seen before each row), so the two
+    agree exactly with ``clip_predictions=False`` (and always for the classifiers). ``fit``
+    differs by design: the online ``fit`` makes ``n_iter`` passes in a fresh random order of
+    the rows, FMRegressor shuffles blocks of rows.
 
     References
     ----------
@@ -185,7 +223,8 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
     def __init__(self, learner="ftrl", *, n_factors=8, init_stdev=0.1, learning_rate="auto",
                  learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
-                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit=True, n_iter=1, shuffle=True,
+                 ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
+                 lr_schedule="invscaling", n_iter=1, shuffle=True,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, n_factors=n_factors, init_stdev=init_stdev,
                          learning_rate=learning_rate,
@@ -193,9 +232,9 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
                          reg_bias=reg_bias, reg_linear=reg_linear, reg_pairwise=reg_pairwise,
                          l1_linear=l1_linear, l1_pairwise=l1_pairwise, pa_c=pa_c,
                          epsilon=epsilon, ftrl_beta=ftrl_beta,
-                         ftrl_beta_pairwise=ftrl_beta_pairwise, implicit=implicit,
-                         n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
-                         random_state=random_state, verbose=verbose)
+                         ftrl_beta_pairwise=ftrl_beta_pairwise, implicit_sgd=implicit_sgd,
+                         lr_schedule=lr_schedule, n_iter=n_iter, shuffle=shuffle,
+                         warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
 

@@ -11,6 +11,7 @@ from ..kernels.eigtrack import Tracker
 from ..kernels.lowrank import LowRank
 from ..kernels.steps import BAD_PREDICTION, BAD_STEP, OK, Rows
 from ..kernels.symacc import EXACT, SKETCH, SymAcc, pattern_missing, remap_values
+from ._fm_common import init_state
 
 # Bytes the learners' arrays (basis of C, tracked subspace, accumulated gradient) may take by
 # default.
@@ -145,14 +146,18 @@ class OnlineLearner:
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
             self.prepare(*_rows_of(indptr, indices, part))
-            rows = Rows(indptr, indices, data, y, sw, part, out)
-            status, row = type(self).learn_fn(rows, self.state, self.config(indptr),
-                                              self.work(indptr), float(limit))
+            status, row = self._learn_rows(indptr, indices, data, y, sw, part, out, limit)
             if status != OK:
                 break
         if status not in (OK, BAD_PREDICTION, BAD_STEP):  # pragma: no cover - prevented
             raise RuntimeError(f"internal error: {type(self).__name__} status {status}")
         return status, row, self.info()
+
+    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit):
+        """One compiled call over the rounds ``order``: ``(status, row)``."""
+        rows = Rows(indptr, indices, data, y, sw, order, out)
+        return type(self).learn_fn(rows, self.state, self.config(indptr), self.work(indptr),
+                                   float(limit))
 
     def info(self):
         return {}
@@ -491,9 +496,10 @@ class FMStateLearner(OnlineLearner):
     touches only the rows of the features it sees, and so does its snapshot."""
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code):
-        # rng None: arrays to be replaced by a stored state (no draw)
-        V = (rng.standard_normal((n_features, n_factors)) * init_stdev if rng is not None
-             else np.zeros((n_features, n_factors)))
+        # rng None: arrays to be replaced by a stored state (no draw); else FMRegressor's
+        # initial factors (libFM's init)
+        V = (init_state(n_features, n_factors, init_stdev, rng, np.float64).V
+             if rng is not None else np.zeros((n_features, n_factors)))
         self.loss_code = loss_code
         self.state = self._new_state(np.zeros(1, np.int64), np.zeros(1), np.zeros(n_features), V)
 
@@ -523,7 +529,7 @@ class FMStateLearner(OnlineLearner):
         status, row, info = super().learn(csr, y, sw, order, out, limit)
         if status == OK and order.shape[0]:
             cols = self._touched(csr[1])
-            if not (np.isfinite(self.state.w[cols]).all()
+            if not (np.isfinite(self.state.w0[0]) and np.isfinite(self.state.w[cols]).all()
                     and np.isfinite(self.state.V[cols]).all()):
                 status, row = BAD_STEP, int(order[-1])
         return status, row, info

@@ -139,8 +139,9 @@ class _TraceFTRLLearner(GradientOwner, OnlineLearner):
     def predict(self, csr):
         indptr, indices, data = csr
         out = np.empty(indptr.shape[0] - 1)
-        trace_ftrl.eig_predict_rows(indptr, indices, data, self.state, self.self_interaction,
-                                    self.augment, out)
+        st = self.state
+        trace_ftrl.eig_predict_rows(indptr, indices, data, trace_ftrl.eig_model(st), st.S,
+                                    self.self_interaction, self.augment, out)
         return out
 
     def matrix(self):

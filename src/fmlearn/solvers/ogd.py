@@ -3,17 +3,23 @@ the classic FM.
 
 CCFM-OGD: C <- Proj_K(C - eta_t grad f_t(C)), eta_t = learning_rate / t ** power_t, with the
 exact projection onto the trace-norm ball by eigendecomposition (of the small core of the
-low-rank C, or of the dense C for small d). Classic FM: the same gradient step on (w0, w, V)
-with L2 penalties and no projection (power_t = 0: plain SGD). Kernels:
-:mod:`fmlearn.kernels.ccfm_proj`, :mod:`fmlearn.kernels.online_fm`.
+low-rank C, or of the dense C for small d) (:mod:`fmlearn.kernels.ccfm_proj`).
+
+Classic FM: the same gradient step on (w0, w, V) with L2 penalties and no projection is
+:class:`~fmlearn.FMRegressor`'s SGD, and runs its kernel,
+:func:`fmlearn.kernels.sgd.sgd_epoch`, over the rows of each call in the given order (one
+learner, one kernel: ``OnlineFMRegressor(learner="ogd")`` and ``FMRegressor(solver="sgd")``'s
+``partial_fit`` give bit-identical models from the same rows and settings).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import ccfm_proj, online_fm
-from ..kernels.steps import max_row_nnz
+from ..kernels import ccfm_proj
+from ..kernels.sgd import SCHEDULE_CODES, Params, SGDConfig, sgd_epoch, sgd_work
+from ..kernels.sgd import Rows as SGDRows
+from ..kernels.steps import BAD_PREDICTION, OK, max_row_nnz
 from ._online_common import DEFAULT_BUDGET_MB, CCFMMatrixLearner, FMStateLearner, new_lowrank
 
 
@@ -25,7 +31,8 @@ class OGDSettings:
     reg_bias: float = 0.0  # FM: L2 penalties on w0, w, V
     reg_linear: float = 0.0
     reg_pairwise: float = 0.0
-    implicit: bool = True  # FM: divide the step by 1 + eta L ||grad f||^2
+    implicit_sgd: bool = True  # FM: divide the step by 1 + eta L ||grad f||^2
+    lr_schedule: str = "invscaling"  # FM: or "constant" (CCFM: power_t = 0 is constant)
     max_rank: int = 128
     budget_mb: float = DEFAULT_BUDGET_MB
 
@@ -87,15 +94,34 @@ class CCFMOGDLearner(CCFMProjectedLearner):
 
 
 class FMOGDLearner(FMStateLearner):
+    """OGD on the classic FM: :func:`fmlearn.kernels.sgd.sgd_epoch` over the rows of a call.
+
+    The step of round t (t = 1, 2, ... over the learner's life) is learning_rate / t ** power_t
+    (``lr_schedule="invscaling"``; FMRegressor's learning_rate / (1 + steps before) ** power_t,
+    the same number) or learning_rate (``"constant"``). The prediction inside the step is not
+    clipped (the kernel's clipping range is infinite): the online regressor clips only what it
+    reports. A call stops at the first row whose prediction is non-finite or beyond ``limit``.
+    """
+
     name = "ogd"
-    learn_fn = online_fm.learn_ogd
 
     def __init__(self, n_features, n_factors, init_stdev, rng, loss_code, settings):
         super().__init__(n_features, n_factors, init_stdev, rng, loss_code)
         self.settings = settings
 
-    def config(self, indptr):
+    def config(self, indptr, limit=np.inf):
         s = self.settings
-        return online_fm.OGDConfig(self.loss_code, float(s.learning_rate), float(s.power_t),
-                                   float(s.reg_bias), float(s.reg_linear), float(s.reg_pairwise),
-                                   bool(s.implicit))
+        return SGDConfig(self.loss_code, float(s.learning_rate), SCHEDULE_CODES[s.lr_schedule],
+                         float(s.power_t), float(s.reg_bias), float(s.reg_linear),
+                         float(s.reg_pairwise), -np.inf, np.inf, float(limit),
+                         bool(s.implicit_sgd))
+
+    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit):
+        st = self.state
+        work = sgd_work(st.V.shape[1], order.shape[0])
+        t, bad = sgd_epoch(SGDRows(indptr, indices, data, y, sw), Params(st.w, st.V, st.w0),
+                           order, int(st.t[0]), self.config(indptr, limit), work)
+        st.t[0] = t
+        # the kernel writes the r-th visited row's prediction to pred[r]; ``out`` is by row
+        out[order] = work.pred
+        return (OK, -1) if bad < 0 else (BAD_PREDICTION, bad)
