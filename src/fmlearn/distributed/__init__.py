@@ -23,6 +23,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "(dask and distributed)") from exc
 
 from ._blocks import DaskBlocks, blocks
+from ._hazan import DaskRows, fit_convex
 from ._one_pass import DaskBatchRows, fit_one_pass
 
 __all__ = ["DaskBatchRows", "DaskBlocks", "blocks", "fit_one_pass"]
+__all__ += ["DaskRows", "fit_convex"]

@@ -215,9 +215,15 @@ def _combination(data, vec, terms):
     return out
 
 
-def blk_ridge_diagonal(data, vec):
-    """sum s and (X o X)^T s: the Jacobi preconditioner of the ridge system."""
-    return float(data.sw.sum()), data.X2T @ data.sw
+def _weights(data, vec, name):
+    return data.sw if name is None else vec[name]
+
+
+def blk_ridge_diagonal(data, vec, weights):
+    """sum s and (X o X)^T s: the Jacobi preconditioner of the ridge system (s: the sample
+    weights, or the stored n-vector named ``weights``)."""
+    s = _weights(data, vec, weights)
+    return float(s.sum()), data.X2T @ s
 
 
 def blk_ridge_rhs(data, vec, terms):
@@ -226,10 +232,17 @@ def blk_ridge_rhs(data, vec, terms):
     return float(u.sum()), data.XT @ u
 
 
-def blk_ridge_apply(data, vec, w0, w1):
+def blk_ridge_apply(data, vec, w0, w1, weights):
     """Z^T (s o Z w) with w1 already masked: the ridge system's product (without lam1)."""
-    u = data.sw * (data.X @ w1 + w0)
+    u = _weights(data, vec, weights) * (data.X @ w1 + w0)
     return float(u.sum()), data.XT @ u
+
+
+def blk_logistic_curvature(data, vec, w0, w1):
+    """Store h = s l''(f) at f = Z w + q (the logistic Hessian is Z^T diag(h) Z + reg)."""
+    sig = expit(-data.y * (data.X @ w1 + w0 + vec["q"]))
+    vec["h"] = data.sw * sig * (1.0 - sig)
+    return ()
 
 
 def blk_quadratic(data, vec, P, lam, name):
@@ -360,18 +373,20 @@ class RidgeSystem:
     Eq. 5 with weights and lam1), never forming Z^T Z. Jacobi preconditioner; empty columns
     get a unit preconditioner (their coordinate stays at its start value, 0). ``v`` is an
     n-vector held by the rows, named as a combination ((c, name), ...) ("y": the targets).
+    ``weights`` names a stored n-vector to use instead of s (the logistic Hessian's system).
     """
 
-    def __init__(self, rows, reg_linear, tol, mask=None):
+    def __init__(self, rows, reg_linear, tol, mask=None, weights=None):
         rows = as_rows(rows)
         self.rows = rows
         self.lam = float(reg_linear)
         self.tol = tol
+        self.weights = weights
         self.mask = None if mask is None else np.asarray(mask, dtype=np.float64)
         d = rows.n_features
         self.d = d
         diag = np.empty(d + 1)
-        diag[0], diag[1:] = rows.reduce(blk_ridge_diagonal)
+        diag[0], diag[1:] = rows.reduce(blk_ridge_diagonal, weights)
         diag[1:] += self.lam
         if self.mask is not None:
             diag[1:] *= self.mask
@@ -395,7 +410,7 @@ class RidgeSystem:
 
     def _apply(self, w):
         w = np.ravel(w)
-        out = self._gather(*self.rows.reduce(blk_ridge_apply, *self.masked(w)))
+        out = self._gather(*self.rows.reduce(blk_ridge_apply, *self.masked(w), self.weights))
         out[1:] += self.lam * w[1:]
         return out
 
@@ -629,10 +644,18 @@ class _RidgeLinear:
 
 class _LogisticLinear:
     """Logistic loss (extension): w re-fitted by L-BFGS after each step, exact 1-D line search
-    on the smooth loss along the segment (safeguarded Newton)."""
+    on the smooth loss along the segment (safeguarded Newton).
+
+    L-BFGS stops on a relative decrease of the loss (ftol), which leaves w accurate to about
+    the square root of that; the refit then takes Newton steps (the Hessian system solved by
+    conjugate gradient, each step kept only if the loss does not increase) until the step is
+    below 1e-13 ||w||. w is then the minimizer to round-off whatever path L-BFGS took, so the
+    iterates do not depend on the order of the sums (the Dask fit equals the in-memory one).
+    """
 
     def __init__(self, rows, state, settings):
         self.rows = rows
+        self.cg_tol = settings.cg_tol
         self.reg = float(settings.reg_linear)
         self.mask = (np.ones(rows.n_features) if settings.linear_mask is None
                      else np.asarray(settings.linear_mask, dtype=np.float64))
@@ -651,7 +674,23 @@ class _LogisticLinear:
 
         res = minimize(fun, self.w, jac=True, method="L-BFGS-B",
                        options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-15})
-        self.w, self.loss = res.x, float(res.fun)
+        w = res.x
+        val, grad = fun(w)
+        for _ in range(5):
+            rows.update(blk_logistic_curvature, float(w[0]), mask * w[1:])
+            hessian = RidgeSystem(rows, reg, self.cg_tol, mask, weights="h")
+            step = hessian.solve((), b=-grad)
+            if not np.all(np.isfinite(step)):
+                break
+            val_new, grad_new = fun(w + step)
+            # Near the minimizer a Newton step lowers the loss by less than its round-off:
+            # refuse only a step that raises it beyond that (a diverging step).
+            if not val_new <= val + 1e-12 * abs(val):
+                break
+            w, val, grad = w + step, val_new, grad_new
+            if np.linalg.norm(step) <= 1e-13 * np.linalg.norm(w):
+                break
+        self.w, self.loss = w, float(val)
 
     def start(self):
         self._fit()
