@@ -94,6 +94,8 @@ _LOCK = threading.Lock()
 @dataclass
 class _Part:
     rows: Rows
+    color: np.ndarray  # each feature's colour class, and its place in the class
+    pos: np.ndarray
     E: np.ndarray
     target: np.ndarray  # y (squared loss), 0 (logistic: E[:, 0] is pred) or the latent z
     G: np.ndarray
@@ -189,7 +191,7 @@ def _lookup(key):
     return part
 
 
-def _build(key, rows, w0, w, V, mode):
+def _build(key, rows, w0, w, V, mode, color, pos):
     """Build a partition's row cache from the model (``mode``: "squared", "logistic" or
     "probit") and register it on this worker; returns the worker's address."""
     state = FMState(w0, w, V)
@@ -202,16 +204,16 @@ def _build(key, rows, w0, w, V, mode):
     E[:, 0] = pred - target
     m = max(1, int(w.shape[0]))
     with _LOCK:
-        _REGISTRY[key] = _Part(rows, E, target, np.empty(m), np.empty(m))
+        _REGISTRY[key] = _Part(rows, color, pos, E, target, np.empty(m), np.empty(m))
     return _here()
 
 
-def _bias_round(key, color, pos, ap, loss, latent):
+def _bias_round(key, ap, loss, latent):
     """Apply ``ap``; for the probit chain draw the latent targets (``latent`` = the stream's
     key); return the sums of the w0 step and of the noise precision."""
     part = _lookup(key)
     none = Gather(-1, 0, 1, part.G[:0], SQUARED)
-    class_round(part.rows, color, pos, part.E, ap, none, part.G[:0], part.H[:0])
+    class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
     if latent is not None:
         n = part.E.shape[0]
         u = 1.0 - np.random.default_rng(latent).random(n)
@@ -221,11 +223,11 @@ def _bias_round(key, color, pos, ap, loss, latent):
     return bias_sums(part.rows, part.E, loss)
 
 
-def _class_round(key, color, pos, ap, ga, m):
+def _class_round(key, ap, ga, m):
     part = _lookup(key)
     G = part.G[:m]
     H = part.H[:m]
-    class_round(part.rows, color, pos, part.E, ap, ga, G, H)
+    class_round(part.rows, part.color, part.pos, part.E, ap, ga, G, H)
     return G.copy(), H.copy()
 
 
@@ -321,12 +323,15 @@ class _Cluster:
     """Runs the partitions' tasks: on the workers of a distributed client, or in this process
     (no client: the registry of this process, tasks called directly)."""
 
-    def __init__(self, client, parts, prefix):
+    def __init__(self, client, parts, prefix, color, pos):
         self.client = client
+        self.color = color
+        self.pos = pos
         self.prefix = prefix
         self.rows = parts  # futures (client) or Rows
         self.where = [None] * len(parts)
         self.n = 0
+        self.rounds = 0
         self.sent = 0  # bytes of the round arguments sent (estimate: their arrays' sizes)
 
     def _key(self, p):
@@ -348,10 +353,12 @@ class _Cluster:
     def build(self, state, mode):
         w0, w, V = float(state.w0), state.w, state.V
         if self.client is None:
-            out = [_build(self._key(p), r, w0, w, V, mode) for p, r in enumerate(self.rows)]
+            out = [_build(self._key(p), r, w0, w, V, mode, self.color, self.pos)
+                   for p, r in enumerate(self.rows)]
         else:
-            sw, sV = self.client.scatter([w, V], broadcast=True, hash=False)
-            futs = [self.client.submit(_build, self._key(p), r, w0, sw, sV, mode,
+            sw, sV, sc, sp_ = self.client.scatter([w, V, self.color, self.pos],
+                                                  broadcast=True, hash=False)
+            futs = [self.client.submit(_build, self._key(p), r, w0, sw, sV, mode, sc, sp_,
                                        key=f"fd-{self.prefix}-build-{p}-{uuid.uuid4().hex}",
                                        pure=False)
                     for p, r in enumerate(self.rows)]
@@ -360,6 +367,7 @@ class _Cluster:
 
     def map(self, fn, *args):
         """``fn(key, *args)`` on every partition; results in partition order."""
+        self.rounds += 1
         self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
         return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
 
@@ -425,7 +433,9 @@ def _persist(client, tasks):
         import dask
 
         return list(dask.compute(*tasks))
-    return list(client.persist(list(tasks)))
+    # Futures of the partitions, kept in the workers' memory; their lineage goes back to the
+    # source, so Dask recomputes a partition whose worker died.
+    return list(client.compute(list(tasks)))
 
 
 def _coloring(pairs, d):
@@ -581,7 +591,7 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     found = ck.resume()
     if found is not None:
         start = sweeper.resume(found[0], found[1])
-    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12])
+    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos)
     history = {"metric": "error_rate" if classifier else "rmse", "train": [], "val": [],
                "iter_time": [], "train_avg": [], "val_avg": []}
     try:
@@ -592,8 +602,9 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     sweeper.store(est)
     est.history_ = history
     est.solver_ = est.solver
-    est.distributed_ = {"rounds": cluster.n, "bytes_sent": int(cluster.sent),
-                        "seconds_compute": sweeper.t_wait, "seconds_client": sweeper.t_client}
+    est.distributed_ = {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
+                        "seconds_rounds": sweeper.t_wait, "seconds_client": sweeper.t_client,
+                        "restarts": sweeper.restarts, "resumed_at": start}
     return est
 
 
@@ -630,6 +641,7 @@ class _Sweeper:
             self.cfg = Config(self.loss, float(SMOOTHNESS[self.loss]), False, False, False,
                               float(s.reg_bias), 1.0, 1.0, 1.0, 0.0)
         self.n_done = 0
+        self.restarts = 0  # sweeps restarted after a lost worker
         self.pending = None
         self.t_wait = 0.0  # seconds waiting for the workers' rounds (compute + transfer)
         self.t_client = 0.0  # seconds of the client's own steps
@@ -655,6 +667,7 @@ class _Sweeper:
     def snapshot_estimator(self):
         """A copy of the estimator as a fit of the sweeps done so far leaves it."""
         snap = copy.copy(self.est)
+        snap.solver_ = self.est.solver
         st = self.state.copy()
         if self.mcmc:
             c = self.chain
@@ -682,7 +695,6 @@ class _Sweeper:
         if self.mcmc:
             _reserve(self.chain, self.state, self.settings)
         every = ck.every if ck.enabled else 0
-        restarts = 0
         lost = _lost_errors()
         built = False
         it = start
@@ -698,8 +710,8 @@ class _Sweeper:
                     self.pending = _no_apply()
                 self.pending, ok = self._sweep(cluster, self.pending)
             except lost:
-                restarts += 1
-                if restarts > MAX_RESTARTS:
+                self.restarts += 1
+                if self.restarts > MAX_RESTARTS * max(1, n_iter):
                     raise
                 self._restore(saved)
                 built = False
@@ -761,8 +773,7 @@ class _Sweeper:
             g = rs.standard_gamma(gamma_shapes(d, k, self.size, cfg, self.sw_total))
             if self.probit:
                 latent = [self.seed, self.chain.t, 1]
-        sums = self._wait(cluster, _bias_round, self.color, self.pos, pending, self.loss,
-                          latent)
+        sums = self._wait(cluster, _bias_round, pending, self.loss, latent)
         t0 = time.perf_counter()
         g0 = sum(s[0] for s in sums)
         h0 = sum(s[1] for s in sums)
@@ -811,7 +822,7 @@ class _Sweeper:
                 m = feats.shape[0]
                 old = np.ascontiguousarray(theta[feats, col], dtype=np.float64)
                 ga = Gather(c, slot, cur, old, self.loss)
-                sums = self._wait(cluster, _class_round, self.color, self.pos, ap, ga, m)
+                sums = self._wait(cluster, _class_round, ap, ga, m)
                 t0 = time.perf_counter()
                 G = sums[0][0].copy()
                 H = sums[0][1].copy()
