@@ -161,3 +161,34 @@ def test_failure_leaves_the_estimator_as_it_was(client):
     # an estimator that is not a convex FM
     with pytest.raises(TypeError, match="ConvexFMRegressor"):
         fit_convex(FMRegressor(), *_sparse_chunks(X, y, (500,)), client=client)
+
+
+def test_distributed_fit_dispatches_convex_fms_with_files(client, tmp_path):
+    """fmlearn.distributed.fit(ConvexFM..., read_svmlight(files)) is fit_convex: a file a
+    partition read on the workers, equal to the in-memory fit of the rows; files of different
+    widths (no n_features) refused; checkpoint= refused clearly."""
+    from fmlearn import distributed as fd
+    from fmlearn.datasets import save_svmlight
+
+    X, y = _problem(seed=9)
+    paths = []
+    for i, (a, b) in enumerate(((0, 200), (200, 500))):
+        paths.append(str(tmp_path / f"part{i}.libfm"))
+        save_svmlight(X[a:b], y[a:b], paths[-1])
+    est = ConvexFMRegressor(trace_bound=3.0, max_iter=5, tol=0, random_state=0)
+    m = fd.fit(clone(est), fd.read_svmlight(paths, n_features=30, zero_based=True),
+               client=client)
+    # the text files keep 16 significant digits: compare with the rows read back
+    from fmlearn.datasets import load_svmlight
+
+    parts = [load_svmlight(p, n_features=30, zero_based=True) for p in paths]
+    Xr, yr = sp.vstack([p[0] for p in parts]).tocsr(), np.concatenate([p[1] for p in parts])
+    assert_same_fit(m, clone(est).fit(Xr, yr), Xr)
+    narrow = str(tmp_path / "narrow.libfm")
+    save_svmlight(X[:100, :20], y[:100], narrow)
+    with pytest.raises(ValueError, match="different widths"):
+        fd.fit(clone(est), fd.read_svmlight([paths[0], narrow], zero_based=True),
+               client=client)
+    with pytest.raises(ValueError, match="checkpoint= is not supported for the convex FM"):
+        fd.fit(clone(est), fd.read_svmlight(paths, n_features=30, zero_based=True),
+               client=client, checkpoint=str(tmp_path / "ck"))

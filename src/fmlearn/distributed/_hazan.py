@@ -186,6 +186,12 @@ def _partitions(X, y, sample_weight):
     the feature names)."""
     import dask.bag as db
 
+    from ._fm import SvmlightFiles
+
+    if isinstance(X, SvmlightFiles):  # fmlearn.distributed.read_svmlight: a file a partition
+        if y is not None or sample_weight is not None:
+            raise ValueError("svmlight files hold their targets: pass y=None")
+        return X.partitions(), X.n_features, X.dtype, None
     if isinstance(X, db.Bag) or (isinstance(X, (list, tuple)) and len(X)
                                  and all(isinstance(t, Delayed) for t in X)):
         if y is not None or sample_weight is not None:
@@ -215,6 +221,18 @@ def _single(items):
     return items[0]
 
 
+def dispatch_convex(estimator, X, y, sample_weight, client, checkpoint):
+    """:func:`fmlearn.distributed.fit` for a convex FM: :func:`fit_convex`; None for any other
+    estimator (``fit`` then goes on)."""
+    if not isinstance(estimator, _BaseConvexFM):
+        return None
+    if checkpoint is not None:
+        raise ValueError("checkpoint= is not supported for the convex FM (an iteration of "
+                         "Hazan's algorithm is cheap to redo: fit again with warm_start=True "
+                         "from a saved model instead)")
+    return fit_convex(estimator, X, y, sample_weight, client=client)
+
+
 def _convex_estimator(estimator):
     if not isinstance(estimator, _BaseConvexFM):
         raise TypeError(f"fit_convex trains ConvexFMRegressor / ConvexFMClassifier, not "
@@ -241,11 +259,12 @@ def fit_convex(estimator, X, y=None, sample_weight=None, *, eval_set=None, clien
     ----------
     estimator : ConvexFMRegressor or ConvexFMClassifier
         Fitted in place and returned; on an error it is left as it was.
-    X : dask.array.Array, Dask DataFrame, or list of dask.delayed / dask.bag.Bag
+    X : dask.array.Array, Dask DataFrame, read_svmlight files, list of dask.delayed, Bag
         A 2-D Dask array (dense or scipy.sparse blocks; its row chunks are the partitions) or
-        DataFrame with ``y`` (and ``sample_weight``) partitioned alike; or delayed objects (a
-        Bag: one per partition) each computing an ``(X, y)`` or ``(X, y, sample_weight)``
-        block, for example one file each, with ``y=None``. Every partition must have the same
+        DataFrame with ``y`` (and ``sample_weight``) partitioned alike; or
+        :func:`fmlearn.distributed.read_svmlight` files (a partition per file, read on the
+        workers); or delayed objects (a Bag: one per partition) each computing an ``(X, y)``
+        or ``(X, y, sample_weight)`` block, with ``y=None``. Every partition must have the same
         number of columns; empty partitions are allowed.
     y, sample_weight : Dask array / Series or in-memory array, optional
     eval_set : (X_val, y_val) in memory, optional
