@@ -10,8 +10,9 @@ atom's q(p p^T)) stay where they were built; a call sends each block's task the 
 its d-length arguments and adds the returned sums on the client in block order. So the
 Lanczos matvecs of the eigen-step, the conjugate-gradient products of the linear part, the
 exact line search and the logistic refit are map-reduces over row blocks, while the client runs
-the very same ARPACK, CG, L-BFGS and atom code as the in-memory fit and holds O(d r) numbers
-(the atoms, the linear part, Lanczos and CG vectors). The fit equals the in-memory one up to
+the very same ARPACK, CG, L-BFGS and atom code as the in-memory fit and holds d-vectors only
+(the atoms, the linear part, Lanczos and CG vectors, the arguments of the tasks in flight),
+never a row. The fit equals the in-memory one up to
 the order of floating-point summation.
 
 A block's state is immutable: an ``update`` makes a new task result (data shared, the vector
@@ -250,10 +251,11 @@ def fit_convex(estimator, X, y=None, sample_weight=None, *, eval_set=None, clien
     linear part (``reg_linear``, ``linear_features``), the exact line search, the logistic
     refit -- runs on the workers as a map over the row partitions and a sum on the client, with
     each partition's rows and cached predictions kept on one worker; the client runs the same
-    eigen-solver, CG, L-BFGS and atom updates as ``fit`` and holds O(d r) numbers (d features,
-    r atoms). Each map-reduce is one round trip to the workers: an iteration costs a few dozen
-    (Lanczos matvecs + CG products), so the Dask path pays when the rows do not fit the client
-    or their products take longer than a round trip (benchmarks/RESULTS.md).
+    eigen-solver, CG, L-BFGS and atom updates as ``fit`` and holds d-vectors only (atoms,
+    solver vectors, task arguments; no row). Each map-reduce is one round trip to the
+    workers: an iteration costs a few dozen (Lanczos matvecs + CG products), so the Dask path
+    pays when the rows do not fit the client or their products take longer than a round trip
+    (benchmarks/RESULTS.md).
 
     Parameters
     ----------
