@@ -4,6 +4,7 @@ once over the two processes and ends bit-identical to an uninterrupted run (one-
 a file whose chunks straddle the batches, SGD FM from an iterable over two epochs); a
 checkpoint of another call is refused; the file is gone after a normal end."""
 
+import inspect
 import json
 import os
 import signal
@@ -127,7 +128,8 @@ def test_killed_and_restarted_equals_uninterrupted(tmp_path, case, kill_at):
 
 
 @pytest.mark.parametrize("suffix", ["", ".gz"])
-def test_checkpoint_every_batch_of_a_file_resumes_at_each_position(tmp_path, suffix):
+def test_checkpoint_every_batch_of_a_file_resumes_at_each_position(tmp_path, suffix,
+                                                                   monkeypatch):
     """Resuming from the checkpoint after every batch k (in process: the checkpoint file is
     copied as the run goes) gives the uninterrupted model each time; the positions are byte
     offsets of chunks (of the decompressed stream for .gz) and rows into them."""
@@ -138,20 +140,18 @@ def test_checkpoint_every_batch_of_a_file_resumes_at_each_position(tmp_path, suf
     n = ref.stream_history_["batches"][0]
     saved = []
     ck = tmp_path / "ck"
-    original = GFMRegressor.partial_fit
+    original = inspect.getattr_static(GFMRegressor, "partial_fit")
 
     def copying(self, X, y, **k):
         if (ck / "checkpoint.fmz").exists():
             saved.append(tmp_path / f"copy{len(saved)}.fmz")
             shutil.copy(ck / "checkpoint.fmz", saved[-1])
-        return original(self, X, y, **k)
+        return original.__get__(self, type(self))(X, y, **k)
 
-    GFMRegressor.partial_fit = copying
-    try:
+    with monkeypatch.context() as mp:  # restores the class as it was (descriptors included)
+        mp.setattr(GFMRegressor, "partial_fit", copying)
         fit_stream(GFMRegressor(**est.get_params()), path, checkpoint=ck, checkpoint_every=1,
                    **kw)
-    finally:
-        GFMRegressor.partial_fit = original
     assert len(saved) == n - 1
     where = [load(c).checkpoint_["progress"]["position"] for c in saved]
     assert [p["rows"] for p in where] == [700 * k for k in range(1, n)]
@@ -163,25 +163,24 @@ def test_checkpoint_every_batch_of_a_file_resumes_at_each_position(tmp_path, suf
         assert m.stream_history_["rows"] == ref.stream_history_["rows"], k
 
 
-def test_checkpoint_of_another_call_is_refused(tmp_path):
+def test_checkpoint_of_another_call_is_refused(tmp_path, monkeypatch):
     est, chunks, kw = _sgd_chunks(str(tmp_path))
     ck = tmp_path / "ck"
-    original = FMRegressor.partial_fit
+    # partial_fit is an sklearn available_if descriptor: call it through the descriptor
+    original = inspect.getattr_static(FMRegressor, "partial_fit")
     calls = [0]
 
     def stop(self, X, y, **k):
         calls[0] += 1
         if calls[0] == 4:
             raise KeyboardInterrupt
-        return original(self, X, y, **k)
+        return original.__get__(self, type(self))(X, y, **k)
 
-    FMRegressor.partial_fit = stop
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            fit_stream(FMRegressor(**est.get_params()), chunks, checkpoint=ck,
-                       checkpoint_every=2, **kw)
-    finally:
-        FMRegressor.partial_fit = original
+    with monkeypatch.context() as mp, pytest.raises(KeyboardInterrupt):
+        mp.setattr(FMRegressor, "partial_fit", stop)
+        fit_stream(FMRegressor(**est.get_params()), chunks, checkpoint=ck,
+                   checkpoint_every=2, **kw)
+    assert not hasattr(FMRegressor(solver="als"), "partial_fit")  # the class as it was
     other = FMRegressor(**est.get_params()).set_params(learning_rate=0.01)
     with pytest.raises(ValueError, match="checkpoint of another call.*learning_rate"):
         fit_stream(other, chunks, checkpoint=ck, checkpoint_every=2, **kw)
