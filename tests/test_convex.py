@@ -93,8 +93,8 @@ def test_literal_paper_direction_is_ascent():
     X, y, sw = small_problem(seed=3)
     data = cfm_data(X, y, sw)
     ridge = RidgeSystem(data, 0.0, 1e-12)
-    w = ridge.solve(y)
-    g = sw * (y - ridge.Z(w))
+    w = ridge.solve(((1.0, "y"),))
+    g = sw * (y - (X @ w[1:] + w[0]))
     M = zero_diag_operator(data, g).matmat(np.eye(X.shape[1]))
     literal = -(M + np.diag(data.X2T @ g))  # -(X D X^T) with D = diag(y - f)
     p = np.linalg.eigh(literal)[1][:, -1]
@@ -111,10 +111,10 @@ def test_ridge_system_matches_dense_solution():
     for lam1 in (0.0, 2.0):
         ridge = RidgeSystem(cfm_data(X, y, sw), lam1, 1e-12)
         _, w = dense_J(X, y, sw, np.zeros((7, 7)), lam1)
-        np.testing.assert_allclose(ridge.solve(y), w, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(ridge.solve(((1.0, "y"),)), w, rtol=1e-7, atol=1e-9)
     # sklearn's Ridge minimizes the same objective (intercept not penalized).
     ref = Ridge(alpha=2.0).fit(X.toarray(), y, sample_weight=sw)
-    w = RidgeSystem(cfm_data(X, y, sw), 2.0, 1e-12).solve(y)
+    w = RidgeSystem(cfm_data(X, y, sw), 2.0, 1e-12).solve(((1.0, "y"),))
     np.testing.assert_allclose(w[1:], ref.coef_, rtol=1e-6)
     assert w[0] == pytest.approx(ref.intercept_, rel=1e-6)
 

@@ -123,8 +123,9 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
                 chain, settings = self._mcmc_setup(X, state, groups)
                 state, n_done, info = mcmc_contrast_solver(data, state, chain, settings, seed,
                                                            record)
-                self._finish_batch_contrasts(state, n_done, info)
-                self._store_chain(state, chain)
+                if info["diverged"]:
+                    self._raise_diverged(info)
+                self._store_mcmc(state, chain, n_done)
         self.y_range_ = [float(np.min(y)), float(np.max(y))]
         self.contrasts_fitted_ = True
         self.intercept_fitted_ = bool(bias)

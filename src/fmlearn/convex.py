@@ -137,15 +137,24 @@ class _BaseConvexFM(BaseFM):
         order = np.argsort(first, kind="stable")
         X, y, sw = X[order], y[order], sw[order]
         self._update_clip_range(y, extend=self.warm_start)
+        return self._fit_rows(cfm_data(X, y, sw, self._groups(X.shape[1])), eval_set)
+
+    def _fit_rows(self, rows, eval_set=None):
+        """Hazan's algorithm on ``rows`` (in-memory :class:`CFMData`, or the Dask rows of
+        :func:`fmlearn.distributed.fit_convex`) from the warm-start state; sets the learned
+        attributes. ``n_features_in_``, ``dtype_`` (and a regressor's ``y_range_``) are set."""
+        d = int(self.n_features_in_)
         eval_data, y_val = self._eval_data(eval_set)
         rs = check_random_state(self.random_state)
-        state = self._start_state(X.shape[1])
+        state = self._start_state(d)
+        classifier = is_classifier(self)
         settings = HazanSettings(trace_bound=float(self.trace_bound), max_iter=int(self.max_iter),
                                  loss=self._loss, step=self.step, tol=float(self.tol),
                                  reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
-                                 eig_schedule=False,
-                                 linear_mask=self._linear_mask(X.shape[1]))
-        history = {"metric": "error_rate" if is_classifier(self) else "rmse",
+                                 eig_schedule=False, linear_mask=self._linear_mask(d),
+                                 metric=("error_rate",) if classifier
+                                 else ("rmse", *self._clip_range()))
+        history = {"metric": "error_rate" if classifier else "rmse",
                    "objective": [], "gap": [], "step": [], "train": []}
         if eval_data is not None:
             history["val"] = []
@@ -155,8 +164,8 @@ class _BaseConvexFM(BaseFM):
             history["objective"].append(rec["objective"])
             history["gap"].append(rec["gap"])
             history["step"].append(rec["step"])
-            history["train"].append(self._metric(rec["train_pred"], y, sw))
-            post = {"gap": f"{rec['gap']:.3g}", "train": f"{history['train'][-1]:.4f}"}
+            history["train"].append(rec["train"])
+            post = {"gap": f"{rec['gap']:.3g}", "train": f"{rec['train']:.4f}"}
             if eval_data is not None:
                 history["val"].append(self._metric(rec["val_pred"], y_val))
                 post["val"] = f"{history['val'][-1]:.4f}"
@@ -165,8 +174,7 @@ class _BaseConvexFM(BaseFM):
             return False
 
         with bar:
-            data = cfm_data(X, y, sw, self._groups(X.shape[1]))
-            state, n_done, info = hazan_solver(data, state, settings, rs, eval_data, callback)
+            state, n_done, info = hazan_solver(rows, state, settings, rs, eval_data, callback)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
         if self.tol > 0 and not info["converged"]:
@@ -174,7 +182,7 @@ class _BaseConvexFM(BaseFM):
                 f"{type(self).__name__} did not reach a duality gap of tol={self.tol} x "
                 f"objective in max_iter={self.max_iter} iterations (relative gap "
                 f"{info['gap'] / max(info['objective'], 1e-300):.3g}); raise max_iter or tol",
-                ConvergenceWarning, stacklevel=3)
+                ConvergenceWarning, stacklevel=4)
         P, lam = state.P, state.lam
         if self.compress:
             P, lam = compress_atoms(P, lam)

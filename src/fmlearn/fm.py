@@ -290,10 +290,13 @@ class _BaseClassicFM(BaseFM):
 
         return callback
 
-    def _run_als(self, X, y, sw, state, groups, evald, history, bar):
+    def _als_settings(self, groups):
         loss = self._loss
-        settings = ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias,
-                               self.reg_linear, self.reg_pairwise, groups)
+        return ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias, self.reg_linear,
+                           self.reg_pairwise, groups)
+
+    def _run_als(self, X, y, sw, state, groups, evald, history, bar):
+        settings = self._als_settings(groups)
         data = column_data(X, y, sw)
         callback = self._tracker(y, sw, evald, history, bar, probit=False)
         self._live = state
@@ -314,24 +317,28 @@ class _BaseClassicFM(BaseFM):
         state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
         if info["diverged"]:
             self._raise_diverged(info)
-        self.n_iter_ = n_done
-        self._store(state)
-        self._store_chain(state, chain)
+        self._store_mcmc(state, chain, n_done)
 
     def _mcmc_setup(self, X, state, groups):
         """The chain to continue (warm start) or start, and the MCMC settings."""
-        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
         n_groups = 1 if groups is None else groups[1].shape[0]
-        chain = self._chain_for_warm_start(state, n_groups)
+        return (self._chain_for_warm_start(state, n_groups),
+                self._mcmc_settings(X.shape[1], X.dtype, groups))
+
+    def _mcmc_settings(self, n_features, dtype, groups):
+        """The :class:`MCMCSettings` of a fit (burn-in and kept samples resolved)."""
+        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
         n_kept = self.n_kept_samples
         if n_kept is None:  # every sample after burn-in, within the memory budget
-            per_sample = X.shape[1] * (self.n_factors + 1) * np.dtype(X.dtype).itemsize
+            per_sample = n_features * (self.n_factors + 1) * np.dtype(dtype).itemsize
             n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
-        return chain, MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
-                                   reg_bias=self.reg_bias, groups=groups)
+        return MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
+                            reg_bias=self.reg_bias, groups=groups)
 
-    def _store_chain(self, state, chain):
-        """The kept samples (or the last one) and the chain's hyper-parameters."""
+    def _store_mcmc(self, state, chain, n_done):
+        """The learned attributes of an MCMC run: last sample, kept samples, chain."""
+        self.n_iter_ = n_done
+        self._store(state)
         kept = chain.kept()
         if kept is None:  # fewer sweeps than the burn-in: predict with the last sample
             kept = (np.array([state.w0]), state.w[None].copy(), state.V[None].copy())
@@ -346,14 +353,19 @@ class _BaseClassicFM(BaseFM):
                 and hasattr(self, "samples_V_")
                 and self.samples_V_.shape[1:] == state.V.shape
                 and np.shape(c["lambda_w"]) == (n_groups,)):
-            chain = Chain(c["alpha"], np.array(c["lambda_w"], dtype=np.float64),
-                          np.array(c["mu_w"], dtype=np.float64),
-                          np.array(c["lambda_v"], dtype=np.float64),
-                          np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"])
-            chain.samples = (self.samples_w0_, self.samples_w_, self.samples_V_)
-            chain.n_samples = self.samples_w0_.shape[0]
-            return chain
+            return self._fitted_chain()
         return Chain.start(self.n_factors, n_groups)
+
+    def _fitted_chain(self):
+        """The MCMC :class:`Chain` stored in ``chain_`` and the kept samples."""
+        c = self.chain_
+        chain = Chain(c["alpha"], np.array(c["lambda_w"], dtype=np.float64),
+                      np.array(c["mu_w"], dtype=np.float64),
+                      np.array(c["lambda_v"], dtype=np.float64),
+                      np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"])
+        chain.samples = (self.samples_w0_, self.samples_w_, self.samples_V_)
+        chain.n_samples = self.samples_w0_.shape[0]
+        return chain
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):

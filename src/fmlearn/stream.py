@@ -10,6 +10,7 @@ own ``batch_size``), and :func:`fit_stream` passes them to ``partial_fit`` in or
 is exactly that of calling ``partial_fit`` on the same batches with everything in memory.
 """
 
+import collections
 import numbers
 import os
 import time
@@ -171,33 +172,49 @@ def _resolve_batch_size(estimator, batch_size, n_features):
 
 
 def _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype):
-    """A function returning a fresh iterable of chunks for every epoch."""
+    """A function ``reopen(start)`` returning a fresh iterable of ``(chunk, begin, end)`` for
+    every epoch: ``begin`` / ``end`` the chunk's byte range in a file (None for an iterable);
+    a file is read from byte ``start`` (a chunk boundary), an iterable from its start."""
     if isinstance(source, (str, os.PathLike)):
         from .datasets import iter_svmlight
+        from .datasets._svmlight import _iter_positioned
 
         kw = {} if chunk_size_bytes is None else {"chunk_size_bytes": chunk_size_bytes}
-        return lambda: iter_svmlight(source, n_features=n_features, dtype=dtype,
-                                     zero_based=zero_based, **kw)
+        iter_svmlight(source, n_features=n_features, dtype=dtype, zero_based=zero_based,
+                      **kw)  # checks the arguments now; the generator below reads the file
+
+        def read_file(start=0):
+            chunk = kw.get("chunk_size_bytes", 64 * 2**20)
+            for X, y, begin, end in _iter_positioned(os.fspath(source), int(chunk), n_features,
+                                                     dtype, zero_based, None, start):
+                yield (X, y), begin, end
+
+        return read_file
     if hasattr(source, "__dask_graph__"):
         raise TypeError("fit_stream got a Dask collection: wrap it as "
                         "fmlearn.distributed.blocks(X, y) (each block is then computed on the "
                         "cluster and streamed)")
     if callable(source):
-        return source
-    try:
-        it = iter(source)
-    except TypeError:
-        raise TypeError("source must be a path to a svmlight/libFM file, an iterable of "
-                        "(X, y) batches or a callable returning one; got "
-                        f"{type(source).__name__}") from None
-    if it is source and n_epochs > 1:
-        raise ValueError("source is a one-shot iterator and cannot be read for n_epochs="
-                         f"{n_epochs}: pass a list, a callable returning a fresh iterator "
-                         "(e.g. a generator function) or a path")
-    first = [it]
+        opener = source
+    else:
+        try:
+            it = iter(source)
+        except TypeError:
+            raise TypeError("source must be a path to a svmlight/libFM file, an iterable of "
+                            "(X, y) batches or a callable returning one; got "
+                            f"{type(source).__name__}") from None
+        if it is source and n_epochs > 1:
+            raise ValueError("source is a one-shot iterator and cannot be read for n_epochs="
+                             f"{n_epochs}: pass a list, a callable returning a fresh iterator "
+                             "(e.g. a generator function) or a path")
+        first = [it]
 
-    def reopen():
-        return first.pop() if first else iter(source)
+        def opener():
+            return first.pop() if first else iter(source)
+
+    def reopen(start=0):
+        for item in opener():
+            yield item, None, None
 
     return reopen
 
@@ -213,9 +230,62 @@ def _eval_metric(estimator, eval_set):
     return float(root_mean_squared_error(np.asarray(y_val, dtype=np.float64), pred))
 
 
-def _epoch(estimator, chunks, batch_size, last_batch, classes, bar):
+class _Position:
+    """Where, in the source, the next row not yet given to ``partial_fit`` is.
+
+    ``rows`` counts the rows of the epoch given to ``partial_fit``; the chunks read but not
+    wholly given (the rebatcher holds up to two batches ahead) are kept as ``(begin, end,
+    first_row, n_rows)``. :meth:`at` turns ``rows`` into ``(offset, skip)``: for a file the
+    byte offset where the chunk holding the next row begins and how many of its rows were
+    given (``skip``); for an iterable ``offset`` is None and ``skip`` counts the rows of the
+    epoch to pass over."""
+
+    def __init__(self, rows, offset, skip):
+        self.rows = rows  # rows of the epoch given to partial_fit (before this process, too)
+        self.read = rows - skip  # rows of the epoch before the first chunk read here
+        self.offset = offset
+        self.pending = collections.deque()
+
+    def chunks(self, positioned, skip):
+        """The chunks of ``positioned`` (``(chunk, begin, end)``), the first ``skip`` rows of
+        the stream left out; records where each comes from."""
+        for i, (item, begin, end) in enumerate(positioned):
+            if not (isinstance(item, (tuple, list)) and len(item) in (2, 3)
+                    and len(getattr(item[0], "shape", ())) == 2):
+                yield item  # not a chunk: rebatch names the problem
+                continue
+            n = item[0].shape[0]
+            if begin is not None:
+                self.pending.append((begin, end, self.read, n))
+            self.read += n
+            if skip >= n:
+                skip -= n
+                continue
+            if skip:
+                X, y, sw = _as_triple(item, f"batch source (item {i})")
+                X = X.tocsr() if sp.issparse(X) else X
+                item = (X[skip:], y[skip:]) if sw is None else (X[skip:], y[skip:], sw[skip:])
+                skip = 0
+            yield item
+        if skip:
+            raise ValueError(f"the source has {skip} rows fewer than the checkpoint recorded "
+                             "as read: is it the same source?")
+
+    def at(self):
+        if self.offset is None and not self.pending:  # an iterable: skip rows from its start
+            return None, self.rows
+        while self.pending and self.pending[0][2] + self.pending[0][3] <= self.rows:
+            self.offset = self.pending.popleft()[1]  # chunk given: the next begins at its end
+        if not self.pending:
+            return self.offset, 0
+        begin, _, first, _ = self.pending[0]
+        return begin, self.rows - first
+
+
+def _epoch(estimator, chunks, batch_size, last_batch, classes, bar, after_batch):
     """One pass over ``chunks`` through ``partial_fit`` (``classes`` passed to the first call
-    when not None); returns (rows, batches)."""
+    when not None; ``after_batch(rows)`` called after every call with the rows given so
+    far); returns (rows, batches)."""
     rows = batches = 0
     head = next(chunks, None)
     if head is None:
@@ -237,12 +307,48 @@ def _epoch(estimator, chunks, batch_size, last_batch, classes, bar):
         rows += Xb.shape[0]
         batches += 1
         bar.update(1)
+        after_batch(Xb.shape[0])
     return rows, batches
+
+
+def _checkpointer(directory, every, estimator, source, n_epochs, batch_size, last_batch,
+                  chunk_size_bytes, n_features, zero_based, dtype):
+    """The :class:`~fmlearn.distributed._checkpoint.Checkpointer` of a ``fit_stream`` call, or
+    None. The fingerprint holds what fixes the stream's rows and batches (a file's name and
+    size; an iterable cannot be identified: the caller must pass the same one)."""
+    if directory is None:
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
+            raise ValueError(f"checkpoint_every must be a positive int, got {every!r}")
+        return None
+    from .distributed._checkpoint import Checkpointer
+
+    if isinstance(source, (str, os.PathLike)):
+        src = {"file": os.path.basename(os.fspath(source)),
+               "bytes": os.path.getsize(source)}
+    else:
+        src = {"iterable": type(source).__name__}
+    fingerprint = {"source": src, "n_epochs": int(n_epochs), "batch_size": batch_size,
+                   "last_batch": last_batch, "chunk_size_bytes": chunk_size_bytes,
+                   "n_features": n_features, "zero_based": zero_based,
+                   "dtype": np.dtype(dtype).name, "estimator": type(estimator).__name__}
+    return Checkpointer(directory, every, "fit_stream", estimator, fingerprint)
+
+
+def _restore(estimator, loaded):
+    """Give ``estimator`` the learned state of ``loaded`` (same class and parameters: the
+    checkpoint checked them), keeping its own parameters."""
+    params = set(estimator.get_params(deep=False))
+    for key in [k for k in vars(estimator) if k not in params]:
+        delattr(estimator, key)
+    for key, value in vars(loaded).items():
+        if key not in params:
+            setattr(estimator, key, value)
 
 
 def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
-               zero_based="auto", dtype=np.float64, verbose=0):
+               zero_based="auto", dtype=np.float64, checkpoint=None, checkpoint_every=10,
+               verbose=0):
     """Train ``estimator`` with ``partial_fit`` on a stream read chunk by chunk.
 
     Equivalent to calling ``estimator.partial_fit`` on the batches of
@@ -286,6 +392,20 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
         (otherwise a first pass finds the width).
     dtype : {np.float64, np.float32}, default=np.float64
         dtype of the chunks read from a file.
+    checkpoint : str or os.PathLike, optional
+        A folder for a checkpoint: every ``checkpoint_every`` batches the estimator and the
+        stream position (epoch, batches, rows given to ``partial_fit`` in the epoch and, for
+        a file, the byte offset of the chunk holding the next row) are written atomically to
+        ``<checkpoint>/checkpoint.fmz`` in the safe model format. The same call run again
+        after the process died resumes from it: the estimator is restored, a file is read from
+        that offset (an iterable is read from its start and the rows already given are passed
+        over), and the fit ends as an uninterrupted run would, bit for bit. A checkpoint of
+        another call (other parameters, source, batching) is refused with ``ValueError``; the
+        file is removed when the stream ends normally. Only fmlearn estimators (those
+        :func:`fmlearn.io.save_model` can write) are checkpointed, and ``random_state`` must be
+        None or an int. See docs/distributed.md for what is guaranteed.
+    checkpoint_every : int, default=10
+        Batches between checkpoints (counted over the whole call, across epochs).
     verbose : int, default=0
         Progress bar over batches (with the epoch's validation score).
 
@@ -331,28 +451,61 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
 
     import inspect
 
+    from ._base import progress
+
     takes_classes = "classes" in inspect.signature(estimator.partial_fit).parameters
+    is_file = isinstance(source, (str, os.PathLike))
+    ck = _checkpointer(checkpoint, checkpoint_every, estimator, source, n_epochs, batch_size,
+                       last_batch, chunk_size_bytes, n_features, zero_based, dtype)
     history = {"rows": [], "batches": [], "seconds": []}
     if eval_set is not None:
         history["val"] = []
-    from ._base import progress
+    # where the call is: epochs done, and in the current epoch the batches and rows given to
+    # partial_fit, the seconds spent, and (offset, skip) of the next row (see _Position)
+    pos = {"calls": 0, "epoch": 0, "batches": 0, "rows": 0, "seconds": 0.0,
+           "offset": 0, "skip": 0}
+    found = ck.resume() if ck is not None else None
+    if found is not None:
+        _restore(estimator, found[0])
+        pos = found[1]["progress"]["position"]
+        history = found[1]["progress"]["history"]
 
-    calls = 0
     with progress(verbose, None, f"fit_stream[{type(estimator).__name__}]") as bar:
-        for _ in range(n_epochs):
+        for epoch in range(pos["epoch"], n_epochs):
             t0 = time.perf_counter()
-            first_call = classes if (takes_classes and calls == 0) else None
-            rows, batches = _epoch(estimator, iter(reopen()), batch_size, last_batch,
-                                   first_call, bar)
-            calls += batches
+            first_call = classes if (takes_classes and pos["calls"] == 0) else None
+            where = _Position(pos["rows"], pos["offset"] if is_file else None, pos["skip"])
+            start_rows, start_batches, spent = pos["rows"], pos["batches"], pos["seconds"]
+
+            def after_batch(n, where=where, epoch=epoch, t0=t0, spent=spent,
+                            batches0=start_batches - pos["calls"]):
+                pos["calls"] += 1
+                where.rows += n
+                if ck is None or not ck.due(pos["calls"], pos["calls"] + 1):
+                    return
+                offset, skip = where.at()
+                pos.update(epoch=epoch, rows=where.rows, offset=offset, skip=skip,
+                           batches=batches0 + pos["calls"],
+                           seconds=spent + time.perf_counter() - t0)
+                # the stream's length is unknown: the record's total is "one step more"
+                ck.write(estimator, pos["calls"], pos["calls"] + 1,
+                         {"position": pos, "history": history})
+
+            chunks = where.chunks(reopen(pos["offset"] or 0), pos["skip"])
+            rows, batches = _epoch(estimator, chunks, batch_size, last_batch, first_call, bar,
+                                   after_batch)
+            rows, batches = rows + start_rows, batches + start_batches
             if rows == 0:
                 raise ValueError("the source yielded no rows" + (
                     "" if not history["rows"] else f" in epoch {len(history['rows']) + 1}"))
             history["rows"].append(rows)
             history["batches"].append(batches)
-            history["seconds"].append(time.perf_counter() - t0)
+            history["seconds"].append(spent + time.perf_counter() - t0)
             if eval_set is not None:
                 history["val"].append(_eval_metric(estimator, (X_val, y_val)))
                 bar.set_postfix({"val": f"{history['val'][-1]:.4g}"})
+            pos.update(epoch=epoch + 1, batches=0, rows=0, seconds=0.0, offset=0, skip=0)
+    if ck is not None:
+        ck.finish()
     estimator.stream_history_ = history
     return estimator

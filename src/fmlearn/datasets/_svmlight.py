@@ -483,6 +483,18 @@ def _line_ranges(path, chunk):
 
 def _iter_svmlight(path, chunk, n_features, dtype, zero_based, max_features):
     # A generator apart from the checks above, so that bad arguments fail at the call.
+    for X, y, _, _ in _iter_positioned(path, chunk, n_features, dtype, zero_based,
+                                       max_features):
+        yield X, y
+
+
+def _iter_positioned(path, chunk, n_features, dtype, zero_based, max_features, start=0):
+    """The chunks of :func:`iter_svmlight` as ``(X, y, begin, end)``: the byte range of the
+    file (of the decompressed stream for ``.gz`` / ``.bz2``) the chunk's lines come from,
+    ``end`` being where the next chunk begins. ``start``, the ``begin`` (or the last ``end``)
+    of a chunk of an earlier read with the same ``chunk``, skips the chunks before it without
+    parsing them (for a resumed stream, :func:`fmlearn.stream.fit_stream`); any other value
+    is refused."""
     if n_features is None or zero_based == "auto":
         try:
             # Blocks of 1 to 16 MiB: no more memory than asked for, few parser calls.
@@ -512,7 +524,14 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based, max_features):
 
     rows = 0
     if _compression(path) is None:
-        for offset, length in _line_ranges(path, chunk):
+        size = os.path.getsize(path)
+        ranges = _line_ranges(path, chunk)
+        begins = [0] + [offset + 1 for offset, _ in ranges[1:]]
+        ends = begins[1:] + [size]
+        _check_start(path, start, begins + [size])
+        for (offset, length), begin, end in zip(ranges, begins, ends, strict=True):
+            if begin < start:
+                continue
             try:
                 X, y = load_svmlight_file(
                     path,
@@ -527,21 +546,35 @@ def _iter_svmlight(path, chunk, n_features, dtype, zero_based, max_features):
             _check_finite(path, X, y, rows)
             rows += X.shape[0]
             if X.shape[0]:
-                yield X, y
+                yield X, y, begin, end
     else:
         blocks = _line_blocks(path, chunk)
+        end = 0
         while True:
+            begin = end
             try:
                 _, block = next(blocks)
+                end = begin + len(block)
+                if end <= start:  # decompressed (it must be) but not parsed
+                    continue
+                _check_start(path, start, (begin,))
                 X, y = _parse(block, zero_based, n_features, dtype)
             except StopIteration:
+                _check_start(path, start, (0, begin))
                 return
             except _PARSE_ERRORS + _STREAM_ERRORS as exc:
                 raise fail(exc) from None
             _check_finite(path, X, y, rows)
             rows += X.shape[0]
             if X.shape[0]:
-                yield X, y
+                yield X, y, begin, end
+            start = 0
+
+
+def _check_start(path, start, boundaries):
+    if start and start not in boundaries:
+        raise ValueError(f"{path!r}: byte offset {start} is not where a chunk begins (was the "
+                         "file or chunk_size_bytes changed since the offset was recorded?)")
 
 
 def save_svmlight(X, y, path, zero_based=True, comment=None):

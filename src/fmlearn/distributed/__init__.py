@@ -13,6 +13,12 @@ Two ways to train on data that lives on a Dask cluster:
   and updates U, V, w (d x O(k) numbers). The iterates equal the in-memory solver's up to the
   order of floating-point summation.
 
+* :func:`fit` runs the classic FM's ALS and MCMC (:class:`fmlearn.FMRegressor`,
+  :class:`fmlearn.FMClassifier`) exactly, data-parallel: rows and their caches stay on the
+  workers, each colour class of a sweep costs one round of class-length sums; checkpoints
+  and lost workers are survived (see :mod:`fmlearn.distributed._fm`). :func:`read_svmlight`
+  gives it files read on the workers.
+
 Importing :mod:`fmlearn` never imports Dask; this subpackage does.
 """
 
@@ -23,6 +29,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "(dask and distributed)") from exc
 
 from ._blocks import DaskBlocks, blocks
+from ._fm import SvmlightFiles, fit, read_svmlight
+from ._hazan import DaskRows, fit_convex
 from ._one_pass import DaskBatchRows, fit_one_pass
 
-__all__ = ["DaskBatchRows", "DaskBlocks", "blocks", "fit_one_pass"]
+__all__ = ["DaskBatchRows", "DaskBlocks", "SvmlightFiles", "blocks", "fit", "fit_one_pass",
+           "read_svmlight"]
+__all__ += ["DaskRows", "fit_convex"]

@@ -6,6 +6,9 @@ import numbers
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
+
+from .._data import check_sparse_structure, to_csr
 
 
 def active_client(client=None):
@@ -119,3 +122,48 @@ def _aligned(v, X, name, need_lengths):
         raise ValueError(f"{name} has {v.numblocks[0]} row blocks but X has {X.numblocks[0]}; "
                          "partition them alike")
     return v
+
+
+def prepare_block(X, y, sw, dtype, where, *, n_features=None, y_numeric=True):
+    """The validated rows of one partition, on the worker that holds it: ``(X, y, sw)`` with X
+    dense C-contiguous or canonical CSR in ``dtype``, y float64 (raw labels when not
+    ``y_numeric``), sw float64, rows of weight 0 dropped (as the in-memory fits do).
+
+    ``where`` names the partition in the errors; ``n_features``, when given, is the width every
+    partition must have (a partition read from its own file may be narrower or wider)."""
+    if not hasattr(X, "shape") or len(X.shape) != 2:
+        raise TypeError(f"{where}: X must be a 2-D array or sparse matrix, got "
+                        f"{type(X).__name__}")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"{where}: X has {X.shape[1]} columns but the data have {n_features}; "
+                         "every partition must have the same width (read every file with the "
+                         "same n_features)")
+    if sp.issparse(X):
+        check_sparse_structure(X, f"{where}: X")
+        X = to_csr(X, dtype)
+        finite = np.all(np.isfinite(X.data))
+    else:
+        X = np.ascontiguousarray(X, dtype=dtype)
+        finite = np.all(np.isfinite(X))
+    if not finite:
+        raise ValueError(f"Input X contains NaN or infinity ({where})")
+    y = np.asarray(y).ravel()
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"{where}: y has {y.shape[0]} entries but X has {X.shape[0]} rows")
+    if y_numeric:
+        y = y.astype(np.float64)
+        if not np.all(np.isfinite(y)):
+            raise ValueError(f"y contains NaN or infinity ({where})")
+    if sw is None:
+        sw = np.ones(X.shape[0])
+    else:
+        sw = np.asarray(sw, dtype=np.float64).ravel()
+        if sw.shape[0] != X.shape[0]:
+            raise ValueError(f"{where}: sample_weight has {sw.shape[0]} entries but X has "
+                             f"{X.shape[0]} rows")
+        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+            raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
+    return X, y, sw

@@ -19,40 +19,17 @@ import scipy.sparse as sp
 from dask import delayed
 
 from .._base import progress
-from .._data import to_csr
 from .._one_pass import OnePassMixin
 from ..solvers.one_pass import Batch, predict_batch, scale_from_variance, weighted_moments
-from ._common import Runner, active_client, is_frame, row_arrays
+from ._common import Runner, active_client, is_frame, prepare_block, row_arrays
 
 __all__ = ["DaskBatchRows", "fit_one_pass"]
 
 
 # -- work done on the workers, one partition at a time -----------------------------------------
 def _prepare_part(X, y, sw, dtype, first_row):
-    """The validated rows of one partition: (X dense C-contiguous or canonical CSR, y, sw),
-    rows of weight 0 dropped (as :func:`fmlearn._one_pass.train_rows` does in memory)."""
-    where = f"rows {first_row}..{first_row + X.shape[0] - 1}"
-    if sp.issparse(X):
-        X = to_csr(X, dtype)
-        finite = np.all(np.isfinite(X.data))
-    else:
-        X = np.ascontiguousarray(X, dtype=dtype)
-        finite = np.all(np.isfinite(X))
-    if not finite:
-        raise ValueError(f"Input X contains NaN or infinity ({where})")
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if not np.all(np.isfinite(y)):
-        raise ValueError(f"y contains NaN or infinity ({where})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({where})")
-    keep = np.flatnonzero(sw > 0)
-    if keep.shape[0] < X.shape[0]:
-        X, y, sw = X[keep], y[keep], sw[keep]
-    return X, y, sw
+    """The validated rows of one partition (see :func:`._common.prepare_block`)."""
+    return prepare_block(X, y, sw, dtype, f"rows {first_row}..{first_row + X.shape[0] - 1}")
 
 
 def _part_size(part):

@@ -172,6 +172,159 @@ class HazanSettings:
     cg_tol: float = 1e-10
     refresh_every: int = 50  # recompute cached q from the atoms (stops round-off drift)
     linear_mask: object = None  # (d,) 0/1: features with a linear weight (None: all; Eq. 14)
+    metric: tuple = ("rmse", -np.inf, np.inf)  # train metric: ("rmse", lo, hi) clipped, or
+    # ("error_rate",) of the margins' signs
+
+
+# -- the rows: where the n-vectors live ----------------------------------------------------------
+# The solver below never touches a row. Every O(nnz) operation is a *block function*
+# ``fn(data, vec, *args) -> tuple`` run on the rows of one block (a :class:`CFMData`) and its
+# named n-vectors ``vec`` (q, f, g, qp, delta); the tuples of all blocks are added up, entry by
+# entry, in block order. :class:`LocalRows` holds every row in this process as one block;
+# ``fmlearn.distributed`` holds blocks on Dask workers with the same two calls (``reduce``: the
+# sums only; ``update``: the sums, and the block's vectors as the function left them). The
+# client side (eigen-solver, conjugate gradient, line search, atoms) is the same code for both,
+# so the two paths differ only in the order of floating-point summation.
+class LocalRows:
+    """Every row in this process: one :class:`CFMData` block and its named n-vectors."""
+
+    def __init__(self, data):
+        self.data = data
+        self.vectors = {}
+        self.n_features = data.n_features
+        self.groups = None if data.groups is None else [g[0] for g in data.groups]
+
+    def reduce(self, fn, *args):
+        return fn(self.data, self.vectors, *args)
+
+    update = reduce
+
+
+def as_rows(data):
+    """``data`` as rows: a :class:`CFMData` becomes :class:`LocalRows`; rows pass through."""
+    return LocalRows(data) if isinstance(data, CFMData) else data
+
+
+def _combination(data, vec, terms):
+    """sum_i c_i v_i over ``terms`` = ((c, name), ...), "y" naming the targets."""
+    out = None
+    for c, name in terms:
+        v = data.y if name == "y" else vec[name]
+        v = v if c == 1.0 else c * v
+        out = v if out is None else out + v
+    return out
+
+
+def _weights(data, vec, name):
+    return data.sw if name is None else vec[name]
+
+
+def blk_ridge_diagonal(data, vec, weights):
+    """sum s and (X o X)^T s: the Jacobi preconditioner of the ridge system (s: the sample
+    weights, or the stored n-vector named ``weights``)."""
+    s = _weights(data, vec, weights)
+    return float(s.sum()), data.X2T @ s
+
+
+def blk_ridge_rhs(data, vec, terms):
+    """Z^T (s o v) for the n-vector v = sum c_i v_i (the right-hand side of a ridge solve)."""
+    u = data.sw * _combination(data, vec, terms)
+    return float(u.sum()), data.XT @ u
+
+
+def blk_ridge_apply(data, vec, w0, w1, weights):
+    """Z^T (s o Z w) with w1 already masked: the ridge system's product (without lam1)."""
+    u = _weights(data, vec, weights) * (data.X @ w1 + w0)
+    return float(u.sum()), data.XT @ u
+
+
+def blk_logistic_curvature(data, vec, w0, w1):
+    """Store h = s l''(f) at f = Z w + q (the logistic Hessian is Z^T diag(h) Z + reg)."""
+    sig = expit(-data.y * (data.X @ w1 + w0 + vec["q"]))
+    vec["h"] = data.sw * sig * (1.0 - sig)
+    return ()
+
+
+def blk_quadratic(data, vec, P, lam, name):
+    """vec[name] = q(P diag(lam) P^T) on the block's rows."""
+    vec[name] = quadratic_part((data.X, data.X2), P, lam)
+    return ()
+
+
+def blk_current(data, vec, loss, w0, w1, metric):
+    """Predictions f, gradient weights g (stored) of the iterate with linear part w; returns
+    (s^T r^2 for the squared loss else 0, g^T q, (X o X)^T g, metric numerator, sum s)."""
+    q = vec["q"]
+    lin = data.X @ w1 + w0
+    if loss == "squared":
+        r = data.y - lin - q
+        g = data.sw * r
+        part = float(g @ r)
+        f = lin + q
+    else:
+        f = lin + q
+        g = -0.5 * data.sw * loss_derivative_np("logistic", f, data.y)
+        part = 0.0
+    vec["f"], vec["g"] = f, g
+    if metric[0] == "rmse":
+        err = (np.clip(f, metric[1], metric[2]) - data.y) ** 2
+    else:
+        err = (np.sign(f) != data.y).astype(np.float64)
+    return part, float(g @ q), data.X2T @ g, float(data.sw @ err), float(data.sw.sum())
+
+
+def blk_gradient_matvec(data, vec, v, group):
+    """X^T (g o X v) on all features (``group`` None) or on the features of one group."""
+    if group is None:
+        X, XT = data.X, data.XT
+    else:
+        _, X, XT, _ = data.groups[group]
+    return (XT @ (vec["g"] * (X @ v)),)
+
+
+def blk_atom(data, vec, p, eta, rhs):
+    """qp = q(p p^T), delta = eta qp - q (stored); with ``rhs`` returns Z^T (s o qp)."""
+    qp = atom_quadratic((data.X, data.X2), p)
+    vec["qp"] = qp
+    vec["delta"] = eta * qp - vec["q"]
+    if not rhs:
+        return ()
+    u = data.sw * qp
+    return float(u.sum()), data.XT @ u
+
+
+def blk_exact_step(data, vec, wd0, wd1):
+    """g^T delta and s^T res^2 with res = delta - Z w_delta (Eq. 6, corrected)."""
+    res = vec["delta"] - (data.X @ wd1 + wd0)
+    return float(vec["g"] @ vec["delta"]), float(data.sw @ (res * res))
+
+
+def blk_logistic_segment(data, vec, a):
+    """First and second derivative in a of sum s log(1 + exp(-y (f + a delta)))."""
+    y, sw, delta = data.y, data.sw, vec["delta"]
+    sig = expit(-y * (vec["f"] + a * delta))
+    return float(sw @ (-y * sig * delta)), float(sw @ (sig * (1.0 - sig) * delta * delta))
+
+
+def blk_step(data, vec, alpha, eta):
+    """q <- (1 - a) q + a eta qp; returns 1 when a prediction is no longer finite."""
+    q = (1.0 - alpha) * vec["q"] + (alpha * eta) * vec["qp"]
+    vec["q"] = q
+    del vec["qp"], vec["delta"]
+    return (0 if np.all(np.isfinite(q)) else 1,)
+
+
+def blk_logistic_loss(data, vec, w0, w1):
+    """sum s l(f), sum s l'(f), X^T (s o l'(f)) with f = Z w + q: the L-BFGS objective."""
+    f = data.X @ w1 + w0 + vec["q"]
+    u = data.sw * loss_derivative_np("logistic", f, data.y)
+    return float(data.sw @ loss_value_np("logistic", f, data.y)), float(u.sum()), data.XT @ u
+
+
+def blk_squared_loss(data, vec, w0, w1):
+    """s^T r^2 with r = y - Z w - q."""
+    r = data.y - (data.X @ w1 + w0) - vec["q"]
+    return (float(data.sw @ (r * r)),)
 
 
 # -- linear algebra helpers ---------------------------------------------------------------------
@@ -186,21 +339,31 @@ def quadratic_part(pair, P, lam, block=16):
     return 0.5 * q
 
 
-def zero_diag_operator(data, g, group=None):
-    """The d x d operator M(g) = X^T diag(g) X - diag((X o X)^T g) (= -grad J), matrix-free;
-    with ``group`` = (idx, X_g, X_g^T, (X_g o X_g)^T), its diagonal block on those features."""
+def gradient_operator(rows, c, group=None):
+    """The d x d operator M(g) = X^T diag(g) X - diag((X o X)^T g) (= -grad J), matrix-free,
+    for the g stored on ``rows`` (by :func:`blk_current`) and c = (X o X)^T g; with ``group``
+    (an index into ``rows.groups``), its diagonal block on that group's features."""
     if group is None:
-        X, XT, c = data.X, data.XT, data.X2T @ g
+        d = rows.n_features
     else:
-        _, X, XT, X2T = group
-        c = X2T @ g
-    d = X.shape[1]
+        idx = rows.groups[group]
+        d = idx.shape[0]
+        c = c[idx]
 
     def matvec(v):
         v = np.ravel(v)
-        return XT @ (g * (X @ v)) - c * v
+        return rows.reduce(blk_gradient_matvec, v, group)[0] - c * v
 
     return LinearOperator((d, d), matvec=matvec, dtype=np.float64)
+
+
+def zero_diag_operator(data, g, group=None):
+    """:func:`gradient_operator` of in-memory data for a given g (tests, diagnostics)."""
+    rows = LocalRows(data)
+    rows.vectors["g"] = np.asarray(g, dtype=np.float64)
+    gi = None if group is None else next(
+        k for k, grp in enumerate(data.groups) if grp is group)
+    return gradient_operator(rows, data.X2T @ rows.vectors["g"], gi)
 
 
 class RidgeSystem:
@@ -208,18 +371,23 @@ class RidgeSystem:
 
     Solved by preconditioned conjugate gradient on (Z^T S Z + Lambda) w = Z^T S v (seed 004
     Eq. 5 with weights and lam1), never forming Z^T Z. Jacobi preconditioner; empty columns
-    get a unit preconditioner (their coordinate stays at its start value, 0).
+    get a unit preconditioner (their coordinate stays at its start value, 0). ``v`` is an
+    n-vector held by the rows, named as a combination ((c, name), ...) ("y": the targets).
+    ``weights`` names a stored n-vector to use instead of s (the logistic Hessian's system).
     """
 
-    def __init__(self, data, reg_linear, tol, mask=None):
-        self.data = data
+    def __init__(self, rows, reg_linear, tol, mask=None, weights=None):
+        rows = as_rows(rows)
+        self.rows = rows
         self.lam = float(reg_linear)
         self.tol = tol
+        self.weights = weights
         self.mask = None if mask is None else np.asarray(mask, dtype=np.float64)
-        d = data.n_features
+        d = rows.n_features
+        self.d = d
         diag = np.empty(d + 1)
-        diag[0] = data.sw.sum()
-        diag[1:] = data.X2T @ data.sw + self.lam
+        diag[0], diag[1:] = rows.reduce(blk_ridge_diagonal, weights)
+        diag[1:] += self.lam
         if self.mask is not None:
             diag[1:] *= self.mask
         diag[diag <= 0.0] = 1.0
@@ -228,33 +396,37 @@ class RidgeSystem:
         self.M = LinearOperator((d + 1, d + 1), matvec=lambda v: self._inv_diag * np.ravel(v),
                                 dtype=np.float64)
 
-    def Z(self, w):
-        """Z w (n,) for w = [w0, w_1:]."""
+    def masked(self, w):
+        """(w0, w_1:) with the linear mask applied: the arguments of Z w on the rows."""
         w1 = w[1:] if self.mask is None else self.mask * w[1:]
-        return self.data.X @ w1 + w[0]
+        return float(w[0]), w1
 
-    def Zt(self, u):
-        out = np.empty(self.data.n_features + 1)
-        out[0] = u.sum()
-        out[1:] = self.data.XT @ u
+    def _gather(self, s0, s1):
+        out = np.empty(self.d + 1)
+        out[0], out[1:] = s0, s1
         if self.mask is not None:
             out[1:] *= self.mask
         return out
 
     def _apply(self, w):
         w = np.ravel(w)
-        out = self.Zt(self.data.sw * self.Z(w))
+        out = self._gather(*self.rows.reduce(blk_ridge_apply, *self.masked(w), self.weights))
         out[1:] += self.lam * w[1:]
         return out
 
-    def solve(self, v, x0=None):
-        b = self.Zt(self.data.sw * v)
+    def rhs(self, terms):
+        """Z^T (s o v) for v = sum c_i v_i (masked)."""
+        return self._gather(*self.rows.reduce(blk_ridge_rhs, tuple(terms)))
+
+    def solve(self, terms, x0=None, b=None):
+        """w*(v) for v = sum c_i v_i over ``terms``; ``b`` is its right-hand side when known."""
+        b = self.rhs(terms) if b is None else b
         if not np.any(b):
             return np.zeros_like(b)
         if x0 is not None and self.mask is not None:
             x0 = np.concatenate([x0[:1], self.mask * x0[1:]])
         w, info = cg(self.A, b, x0=x0, rtol=self.tol, atol=0.0, M=self.M,
-                     maxiter=20 * (self.data.n_features + 1) + 100)
+                     maxiter=20 * (self.d + 1) + 100)
         return w
 
     def penalty(self, w):
@@ -268,7 +440,7 @@ def _append_atom(P_buf, lam, p, weight):
     return np.append(lam, weight)
 
 
-def frank_wolfe_vertex(data, g, v0, tol):
+def frank_wolfe_vertex(rows, c, v0, tol):
     """The Frank-Wolfe vertex direction: the top eigenpair of M(g) over the feasible set.
 
     Without groups: the leading eigenvector of M(g). With groups (block-diagonal W), the best
@@ -276,21 +448,19 @@ def frank_wolfe_vertex(data, g, v0, tol):
     eigenvector in its own coordinates (the blocks are disjoint) and is updated in place.
     Returns (p, rho, ok).
     """
-    if data.groups is None:
-        p, rho, ok = leading_eigenpair(zero_diag_operator(data, g), v0=v0, tol=tol)
+    if rows.groups is None:
+        p, rho, ok = leading_eigenpair(gradient_operator(rows, c), v0=v0, tol=tol)
         v0[:] = p
         return p, rho, ok
     best, ok_all = None, True
-    for group in data.groups:
-        idx = group[0]
-        pg, rho, ok = leading_eigenpair(zero_diag_operator(data, g, group), v0=v0[idx],
-                                            tol=tol)
+    for k, idx in enumerate(rows.groups):
+        pg, rho, ok = leading_eigenpair(gradient_operator(rows, c, k), v0=v0[idx], tol=tol)
         ok_all &= ok
         v0[idx] = pg
         if best is None or rho > best[1]:
             best = (idx, rho, pg)
     idx, rho, pg = best
-    p = np.zeros(data.n_features)
+    p = np.zeros(rows.n_features)
     p[idx] = pg
     return p, rho, ok_all
 
@@ -306,15 +476,17 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
 
     Parameters
     ----------
-    data : CFMData
+    data : CFMData, or rows with ``reduce`` / ``update`` (:class:`LocalRows`, the Dask rows
+        of ``fmlearn.distributed``)
     state : CFMState
         Start (W = 0 and w = 0 on a cold start). Not modified; the result is a new state.
     settings : HazanSettings
     rng : numpy Generator or RandomState (draws the first Lanczos start vector only)
     eval_data : (X, X o X) from :func:`sparse_pair`, or None
-        Held-out rows whose predictions are tracked in O(nnz) per iteration.
+        Held-out rows (in this process) whose predictions are tracked in O(nnz) per iteration.
     callback : callable(iteration, record) -> bool, optional
-        ``record`` has "objective", "gap", "step", "train_pred" and "val_pred" (or None) of
+        ``record`` has "objective", "gap", "step", "train" (the weighted RMSE of the clipped
+        predictions, or the error rate, per ``settings.metric``) and "val_pred" (or None) of
         the iterate *before* that iteration's step; returning True stops.
 
     Returns
@@ -323,21 +495,21 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     "converged" (gap <= tol * objective), "gap" and "objective" (last measured) and
     "lanczos_failures".
     """
+    rows = as_rows(data)
     if settings.loss == "squared":
-        linear = _RidgeLinear(data, state, settings)
+        linear = _RidgeLinear(rows, state, settings)
     else:
-        linear = _LogisticLinear(data, state, settings)
+        linear = _LogisticLinear(rows, state, settings)
     eta = float(settings.trace_bound)
-    d = data.n_features
+    d = rows.n_features
     lam = np.array(state.lam, dtype=np.float64)
     m0 = lam.shape[0]
     buf = np.empty((d, m0 + settings.max_iter), dtype=np.float64, order="F")
     buf[:, :m0] = state.P[:, :m0]
-    train_pair = (data.X, data.X2)
-    q = quadratic_part(train_pair, buf[:, :m0], lam)
+    rows.update(blk_quadratic, buf[:, :m0], lam, "q")
     qv = quadratic_part(eval_data, buf[:, :m0], lam) if eval_data is not None else None
     v0 = _init_v0(state, d, rng)
-    linear.start(q)
+    linear.start()
     t = int(state.t)
     n_done = 0
     failures = 0
@@ -346,32 +518,29 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     info = {"diverged": None}
     for it in range(settings.max_iter):
         if it and it % settings.refresh_every == 0:
-            q = quadratic_part(train_pair, buf[:, :lam.shape[0]], lam)
-            linear.refresh(q)
+            rows.update(blk_quadratic, buf[:, :lam.shape[0]], lam, "q")
+            linear.refresh()
             if qv is not None:
                 qv = quadratic_part(eval_data, buf[:, :lam.shape[0]], lam)
-        f, g, obj = linear.current(q)
+        obj, gq, c, train = linear.current(settings.metric)
         if not np.isfinite(obj):
             info["diverged"] = _diverged(it, "objective")
             break
         tol_t = settings.eig_tol / (t + 1) ** 2 if settings.eig_schedule else settings.eig_tol
-        p, rho, ok = frank_wolfe_vertex(data, g, v0, max(tol_t, 1e-12))
+        p, rho, ok = frank_wolfe_vertex(rows, c, v0, max(tol_t, 1e-12))
         failures += not ok
         # <W - eta p p^T, grad J> with <W, M(g)> = 2 g^T q and p^T M(g) p = rho.
-        gap = eta * max(rho, 0.0) - 2.0 * float(g @ q)
-        record = {"objective": obj, "gap": gap, "step": 0.0, "train_pred": f,
+        gap = eta * max(rho, 0.0) - 2.0 * gq
+        record = {"objective": obj, "gap": gap, "step": 0.0, "train": train,
                   "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv}
         if gap <= settings.tol * obj or gap <= 0.0:
             converged = True
             if callback is not None:
                 callback(it, record)
             break
-        qp = atom_quadratic(train_pair, p)
-        delta = eta * qp - q
-        if settings.step == "exact":
-            alpha = linear.line_search(f, q, qp, delta, g, eta)
-        else:
-            alpha = 2.0 / (t + 2.0)
+        exact = settings.step == "exact"
+        atom_rhs = linear.atom(p, eta, exact)
+        alpha = linear.line_search(eta, atom_rhs) if exact else 2.0 / (t + 2.0)
         record["step"] = alpha
         if alpha <= 0.0:
             # No descent along the Frank-Wolfe direction: optimal up to the Lanczos accuracy.
@@ -380,20 +549,21 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
                 callback(it, record)
             break
         lam = _append_atom(buf, lam * (1.0 - alpha), p, alpha * eta)
-        q = (1.0 - alpha) * q + (alpha * eta) * qp
-        linear.step(q, qp, alpha, eta)
+        bad_q = rows.update(blk_step, alpha, eta)[0]
+        linear.step(alpha, eta, atom_rhs)
         if qv is not None:
             qv = (1.0 - alpha) * qv + (alpha * eta) * atom_quadratic(eval_data, p)
         t += 1
         n_done = it + 1
-        if not (np.all(np.isfinite(q)) and linear.is_finite()):
+        if bad_q or not linear.is_finite():
             info["diverged"] = _diverged(it, "predictions")
             break
         if callback is not None and callback(it, record):
             break
     m = lam.shape[0]
     P = buf[:, :m].copy()
-    w, final_obj = linear.finish(quadratic_part(train_pair, P, lam))
+    rows.update(blk_quadratic, P, lam, "q")
+    w, final_obj = linear.finish()
     new = CFMState(float(w[0]), w[1:].copy(), P, lam, t, v0)
     info.update(converged=converged, gap=gap, lanczos_failures=failures, objective=final_obj)
     return new, n_done, info
@@ -404,6 +574,11 @@ def _diverged(it, what):
             "is too large for float64 (scale X or y, or lower eta)")
 
 
+def _train_metric(metric, num, den):
+    value = num / den if den > 0 else np.nan
+    return float(np.sqrt(value)) if metric[0] == "rmse" else float(value)
+
+
 class _RidgeLinear:
     """Squared loss: the linear part eliminated exactly (Eq. 3, 5) and the exact step (Eq. 6).
 
@@ -411,126 +586,155 @@ class _RidgeLinear:
     combination as q: one CG solve per iteration (for the new atom), warm starts elsewhere.
     """
 
-    def __init__(self, data, state, settings):
-        self.data = data
-        self.ridge = RidgeSystem(data, settings.reg_linear, settings.cg_tol,
+    def __init__(self, rows, state, settings):
+        self.rows = rows
+        self.ridge = RidgeSystem(rows, settings.reg_linear, settings.cg_tol,
                                  settings.linear_mask)
         self.w_start = np.concatenate([[state.w0], state.w]).astype(np.float64)
         self.wp = None
 
-    def start(self, q):
-        ridge, y = self.ridge, self.data.y
-        w = ridge.solve(y - q, x0=self.w_start if np.any(self.w_start) else None)
-        self.wq = ridge.solve(q) if np.any(q) else np.zeros_like(w)
+    def start(self):
+        ridge = self.ridge
+        w = ridge.solve(((1.0, "y"), (-1.0, "q")),
+                        x0=self.w_start if np.any(self.w_start) else None)
+        self.wq = ridge.solve(((1.0, "q"),))
         self.wy = w + self.wq
 
-    def refresh(self, q):
-        self.wq = self.ridge.solve(q, x0=self.wq)
+    def refresh(self):
+        self.wq = self.ridge.solve(((1.0, "q"),), x0=self.wq)
 
-    def current(self, q):
+    def current(self, metric):
         self.w = self.wy - self.wq
-        lin = self.ridge.Z(self.w)
-        r = self.data.y - lin - q
-        g = self.data.sw * r
-        return lin + q, g, float(g @ r) + self.ridge.penalty(self.w)
+        part, gq, c, num, den = self.rows.update(blk_current, "squared",
+                                                 *self.ridge.masked(self.w), metric)
+        return part + self.ridge.penalty(self.w), gq, c, _train_metric(metric, num, den)
 
     def predict_eval(self, X):
         return X @ self.w[1:] + self.w[0]
 
-    def line_search(self, f, q, qp, delta, g, eta):
+    def atom(self, p, eta, exact):
+        out = self.rows.update(blk_atom, p, eta, True)
+        return self.ridge._gather(*out)
+
+    def line_search(self, eta, atom_rhs):
         # J(a) = J(0) - 2 a g^T delta + a^2 delta^T C delta; delta^T C delta is the ridge
         # residual norm (plus penalty) of delta, whose solution is eta w*(qp) - w*(q).
-        self.wp = self.ridge.solve(qp)
+        self.wp = self.ridge.solve(((1.0, "qp"),), b=atom_rhs)
         w_delta = eta * self.wp - self.wq
-        res = delta - self.ridge.Z(w_delta)
-        num = float(g @ delta)
-        den = float(self.data.sw @ (res * res)) + self.ridge.penalty(w_delta)
+        num, res2 = self.rows.reduce(blk_exact_step, *self.ridge.masked(w_delta))
+        den = res2 + self.ridge.penalty(w_delta)
         if den > 0.0:
             return min(max(num / den, 0.0), 1.0)
         return 1.0 if num > 0.0 else 0.0
 
-    def step(self, q, qp, alpha, eta):
+    def step(self, alpha, eta, atom_rhs):
         if self.wp is None:  # 2/(t+2) step: no line search has solved for the atom yet
-            self.wp = self.ridge.solve(qp)
+            self.wp = self.ridge.solve(((1.0, "qp"),), b=atom_rhs)
         self.wq = (1.0 - alpha) * self.wq + (alpha * eta) * self.wp
         self.wp = None
 
     def is_finite(self):
         return bool(np.all(np.isfinite(self.wq)))
 
-    def finish(self, q):
+    def finish(self):
         ridge = self.ridge
-        w = ridge.solve(self.data.y - q, x0=self.wy - self.wq)
-        r = self.data.y - ridge.Z(w) - q
-        return w, float(self.data.sw @ (r * r)) + ridge.penalty(w)
+        w = ridge.solve(((1.0, "y"), (-1.0, "q")), x0=self.wy - self.wq)
+        return w, self.rows.reduce(blk_squared_loss, *ridge.masked(w))[0] + ridge.penalty(w)
 
 
 class _LogisticLinear:
     """Logistic loss (extension): w re-fitted by L-BFGS after each step, exact 1-D line search
-    on the smooth loss along the segment (safeguarded Newton)."""
+    on the smooth loss along the segment (safeguarded Newton).
 
-    def __init__(self, data, state, settings):
-        self.data = data
+    L-BFGS stops on a relative decrease of the loss (ftol), which leaves w accurate to about
+    the square root of that; the refit then takes Newton steps (the Hessian system solved by
+    conjugate gradient, each step kept only if the loss does not increase) until the step is
+    below 1e-13 ||w||. w is then the minimizer to round-off whatever path L-BFGS took, so the
+    iterates do not depend on the order of the sums (the Dask fit equals the in-memory one).
+    """
+
+    def __init__(self, rows, state, settings):
+        self.rows = rows
+        self.cg_tol = settings.cg_tol
         self.reg = float(settings.reg_linear)
-        self.mask = (np.ones(data.n_features) if settings.linear_mask is None
+        self.mask = (np.ones(rows.n_features) if settings.linear_mask is None
                      else np.asarray(settings.linear_mask, dtype=np.float64))
         self.w = np.concatenate([[state.w0], self.mask * state.w]).astype(np.float64)
 
-    def _fit(self, q):
-        data, reg, mask = self.data, self.reg, self.mask
-        y, sw = data.y, data.sw
+    def _fit(self):
+        rows, reg, mask = self.rows, self.reg, self.mask
 
         def fun(w):
             w1 = mask * w[1:]
-            f = data.X @ w1 + w[0] + q
-            val = float(sw @ loss_value_np("logistic", f, y)) + 0.5 * reg * float(w1 @ w1)
-            u = sw * loss_derivative_np("logistic", f, y)
+            val, u0, u1 = rows.reduce(blk_logistic_loss, float(w[0]), w1)
             grad = np.empty_like(w)
-            grad[0] = u.sum()
-            grad[1:] = mask * (data.XT @ u + reg * w1)
-            return val, grad
+            grad[0] = u0
+            grad[1:] = mask * (u1 + reg * w1)
+            return val + 0.5 * reg * float(w1 @ w1), grad
 
         res = minimize(fun, self.w, jac=True, method="L-BFGS-B",
                        options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-15})
-        self.w, self.loss = res.x, float(res.fun)
+        w = res.x
+        val, grad = fun(w)
+        for _ in range(5):
+            rows.update(blk_logistic_curvature, float(w[0]), mask * w[1:])
+            hessian = RidgeSystem(rows, reg, self.cg_tol, mask, weights="h")
+            step = hessian.solve((), b=-grad)
+            if not np.all(np.isfinite(step)):
+                break
+            val_new, grad_new = fun(w + step)
+            # Near the minimizer a Newton step lowers the loss by less than its round-off:
+            # refuse only a step that raises it beyond that (a diverging step).
+            if not val_new <= val + 1e-12 * abs(val):
+                break
+            w, val, grad = w + step, val_new, grad_new
+            if np.linalg.norm(step) <= 1e-13 * np.linalg.norm(w):
+                break
+        self.w, self.loss = w, float(val)
 
-    def start(self, q):
-        self._fit(q)
+    def start(self):
+        self._fit()
 
-    def refresh(self, q):
-        self._fit(q)
+    def refresh(self):
+        self._fit()
 
-    def current(self, q):
-        f = self.data.X @ self.w[1:] + self.w[0] + q
-        g = -0.5 * self.data.sw * loss_derivative_np("logistic", f, self.data.y)
-        return f, g, self.loss
+    def current(self, metric):
+        _, gq, c, num, den = self.rows.update(blk_current, "logistic", float(self.w[0]),
+                                              self.mask * self.w[1:], metric)
+        return self.loss, gq, c, _train_metric(metric, num, den)
 
     def predict_eval(self, X):
         return X @ self.w[1:] + self.w[0]
 
-    def line_search(self, f, q, qp, delta, g, eta):
-        return logistic_line_search(self.data.y, self.data.sw, f, delta)
+    def atom(self, p, eta, exact):
+        self.rows.update(blk_atom, p, eta, False)
 
-    def step(self, q, qp, alpha, eta):
-        self._fit(q)
+    def line_search(self, eta, atom_rhs):
+        return safeguarded_newton(lambda a: self.rows.reduce(blk_logistic_segment, a))
+
+    def step(self, alpha, eta, atom_rhs):
+        self._fit()
 
     def is_finite(self):
         return bool(np.all(np.isfinite(self.w)))
 
-    def finish(self, q):
-        self._fit(q)
+    def finish(self):
+        self._fit()
         return self.w, self.loss
 
 
 def logistic_line_search(y, sw, base, delta):
     """argmin over a in [0, 1] of sum s log(1 + exp(-y (base + a delta))) (safeguarded Newton
     on the increasing derivative)."""
+    data = CFMData(None, None, None, None, np.asarray(y, dtype=np.float64),
+                   np.asarray(sw, dtype=np.float64))
+    vec = {"f": np.asarray(base, dtype=np.float64), "delta": np.asarray(delta, dtype=np.float64)}
+    return safeguarded_newton(lambda a: blk_logistic_segment(data, vec, a))
 
-    def derivs(a):
-        sig = expit(-y * (base + a * delta))
-        return (float(sw @ (-y * sig * delta)),
-                float(sw @ (sig * (1.0 - sig) * delta * delta)))
 
+def safeguarded_newton(derivs):
+    """argmin over [0, 1] of a convex function given ``derivs(a) -> (first, second)``
+    derivatives (Newton steps kept inside a shrinking bracket, else bisection)."""
     if derivs(1.0)[0] <= 0.0:
         return 1.0
     if derivs(0.0)[0] >= 0.0:

@@ -1,0 +1,135 @@
+"""Colour-class steps of the coordinate sweep (``kernels.cd``) on one block of rows.
+
+The distributed ALS / MCMC sweep (:mod:`fmlearn.distributed`) keeps each partition's rows and
+its row cache ``E`` (the (n, 3) cache of ``kernels.cd``) on a worker. Updating one colour
+class (features that never share a row) needs the rows only through two per-feature sums,
+``g_j = sum_i s_i l'_i h_ij`` and ``hh_j = sum_i s_i h_ij^2``, and then a change of each
+row's cache by the class's new values. :func:`class_round` does both on a partition in one
+pass over its rows: it applies the changes of the class updated last (``Apply``), then
+gathers the sums of the next class (``Gather``) into ``G``, ``H`` (indexed by the feature's
+place in its class). Each row holds at most one feature of a class, so the row's changes
+and sums are those of :func:`fmlearn.kernels.cd._rows_pass` (the in-memory row-wise class
+sweep), entry for entry.
+"""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .cd import _class_entry, _dloss, _step
+
+Rows = namedtuple("Rows", ["indptr", "indices", "data", "y", "sw", "unit"])
+Rows.__doc__ = """A partition's CSR arrays, its targets or labels ``y`` and weights ``sw``
+(float64); ``unit`` is True when every weight is 1 (then ``sw`` is not read)."""
+
+Apply = namedtuple("Apply", ["shift", "c", "slot", "cur", "nxt", "old", "delta", "vn", "zero"])
+Apply.__doc__ = """Changes to the row cache: ``shift`` added to every ``E[i, 0]`` (the change
+of w0), then those of colour class ``c`` (-1: none): its features' previous values ``old``
+and changes ``delta`` (class-length, float64) of w (``slot`` 0) or of the factor whose sums
+are cache column ``cur`` (slot 1); ``vn`` (class-length, or empty) the values of the next
+factor, added to column ``nxt``. ``zero`` (-1: none) is a cache column set to 0 after the
+changes (the next pass's factor sums start from 0)."""
+
+Gather = namedtuple("Gather", ["c", "slot", "cur", "old", "loss"])
+Gather.__doc__ = """Sums of colour class ``c`` (-1: none) for w (``slot`` 0) or the factor
+whose sums are cache column ``cur``; ``old`` the class's current values, ``loss`` the loss
+code of ``kernels.cd``."""
+
+
+@njit(cache=True, nogil=True)
+def class_round(rows, color, pos, E, ap, ga, G, H):
+    """Apply ``ap`` to every row, then gather the sums of ``ga`` into ``G``, ``H``
+    (class-length, overwritten). ``color[j]`` is feature j's class, ``pos[j]`` its place in
+    the class."""
+    for t in range(G.shape[0]):
+        G[t] = 0.0
+        H[t] = 0.0
+    has_next = ap.vn.shape[0] > 0
+    n = rows.indptr.shape[0] - 1
+    for i in range(n):
+        E[i, 0] += ap.shift
+        if ap.c >= 0:
+            p = _class_entry(rows.indptr, rows.indices, color, ap.c, i)
+            if p >= 0:
+                t = pos[rows.indices[p]]
+                x = rows.data[p]
+                d = ap.delta[t]
+                if ap.slot == 0:
+                    E[i, 0] += d * x
+                else:
+                    E[i, 0] += d * x * (E[i, ap.cur] - ap.old[t] * x)
+                    E[i, ap.cur] += d * x
+                if has_next:
+                    E[i, ap.nxt] += ap.vn[t] * x
+        if ap.zero >= 0:
+            E[i, ap.zero] = 0.0
+        if ga.c >= 0:
+            p = _class_entry(rows.indptr, rows.indices, color, ga.c, i)
+            if p >= 0:
+                t = pos[rows.indices[p]]
+                x = rows.data[p]
+                h = x if ga.slot == 0 else x * (E[i, ga.cur] - ga.old[t] * x)
+                s = 1.0 if rows.unit else rows.sw[i]
+                G[t] += s * _dloss(ga.loss, E[i, 0], rows.y, i) * h
+                H[t] += s * h * h
+
+
+@njit(cache=True, nogil=True)
+def bias_sums(rows, E, loss):
+    """``(sum s_i l'_i, sum s_i, sum s_i E[i, 0]^2, all E[:, 0] finite)``: the sums of the w0
+    step (h_i = 1) and of the noise precision's draw."""
+    g = 0.0
+    hh = 0.0
+    rss = 0.0
+    ok = True
+    for i in range(E.shape[0]):
+        s = 1.0 if rows.unit else rows.sw[i]
+        r = E[i, 0]
+        ok = ok and math.isfinite(r)
+        g += s * _dloss(loss, r, rows.y, i)
+        hh += s
+        rss += s * r * r
+    return g, hh, rss, ok
+
+
+Step = namedtuple("Step", ["group", "lam", "mu", "alpha", "curv", "z", "z0", "sample"])
+Step.__doc__ = """Settings of one pass's coordinate steps: feature groups ``group`` (d,) and
+their prior ``lam``, ``mu`` (G,), noise precision ``alpha``, smoothness ``curv``, the sweep's
+standard normals ``z`` read at ``z0 + j`` for feature j when ``sample`` (MCMC)."""
+
+
+@njit(cache=True, nogil=True)
+def class_step(feats, theta, col, G, H, st, old, delta):
+    """Step every feature ``feats[t]`` of a colour class from its sums ``G[t]``, ``H[t]``
+    (the step of ``kernels.cd``); record its previous value and change in ``old``,
+    ``delta`` (the change in the model's precision, as the in-memory sweep applies it)."""
+    for t in range(feats.shape[0]):
+        j = feats[t]
+        o = theta[j, col]
+        gj = st.group[j]
+        noise = st.z[st.z0 + j] if st.sample else 0.0
+        theta[j, col] = _step(o, G[t], H[t], st.lam[gj], st.mu[gj], st.alpha, st.curv, noise,
+                              st.sample)
+        old[t] = o
+        delta[t] = theta[j, col] - o
+
+
+@njit(cache=True)
+def row_pairs(indptr, indices, n_features, lo, hi):
+    """Codes ``j * n_features + l`` (j < l) of the feature pairs that share a row, rows
+    ``lo:hi`` (indices sorted within a row); with repeats."""
+    count = 0
+    for i in range(lo, hi):
+        m = indptr[i + 1] - indptr[i]
+        count += m * (m - 1) // 2
+    out = np.empty(count, dtype=np.int64)
+    q = 0
+    for i in range(lo, hi):
+        for a in range(indptr[i], indptr[i + 1]):
+            base = np.int64(indices[a]) * n_features
+            for b in range(a + 1, indptr[i + 1]):
+                out[q] = base + indices[b]
+                q += 1
+    return out
