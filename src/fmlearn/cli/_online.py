@@ -9,10 +9,11 @@ import argparse
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 
-from ._common import CLIError, note, print_pairs, read_svmlight, widen
+from ._common import CLIError, add_max_features, note, print_pairs, read_svmlight, widen
 
 _LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
 
@@ -97,6 +98,7 @@ def add_parser(sub):
     p.add_argument("--plot", metavar="FILE.png", help="plot the learning curve (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("-v", "--verbose", action="count", default=0, help="progress bar")
+    add_max_features(p)
     return p
 
 
@@ -149,10 +151,10 @@ def cmd_online(args):
     from fmlearn import evaluate_prequential
 
     est = build_online_estimator(args)
-    X, y = read_svmlight(args.train, "training")
+    X, y = read_svmlight(args.train, "training", max_features=args.max_features)
     X_test = y_test = None
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test")
+        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
         d = max(X.shape[1], X_test.shape[1])
         X, X_test = widen(X, d, args.train), widen(X_test, d, args.test)
     clf = args.loss == "logistic"
@@ -187,6 +189,9 @@ def cmd_online(args):
     for key in ("dropped_mass", "inexact_steps"):
         if key in info and info[key]:
             report.append((key.replace("_", " "), info[key]))
+    # The model first: optional outputs (curve, plot) must never cost the learned model.
+    if args.save:
+        est.save(args.save)
     if args.curve:
         _write_curve(args.curve, res)
     if args.plot:
@@ -194,9 +199,7 @@ def cmd_online(args):
             res.plot(args.plot, title=f"{type(est).__name__}({est.learner}) on "
                                       f"{os.path.basename(args.train)}")
         except ImportError as exc:
-            raise CLIError(str(exc)) from None
-    if args.save:
-        est.save(args.save)
+            warnings.warn(f"{args.plot} not written: {exc}", stacklevel=1)
     if args.json:
         print(json.dumps({k: v for k, v in report}, sort_keys=False))
     else:

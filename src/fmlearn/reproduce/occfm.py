@@ -40,7 +40,7 @@ from fmlearn import (
     OnlineFMRegressor,
     evaluate_prequential,
 )
-from fmlearn.reproduce import format_table, pyplot, save_figure
+from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ALGORITHMS = ("FM-FTRL", "CFM-FTRL", "CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM")
 
@@ -323,7 +323,9 @@ def _table(name, task, cache, n_folds):
 
 def _figure(name, task, cache, out_dir):
     """Fig. 1-2: prequential loss against learning time, CCFM learners, fold 1."""
-    plt = pyplot()
+    plt = optional_pyplot(f"occfm_{name}_time.png")
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(6, 4))
     key = _key_metric(task)
     for alg in ("CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM"):
