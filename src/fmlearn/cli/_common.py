@@ -30,19 +30,21 @@ def _check_readable(path, what):
         raise CLIError(f"{what} path is a directory, not a file: {path}")
 
 
+def positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
 def add_max_features(parser):
     """The ``--max-features`` option of the commands that read svmlight/libFM files."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-        return value
-
     parser.add_argument(
-        "--max-features", type=parse, default=None, metavar="D",
+        "--max-features", type=positive_int, default=None, metavar="D",
         help="largest number of features the files may use: a feature index >= D is refused "
              "with its line. Without it, an index far beyond the rest of the file (100x the "
              "next largest, >= 65536 features) is refused as a likely typo; give D to accept "

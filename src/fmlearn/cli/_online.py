@@ -13,7 +13,15 @@ import warnings
 
 import numpy as np
 
-from ._common import CLIError, add_max_features, note, print_pairs, read_svmlight, widen
+from ._common import (
+    CLIError,
+    add_max_features,
+    note,
+    positive_int,
+    print_pairs,
+    read_svmlight,
+    widen,
+)
 
 _LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
 
@@ -34,16 +42,6 @@ def _float(strict):
 
 _positive_float = _float(True)
 _nonneg_float = _float(False)
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def add_parser(sub):
@@ -82,15 +80,15 @@ def add_parser(sub):
                    help="ogd, ftrl: step size eta / t^P (default 0.5)")
     p.add_argument("--no-self-interaction", action="store_true",
                    help="ccfm: leave out the x_j^2 terms")
-    p.add_argument("--n-factors", type=_positive_int, default=8, metavar="K",
+    p.add_argument("--n-factors", type=positive_int, default=8, metavar="K",
                    help="fm: number of factors (default 8)")
-    p.add_argument("--n-iter", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--n-iter", type=positive_int, default=1, metavar="N",
                    help="passes over TRAIN; metrics are those of every prediction made")
     p.add_argument("--shuffle", action="store_true",
                    help="visit the rows in a random order (--seed) instead of file order")
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="random seed (row order, initial factors)")
-    p.add_argument("--batch-size", type=_positive_int, default=10000, metavar="B",
+    p.add_argument("--batch-size", type=positive_int, default=10000, metavar="B",
                    help="rows per compiled call and per point of the learning curve")
     p.add_argument("--save", metavar="OUT.fmz", help="save the model after learning")
     p.add_argument("--curve", metavar="FILE.tsv",
