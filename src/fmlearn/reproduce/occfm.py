@@ -66,7 +66,7 @@ SLOW_ROWS = 20000
 SLOW_TUNE = 2000
 # --quick: rows kept per data set (a seeded subsample), and the projection learners' share
 QUICK_ROWS = {"ml100k": 10000, "ijcnn1": 20000, "adult": 6000}
-QUICK_SLOW_ROWS = 1500
+QUICK_SLOW_ROWS = 1000
 
 
 def load(name, data_home=None):
