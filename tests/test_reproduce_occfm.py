@@ -5,6 +5,7 @@ import json
 import sys
 
 import numpy as np
+import pytest
 
 from fmlearn.datasets import make_ccfm_stream
 from fmlearn.reproduce import occfm
@@ -17,7 +18,8 @@ def test_quick_protocol_prints_each_fold_and_survives_without_matplotlib(
     monkeypatch.setattr(occfm, "load", lambda name, data_home=None: (
         X.tocsr(), np.where(y > 0, 1.0, -1.0), "classification"))
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    summary = occfm.run(str(tmp_path), quick=True, datasets=("ijcnn1",))
+    with pytest.warns(UserWarning, match="occfm_ijcnn1_time.png not written: .*matplotlib"):
+        summary = occfm.run(str(tmp_path), quick=True, datasets=("ijcnn1",))
     out = capsys.readouterr().out
     for alg in occfm.ALGORITHMS:
         # a line when the fold starts (so no fold is silent), one with its figures at the end
@@ -29,5 +31,6 @@ def test_quick_protocol_prints_each_fold_and_survives_without_matplotlib(
     cache = json.loads((tmp_path / "occfm_results.json").read_text())
     assert len(cache["runs"]) == len(occfm.ALGORITHMS)
     # a second run resumes from the cache: no fold is learned again
-    occfm.run(str(tmp_path), quick=True, datasets=("ijcnn1",))
+    with pytest.warns(UserWarning, match="not written"):
+        occfm.run(str(tmp_path), quick=True, datasets=("ijcnn1",))
     assert "rows, testing on" not in capsys.readouterr().out
