@@ -12,7 +12,6 @@ from ._fetch import (
     fetch_ijcnn1,
     fetch_libsvm_files,
     fetch_movielens_100k,
-    get_data_home,
     get_libsvm_home,
 )
 from ._gnss import (
@@ -22,6 +21,7 @@ from ._gnss import (
     make_gnss_vtec,
     write_gnss_csv,
 )
+from ._home import get_data_home
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation

@@ -26,6 +26,9 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 from .._files import atomic_write
+from ._home import get_data_home
+from ._movielens import load_movielens_100k
+from ._svmlight import load_svmlight
 
 LIBSVM_URL = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/"
 
@@ -72,12 +75,6 @@ LIBSVM_DATASETS = {
                           "7f1f6ca7f636e684949fc3f6388fc4f7503083717f776876bbdd11098fc5378b"),),
         zero_based=False, task="regression", page=LIBSVM_URL + "regression.html#abalone"),
 }
-
-
-def get_data_home(data_home=None):
-    """fmlearn's data folder: ``data_home``, else ``$FMLEARN_DATA``, else ``~/.cache/fmlearn``."""
-    root = data_home or os.environ.get("FMLEARN_DATA") or os.path.join("~", ".cache", "fmlearn")
-    return os.path.expanduser(os.fspath(root))
 
 
 def get_libsvm_home(data_home=None):
@@ -163,8 +160,6 @@ def fetch_libsvm_files(name, data_home=None, *, download=True):
 
 
 def _fetch_libsvm(name, data_home, download):
-    from ._svmlight import load_svmlight
-
     spec = LIBSVM_DATASETS[name]
     paths = fetch_libsvm_files(name, data_home, download=download)
     parts = [load_svmlight(p, zero_based=spec.zero_based) for p in paths]
@@ -219,8 +214,6 @@ def fetch_abalone(data_home=None, *, download=True):
 def fetch_movielens_100k(data_home=None, *, download=True, side_features=False):
     """MovieLens-100K from ``<data home>/ml-100k``, downloaded from GroupLens (MD5-checked)
     when missing: :func:`fmlearn.datasets.load_movielens_100k` with the same data home."""
-    from ._movielens import load_movielens_100k
-
     return load_movielens_100k(os.path.join(get_data_home(data_home), "ml-100k"),
                                download=download, side_features=side_features)
 

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 from .._files import atomic_write
-from ._fetch import get_data_home
+from ._home import get_data_home
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 # The checksum GroupLens publishes next to the zip (ml-100k.zip.md5).
