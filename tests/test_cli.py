@@ -506,3 +506,120 @@ def test_model_paths_that_are_not_files(files, small_model, tmp_path, capsys):
                        "--model", out)
     _assert_clean_error(code, err, str(out))
     assert ".fmlearn-" not in err
+
+
+# -- optional outputs, live progress, --max-features -----------------------------------------
+def test_online_without_matplotlib_still_saves_the_model(files, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    model, png = tmp_path / "m.fmz", tmp_path / "curve.png"
+    code, out, err = run(capsys, "online", files["c_train"], "--loss", "logistic", "--model",
+                         "fm", "--seed", 0, "--plot", png, "--save", model)
+    assert code == 0, err
+    assert "warning" in err and "curve.png not written" in err and "matplotlib" in err
+    assert not png.exists()
+    X, _ = _read(files["c_train"], D)
+    loaded = fmlearn.load(model)
+    assert loaded.n_features_in_ == D and loaded.predict(X).shape == (N_TRAIN,)
+    assert f"model saved to {model}" in out
+
+
+def test_reproduce_without_matplotlib_keeps_its_results(tmp_path, capsys, monkeypatch):
+    module = types.ModuleType("fmlearn_fake_plotting_experiment")
+
+    def run_experiment(out_dir, quick=False):
+        print(reproduce.format_table([["a", 2.5]], ["name", "value"]))
+        plt = reproduce.optional_pyplot("fake.png")
+        if plt is None:
+            return
+        fig, _ = plt.subplots()
+        reproduce.save_figure(fig, out_dir, "fake.png")
+
+    module.run = run_experiment
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(reproduce.REGISTRY, "fake-plot",
+                        reproduce.Experiment(module.__name__, "plots"))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, out, err = run(capsys, "reproduce", "fake-plot", "--out", tmp_path / "o")
+    assert code == 0, err
+    assert "2.5000" in out and "fake.png not written" in err and "matplotlib" in err
+    assert not (tmp_path / "o" / "fake.png").exists()
+
+
+class _Recorder:
+    """A stdout that records each write with the state of the fit at that moment."""
+
+    def __init__(self, state):
+        self.state, self.writes = state, []
+
+    def write(self, text):
+        self.writes.append((text, dict(self.state)))
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def iter_lines(self):
+        return [(t, s) for t, s in self.writes if "#Iter=" in t]
+
+
+@pytest.mark.parametrize("solver", ["mcmc", "als", "sgd"])
+def test_libfm_lines_arrive_while_fitting(files, monkeypatch, solver):
+    state = {"in_fit": False}
+    original = fmlearn.FMRegressor.fit
+
+    def fit(self, *args, **kwargs):
+        state["in_fit"] = True
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            state["in_fit"] = False
+
+    monkeypatch.setattr(fmlearn.FMRegressor, "fit", fit)
+    rec = _Recorder(state)
+    monkeypatch.setattr(sys, "stdout", rec)
+    code = main(["-task", "r", "-method", solver, "-dim", "1,1,2", "-iter", "5", "-train",
+                 files["r_train"], "-test", files["r_test"], "-seed", "0"])
+    assert code == 0
+    lines = rec.iter_lines()
+    # one line per iteration, each written before fit returned (the compile-only fit on a few
+    # rows runs first and prints nothing)
+    assert [t.split()[0] for t, _ in lines] == [f"#Iter={i:3d}".split()[0] for i in range(5)]
+    assert all(s["in_fit"] for _, s in lines)
+    assert all("Train=" in t and "Test=" in t for t, _ in lines)
+
+
+def test_libfm_lines_arrive_between_streamed_epochs(files, monkeypatch):
+    state = {"calls": 0}
+    original = fmlearn.FMRegressor.partial_fit
+
+    def partial_fit(self, *args, **kwargs):
+        state["calls"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(fmlearn.FMRegressor, "partial_fit", partial_fit)
+    rec = _Recorder(state)
+    monkeypatch.setattr(sys, "stdout", rec)
+    code = main(["fit", files["r_train"], "--test", files["r_test"], "--solver", "sgd",
+                 "--stream", "--batch-size", "40", "--n-iter", "3", "--seed", "0",
+                 "--libfm-output"])
+    assert code == 0
+    calls = [s["calls"] for _, s in rec.iter_lines()]
+    # 160 rows in batches of 40: each epoch's line comes after its 4 calls, before the next
+    assert calls == [4, 8, 12] and state["calls"] == 12
+
+
+def test_max_features_option(files, small_model, tmp_path, capsys):
+    wide = tmp_path / "outlier.libfm"
+    wide.write_text("1 0:1 1:1\n2 1:1 69999:1\n")
+    code, _, err = run(capsys, "fit", wide, "--solver", "als", "--n-iter", 1)
+    _assert_clean_error(code, err, "outlier.libfm", "line 2", "max_features")
+    code, out, err = run(capsys, "fit", wide, "--solver", "als", "--n-iter", 1, "--n-factors",
+                         1, "--max-features", 70000)
+    assert code == 0, err
+    assert "70000 features" in out
+    for argv in (["fit", wide], ["online", wide], ["predict", small_model, wide],
+                 ["evaluate", small_model, wide]):
+        code, _, err = run(capsys, *argv, "--max-features", 100)
+        _assert_clean_error(code, err, "outlier.libfm", "line 2", "max_features=100")
+    code, _, err = run(capsys, "fit", wide, "--max-features", 0)
+    assert code == 2 and "--max-features" in err

@@ -727,3 +727,24 @@ def test_model_file_with_inconsistent_groups_is_refused(tmp_path, edit):
             zf.writestr(name, blob)
     with pytest.raises(ModelFileError, match="group"):
         fio.load(path)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_fit_callback_sees_each_iteration_and_changes_nothing(solver):
+    X, y, _ = make_fm(200, 8, 2, random_state=4)
+    Xv, yv, _ = make_fm(60, 8, 2, random_state=5)
+    seen = []
+
+    def callback(i, history):
+        seen.append((i, len(history["train"]), len(history["val"]), history["train"][-1]))
+
+    kw = dict(n_factors=2, solver=solver, n_iter=4, random_state=0)
+    with_cb = FMRegressor(**kw).fit(X, y, eval_set=(Xv, yv), callback=callback)
+    plain = FMRegressor(**kw).fit(X, y, eval_set=(Xv, yv))
+    # called as each iteration ends, with that iteration's train and val figures recorded
+    assert [s[:3] for s in seen] == [(i, i + 1, i + 1) for i in range(4)]
+    assert [s[3] for s in seen] == with_cb.history_["train"]
+    np.testing.assert_array_equal(with_cb.V_, plain.V_)
+    assert not hasattr(with_cb, "_callback")  # nothing unpicklable left on the estimator
+    with pytest.raises(TypeError, match="callback must be callable"):
+        FMRegressor(**kw).fit(X, y, callback=3)

@@ -313,7 +313,16 @@ def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
     pred = ref.predict(X)
     train = np.mean(pred != y) if task == "c" else np.sqrt(np.mean((pred - y) ** 2))
     assert f"train {metric}" in out and f"{train:.6g}" in out
-    assert len(open(log).read().splitlines()) == 3  # header + one row per epoch
+    # --log holds the real train metric of every epoch (the model after 1 epoch, then 2)
+    rows = [line.split("\t") for line in open(log).read().splitlines()]
+    assert len(rows) == 3  # header + one row per epoch
+    one = Est(n_factors=3, solver="sgd", n_iter=1, random_state=0)
+    fit_stream(one, [(X, y)], n_epochs=1, batch_size=300, **kw)
+    for row, m in zip(rows[1:], (one, ref), strict=True):
+        pred = m.predict(X)
+        want = np.mean(pred != y) if task == "c" else np.sqrt(np.mean((pred - y) ** 2))
+        assert float(row[1]) == pytest.approx(want, rel=1e-12)
+        assert np.isfinite(float(row[2]))  # the test metric
 
 
 def test_cli_stream_option_errors(sgd_files, capsys):

@@ -88,7 +88,7 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         dtype = X.dtype if reset else np.dtype(self.dtype_)
         return to_csr(X, dtype), C, y, sw
 
-    def _fit_contrasts(self, X, y, sample_weight, eval_set, contrasts):
+    def _fit_contrasts(self, X, y, sample_weight, eval_set, contrasts, callback=None):
         from .solvers.als import ALSSettings
         from .solvers.fm_contrast import (
             als_contrast_solver,
@@ -96,6 +96,8 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
             mcmc_contrast_solver,
         )
 
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
         if eval_set is not None:
             raise ValueError(f"{type(self).__name__}: eval_set is not used with contrasts "
                              "(its targets are values of f, not contrasts); score held-out "
@@ -110,7 +112,7 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         state = self._prepare_state(X.shape[1], X.dtype, rs)
         history = {"metric": "rmse", "train": [], "iter_time": []}
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
-        record = self._contrast_recorder(history, bar, data)
+        record = self._contrast_recorder(history, bar, data, callback)
         with bar, n_threads(self.n_jobs):
             if self.solver == "sgd":
                 self._run_sgd_contrasts(data, state, seed, record)
@@ -133,22 +135,24 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         self.solver_ = self.solver
         return self
 
-    def _contrast_recorder(self, history, bar, data):
+    def _contrast_recorder(self, history, bar, data, callback=None):
         """The per-iteration callback: solver seconds always, the weighted RMSE of the target
-        residuals with ``verbose``."""
+        residuals with ``verbose`` or a user ``callback`` (then called with the history)."""
         from .solvers.fm_contrast import target_residuals
 
         self._clock = time.perf_counter()
 
         def record(it, E=None, state=None):
             history["iter_time"].append(time.perf_counter() - self._clock)
-            if self.verbose:
+            if self.verbose or callback is not None:
                 if E is None:
                     E = target_residuals(data, state)
                 rmse = float(np.sqrt(np.dot(data.sw, E * E) / np.sum(data.sw)))
                 history["train"].append(rmse)
                 bar.set_postfix({"train": f"{rmse:.4f}"})
             bar.update(1)
+            if callback is not None:
+                callback(len(history["iter_time"]) - 1, history)
             self._clock = time.perf_counter()
             return False
 

@@ -168,7 +168,9 @@ class _BaseClassicFM(BaseFM):
         return raw(to_csr(ev[0], self.dtype_)), ev[1]
 
     # -- fit --------------------------------------------------------------------------------
-    def _fit(self, X, y, sample_weight, eval_set, classes=None):
+    def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
         groups = self._check_groups(X.shape[1])
@@ -187,13 +189,17 @@ class _BaseClassicFM(BaseFM):
         if self.solver != "sgd":
             history.update(train_avg=[], val_avg=[])
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
-        with bar, n_threads(self.n_jobs):
-            if self.solver == "sgd":
-                self._run_sgd(X, y, sw, state, seed, evald, history, bar)
-            elif self.solver == "als":
-                self._run_als(X, y, sw, state, groups, evald, history, bar)
-            else:
-                self._run_mcmc(X, y, sw, state, groups, seed, evald, history, bar)
+        self._callback = callback
+        try:
+            with bar, n_threads(self.n_jobs):
+                if self.solver == "sgd":
+                    self._run_sgd(X, y, sw, state, seed, evald, history, bar)
+                elif self.solver == "als":
+                    self._run_als(X, y, sw, state, groups, evald, history, bar)
+                else:
+                    self._run_mcmc(X, y, sw, state, groups, seed, evald, history, bar)
+        finally:
+            del self._callback
         self.history_ = history
         self.solver_ = self.solver
         return self
@@ -235,6 +241,8 @@ class _BaseClassicFM(BaseFM):
             post.update(extra)
         bar.set_postfix(post)
         bar.update(1)
+        if self._callback is not None:
+            self._callback(len(history["iter_time"]) - 1, history)
         self._clock = time.perf_counter()
 
     def _store(self, state):
@@ -252,7 +260,7 @@ class _BaseClassicFM(BaseFM):
                                self.reg_pairwise, self.shuffle, self.implicit_sgd, lo, hi)
         csr = raw(X)
         t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
-        track = bool(self.verbose) or evald is not None
+        track = bool(self.verbose) or evald is not None or self._callback is not None
 
         def callback(epoch):
             train = None
@@ -272,9 +280,10 @@ class _BaseClassicFM(BaseFM):
 
     def _tracker(self, y, sw, evald, history, bar, probit):
         """The per-sweep callback of ALS and MCMC: solver time always; the train/val metrics
-        and libFM's running averages only when asked (``verbose`` or ``eval_set``)."""
+        and libFM's running averages only when asked (``verbose``, ``eval_set`` or a
+        ``callback``)."""
         averages = None
-        if self.verbose or evald is not None:
+        if self.verbose or evald is not None or self._callback is not None:
             averages = _RunningAverages(self, y, sw, evald, history, probit)
 
         def callback(it, E, target):
@@ -555,10 +564,11 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``
-        or ``eval_set`` also the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"``
-        metric, and for MCMC and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the
-        running average of the predictions of all iterations (libFM's report).
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``,
+        ``eval_set`` or a fit ``callback`` also the ``"train"`` metric (RMSE), with
+        ``eval_set`` the ``"val"`` metric, and for MCMC and ALS ``"train_avg"`` and
+        ``"val_avg"``, the RMSE of the running average of the predictions of all iterations
+        (libFM's report).
     n_features_in_ : int
 
     References
@@ -597,7 +607,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, eval_set=None, contrasts=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None, contrasts=None, callback=None):
         """Fit the model.
 
         Parameters
@@ -611,11 +621,15 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         contrasts : sparse matrix of shape (n_targets, n_samples), optional
             Fit y_g = sum_i C[g, i] f(x_i) (``y`` and ``sample_weight`` then have n_targets
             entries), with any solver; see :meth:`predict_contrasts` and docs/vtec.md.
+        callback : callable, optional
+            ``callback(i, history)`` is called as iteration ``i`` (from 0) ends, with the
+            history so far (the keys of ``history_``, ``"train"`` always recorded): for live
+            progress reports. Its return value is ignored.
         """
         if contrasts is not None:
-            return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts)
+            return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts, callback)
         self._forget_contrasts()
-        return self._fit(X, y, sample_weight, eval_set)
+        return self._fit(X, y, sample_weight, eval_set, callback=callback)
 
     @available_if(_solver_is_sgd)
     @failure_atomic
@@ -663,9 +677,9 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, eval_set=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None, callback=None):
         """Fit the model (see :meth:`FMRegressor.fit`); ``y`` holds any two labels."""
-        return self._fit(X, y, sample_weight, eval_set)
+        return self._fit(X, y, sample_weight, eval_set, callback=callback)
 
     @available_if(_solver_is_sgd)
     @failure_atomic

@@ -16,7 +16,7 @@ import os
 import sys
 import warnings
 
-from ._common import CLIError
+from ._common import CLIError, add_max_features
 
 __all__ = ["main", "build_parser"]
 
@@ -105,6 +105,7 @@ def _add_fit(sub):
                    help="write the per-iteration metrics as a tab-separated table")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="progress bar while fitting and a per-iteration table afterwards")
+    add_max_features(p)
     p.add_argument("--libfm-output", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -132,6 +133,7 @@ def build_parser():
     p.add_argument("--out", metavar="FILE", help="output file (default: stdout)")
     p.add_argument("--proba", action="store_true",
                    help="classifiers: write P(classes_[1]) instead of labels")
+    add_max_features(p)
 
     p = sub.add_parser("evaluate", help="test metrics of a saved model",
                        description="RMSE and MAE for regressors; error rate, AUC and log-loss "
@@ -139,6 +141,7 @@ def build_parser():
     p.add_argument("model", metavar="MODEL", help="model file (.fmz)")
     p.add_argument("data", metavar="DATA", help="labelled svmlight/libFM file")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    add_max_features(p)
 
     p = sub.add_parser("demo", help="train FMs on generated data (no network, no files)",
                        description="Fit FMs with every solver on generated data and on a small "

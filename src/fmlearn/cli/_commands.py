@@ -119,21 +119,23 @@ def _history_rows(est, h=None):
     return rows
 
 
-def _print_libfm_iterations(est, h=None):
-    """libFM's per-iteration lines: ``#Iter= i  Train=..  Test=..`` (MCMC: running averages;
-    classification: accuracy, as libFM prints)."""
-    h = est.history_ if h is None else h
+def libfm_printer(est):
+    """``callback(i, history)`` printing libFM's line for iteration ``i`` as it ends:
+    ``#Iter= i  Train=..  Test=..`` (MCMC: running averages; classification: accuracy, as
+    libFM prints), flushed, so that the lines come live as libFM's do."""
     mcmc = est.solver == "mcmc"
-    train = h.get("train_avg" if mcmc else "train", [])
-    test = h.get("val_avg" if mcmc else "val", [])
     clf = _is_classifier(est)
-    for i in range(max(len(train), len(test))):
+
+    def callback(i, h):
         parts = [f"#Iter={i:3d}"]
-        for name, col in (("Train", train), ("Test", test)):
+        for name, key in (("Train", "train"), ("Test", "val")):
+            col = h.get(f"{key}_avg" if mcmc else key, [])
             if i < len(col):
                 v = 1.0 - col[i] if clf else col[i]
                 parts.append(f"{name}={v:.6g}")
-        print("\t".join(parts))
+        print("\t".join(parts), flush=True)
+
+    return callback
 
 
 def _write_log(path, est, h=None):
@@ -164,12 +166,12 @@ def cmd_fit(args):
                        "--solver sgd has none")
     if args.stream:
         return _fit_stream(args, train)
-    X, y = read_svmlight(train, "training")
+    X, y = read_svmlight(train, "training", max_features=args.max_features)
     X_test = y_test = None
     groups = read_groups(args.groups) if args.groups else None
     d = X.shape[1]
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test")
+        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
         d = max(X.shape[1], X_test.shape[1])  # libFM sizes the model for both files
     if groups is not None:
         if groups.shape[0] < d:
@@ -185,12 +187,10 @@ def cmd_fit(args):
     eval_set = (X_test, y_test) if args.test else None
     compile_s = compile_kernels(est, X, y, with_eval_set=eval_set is not None)
     t0 = time.perf_counter()
-    est.fit(X, y, eval_set=eval_set)
+    est.fit(X, y, eval_set=eval_set, callback=libfm_printer(est) if args.libfm_output else None)
     fit_s = time.perf_counter() - t0
 
-    if args.libfm_output:
-        _print_libfm_iterations(est)
-    elif args.verbose:
+    if args.verbose and not args.libfm_output:
         from fmlearn.reproduce import format_table
 
         heads = ["iter", "train", "test"] + (["test avg"] if est.solver == "mcmc" else [])
@@ -234,21 +234,39 @@ def _save_and_predict(args, est, X_test):
             print(f"test predictions written to {args.out}")
 
 
-def _stream_pass(path, d, chunk):
+def _stream_pass(path, d, chunk, max_features=None):
     """One read of a training file in chunks: ``(Xc, yc)`` CSR float64, width ``d``."""
     from fmlearn.datasets import iter_svmlight
 
     try:
-        yield from iter_svmlight(path, chunk_size_bytes=chunk, n_features=d, zero_based=True)
+        yield from iter_svmlight(path, chunk_size_bytes=chunk, n_features=d, zero_based=True,
+                                 max_features=max_features)
     except ValueError as exc:  # the message names the file and the offending line
         raise CLIError(str(exc)) from None
+
+
+def _stream_metric(est, chunks):
+    """The training metric (RMSE or error rate) of ``est`` over a pass of ``chunks``."""
+    n = errors = 0
+    sq = 0.0
+    for Xc, yc in chunks:
+        pred = est.predict(Xc)
+        n += yc.shape[0]
+        if _is_classifier(est):
+            errors += int(np.sum(pred != yc))
+        else:
+            sq += float(np.sum((pred - yc) ** 2))
+    return errors / n if _is_classifier(est) else float(np.sqrt(sq / n))
 
 
 def _fit_stream(args, train):
     """``fit --stream``: SGD epochs over the training file read in chunks (out of core).
 
     Before training, one pass finds the file's width (and, for a classifier, its labels); after
-    it, one more computes the training metric chunk by chunk. The test file is read whole.
+    it, one more computes the training metric chunk by chunk. With ``--log``, libFM's output or
+    ``--verbose`` that pass follows every epoch instead (the per-epoch train metric, printed
+    live in libFM mode); the epochs are the same (``fit_stream`` continues from the estimator's
+    state). The test file is read whole.
     """
     from fmlearn.stream import fit_stream
 
@@ -260,7 +278,7 @@ def _fit_stream(args, train):
     chunk = 16 * 2**20
     labels = set()
     d = first = None
-    for Xc, yc in _stream_pass(train, None, chunk):
+    for Xc, yc in _stream_pass(train, None, chunk, args.max_features):
         d = Xc.shape[1]
         if first is None:
             first = (Xc[:64], yc[:64])
@@ -271,38 +289,39 @@ def _fit_stream(args, train):
         raise CLIError(f"{train}: no data rows")
     X_test = y_test = None
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test")
+        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
         d = max(d, X_test.shape[1])  # libFM sizes the model for both files
         X_test = widen(X_test, d, args.test)
     est = build_estimator(args)
     classes = sorted(labels) if args.task == "c" else None
     compile_s = compile_kernels(est, widen(first[0], d, train), first[1],
                                 with_eval_set=args.test is not None)
-    t0 = time.perf_counter()
-    try:
-        fit_stream(est, lambda: _stream_pass(train, d, chunk), n_epochs=args.n_iter,
-                   batch_size=args.batch_size, eval_set=(X_test, y_test) if args.test else None,
-                   classes=classes, verbose=1 if args.verbose else 0)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    fit_s = time.perf_counter() - t0
-    h = {"train": [], "val": est.stream_history_.get("val", [])}
-    if args.libfm_output:
-        _print_libfm_iterations(est, h)
-    elif args.verbose:
+    per_epoch = bool(args.log or args.libfm_output or args.verbose)
+    printer = libfm_printer(est) if args.libfm_output else None
+    h = {"train": [], "val": []}
+    fit_s = 0.0
+    for epoch in range(args.n_iter if per_epoch else 1):
+        t0 = time.perf_counter()
+        try:
+            fit_stream(est, lambda: _stream_pass(train, d, chunk),
+                       n_epochs=1 if per_epoch else args.n_iter, batch_size=args.batch_size,
+                       eval_set=(X_test, y_test) if args.test else None, classes=classes,
+                       verbose=1 if args.verbose else 0)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        fit_s += time.perf_counter() - t0
+        h["val"] += est.stream_history_.get("val", [])
+        if per_epoch:
+            h["train"].append(_stream_metric(est, _stream_pass(train, d, chunk)))
+            if printer is not None:
+                printer(epoch, h)
+    if args.verbose and not args.libfm_output:
         from fmlearn.reproduce import format_table
 
         print(format_table(_history_rows(est, h), ["iter", "train", "test", "test avg"],
                            floatfmt=".6g"))
-    n = errors = 0
-    sq = 0.0
-    for Xc, yc in _stream_pass(train, d, chunk):
-        pred = est.predict(Xc)
-        n += yc.shape[0]
-        if _is_classifier(est):
-            errors += int(np.sum(pred != yc))
-        else:
-            sq += float(np.sum((pred - yc) ** 2))
+    train_metric = (h["train"][-1] if per_epoch
+                    else _stream_metric(est, _stream_pass(train, d, chunk)))
     metric = _metric_name(est)
     rows = est.stream_history_["rows"][0]
     pairs = [
@@ -311,7 +330,7 @@ def _fit_stream(args, train):
         ("train", f"{train}: {rows} rows, {d} features, read in chunks of {chunk >> 20} MiB"),
         ("compiled kernels in", f"{compile_s:.3f} s (not in the fit time)"),
         ("fit time", f"{fit_s:.3f} s"),
-        (f"train {metric}", errors / n if _is_classifier(est) else float(np.sqrt(sq / n))),
+        (f"train {metric}", train_metric),
     ]
     if args.test:
         pairs.append(("test", f"{args.test}: {X_test.shape[0]} rows"))
@@ -338,7 +357,8 @@ def load_model(path):
 
 def cmd_predict(args):
     model = load_model(args.model)
-    X, _ = read_svmlight(args.data, "data", n_features=model.n_features_in_)
+    X, _ = read_svmlight(args.data, "data", n_features=model.n_features_in_,
+                         max_features=args.max_features)
     if args.proba:
         if not _is_classifier(model):
             raise CLIError(f"--proba needs a classifier; {args.model} holds a "
@@ -385,7 +405,8 @@ def evaluate_metrics(model, X, y, path="data"):
 
 def cmd_evaluate(args):
     model = load_model(args.model)
-    X, y = read_svmlight(args.data, "data", n_features=model.n_features_in_)
+    X, y = read_svmlight(args.data, "data", n_features=model.n_features_in_,
+                         max_features=args.max_features)
     pairs = evaluate_metrics(model, X, y, args.data)
     if args.json:
         json.dump({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in pairs},

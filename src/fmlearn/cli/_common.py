@@ -1,6 +1,7 @@
 """Helpers shared by the subcommands: user-facing errors, reading svmlight/libFM files, writing
 predictions and printing small key/value reports."""
 
+import argparse
 import os
 import sys
 import time
@@ -29,20 +30,43 @@ def _check_readable(path, what):
         raise CLIError(f"{what} path is a directory, not a file: {path}")
 
 
-def read_svmlight(path, what="data", n_features=None):
+def positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_max_features(parser):
+    """The ``--max-features`` option of the commands that read svmlight/libFM files."""
+    parser.add_argument(
+        "--max-features", type=positive_int, default=None, metavar="D",
+        help="largest number of features the files may use: a feature index >= D is refused "
+             "with its line. Without it, an index far beyond the rest of the file (100x the "
+             "next largest, >= 65536 features) is refused as a likely typo; give D to accept "
+             "such a file")
+
+
+def read_svmlight(path, what="data", n_features=None, max_features=None):
     """Read an svmlight/libFM file as (CSR float64 X, float64 y) with
     :func:`fmlearn.datasets.load_svmlight`.
 
     Feature indices are used as written (libFM's convention): index ``j`` is column ``j``, so a
     1-based file simply leaves column 0 empty. The loader's "auto" detection is not used
     because it can shift a prediction file by one column relative to its training file.
-    ``n_features`` widens ``X`` to a model's width and refuses files that use a larger index.
+    ``n_features`` widens ``X`` to a model's width and refuses files that use a larger index;
+    ``max_features`` is the reader's bound on the width the file may imply (``--max-features``).
     """
     from fmlearn.datasets import load_svmlight
 
     _check_readable(path, what)
     try:
-        X, y = load_svmlight(path, zero_based=True, dtype=np.float64)
+        X, y = load_svmlight(path, zero_based=True, dtype=np.float64,
+                             max_features=max_features)
     except ValueError as exc:  # the message names the file and the offending line
         raise CLIError(str(exc)) from None
     except OSError as exc:

@@ -9,10 +9,19 @@ import argparse
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 
-from ._common import CLIError, note, print_pairs, read_svmlight, widen
+from ._common import (
+    CLIError,
+    add_max_features,
+    note,
+    positive_int,
+    print_pairs,
+    read_svmlight,
+    widen,
+)
 
 _LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
 
@@ -33,16 +42,6 @@ def _float(strict):
 
 _positive_float = _float(True)
 _nonneg_float = _float(False)
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def add_parser(sub):
@@ -81,15 +80,15 @@ def add_parser(sub):
                    help="ogd, ftrl: step size eta / t^P (default 0.5)")
     p.add_argument("--no-self-interaction", action="store_true",
                    help="ccfm: leave out the x_j^2 terms")
-    p.add_argument("--n-factors", type=_positive_int, default=8, metavar="K",
+    p.add_argument("--n-factors", type=positive_int, default=8, metavar="K",
                    help="fm: number of factors (default 8)")
-    p.add_argument("--n-iter", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--n-iter", type=positive_int, default=1, metavar="N",
                    help="passes over TRAIN; metrics are those of every prediction made")
     p.add_argument("--shuffle", action="store_true",
                    help="visit the rows in a random order (--seed) instead of file order")
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="random seed (row order, initial factors)")
-    p.add_argument("--batch-size", type=_positive_int, default=10000, metavar="B",
+    p.add_argument("--batch-size", type=positive_int, default=10000, metavar="B",
                    help="rows per compiled call and per point of the learning curve")
     p.add_argument("--save", metavar="OUT.fmz", help="save the model after learning")
     p.add_argument("--curve", metavar="FILE.tsv",
@@ -97,6 +96,7 @@ def add_parser(sub):
     p.add_argument("--plot", metavar="FILE.png", help="plot the learning curve (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("-v", "--verbose", action="count", default=0, help="progress bar")
+    add_max_features(p)
     return p
 
 
@@ -149,10 +149,10 @@ def cmd_online(args):
     from fmlearn import evaluate_prequential
 
     est = build_online_estimator(args)
-    X, y = read_svmlight(args.train, "training")
+    X, y = read_svmlight(args.train, "training", max_features=args.max_features)
     X_test = y_test = None
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test")
+        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
         d = max(X.shape[1], X_test.shape[1])
         X, X_test = widen(X, d, args.train), widen(X_test, d, args.test)
     clf = args.loss == "logistic"
@@ -187,6 +187,9 @@ def cmd_online(args):
     for key in ("dropped_mass", "inexact_steps"):
         if key in info and info[key]:
             report.append((key.replace("_", " "), info[key]))
+    # The model first: optional outputs (curve, plot) must never cost the learned model.
+    if args.save:
+        est.save(args.save)
     if args.curve:
         _write_curve(args.curve, res)
     if args.plot:
@@ -194,9 +197,7 @@ def cmd_online(args):
             res.plot(args.plot, title=f"{type(est).__name__}({est.learner}) on "
                                       f"{os.path.basename(args.train)}")
         except ImportError as exc:
-            raise CLIError(str(exc)) from None
-    if args.save:
-        est.save(args.save)
+            warnings.warn(f"{args.plot} not written: {exc}", stacklevel=1)
     if args.json:
         print(json.dumps({k: v for k, v in report}, sort_keys=False))
     else:

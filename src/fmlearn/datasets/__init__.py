@@ -1,9 +1,19 @@
-"""Data sets: svmlight/libFM files, MovieLens-100K, and synthetic generators with planted truth.
+"""Data sets: svmlight/libFM files, MovieLens-100K, the LIBSVM benchmarks (fetched and cached),
+and synthetic generators with planted truth.
 
 Loaders read files; generators return the data together with the model that made it, so that
 tests and reproductions can check what a solver recovers.
 """
 
+from ._fetch import (
+    fetch,
+    fetch_abalone,
+    fetch_adult,
+    fetch_ijcnn1,
+    fetch_libsvm_files,
+    fetch_movielens_100k,
+    get_libsvm_home,
+)
 from ._gnss import (
     GNSSObservations,
     GNSSSimulation,
@@ -11,6 +21,7 @@ from ._gnss import (
     make_gnss_vtec,
     write_gnss_csv,
 )
+from ._home import get_data_home
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
@@ -32,6 +43,14 @@ __all__ = [
     "GNSSObservations",
     "GNSSSimulation",
     "PlantedModel",
+    "fetch",
+    "fetch_abalone",
+    "fetch_adult",
+    "fetch_ijcnn1",
+    "fetch_libsvm_files",
+    "fetch_movielens_100k",
+    "get_data_home",
+    "get_libsvm_home",
     "fm_scores",
     "iter_svmlight",
     "load_gnss_csv",

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 from .._files import atomic_write
+from ._home import get_data_home
 
 GROUPLENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
 # The checksum GroupLens publishes next to the zip (ml-100k.zip.md5).
@@ -51,8 +52,7 @@ _LAYOUTS = {
 
 def default_data_home():
     """Folder for MovieLens-100K: ``$FMLEARN_DATA/ml-100k`` or ``~/.cache/fmlearn/ml-100k``."""
-    root = os.environ.get("FMLEARN_DATA") or os.path.join("~", ".cache", "fmlearn")
-    return os.path.join(os.path.expanduser(root), "ml-100k")
+    return os.path.join(get_data_home(), "ml-100k")
 
 
 def _how_to_get(folder):

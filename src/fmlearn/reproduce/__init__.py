@@ -13,16 +13,20 @@ To add an experiment, write ``fmlearn/reproduce/<module>.py`` and add one line t
 
 Modules are imported only when their experiment runs, so ``fmlearn reproduce --list`` stays
 fast and one broken or heavy module never affects the others. Besides the registry, this module
-offers the small helpers experiments share: :func:`format_table` and :func:`pyplot`.
+offers the small helpers experiments share: :func:`format_table`, :func:`pyplot` and
+:func:`optional_pyplot`. Figures are optional outputs: an experiment prints (and saves) its
+results first and draws with :func:`optional_pyplot`, so that a missing matplotlib costs a
+warning and the PNG, never the results.
 """
 
 import difflib
 import importlib
 import os
+import warnings
 from dataclasses import dataclass
 
 __all__ = ["Experiment", "REGISTRY", "names", "get", "load_runner", "run", "format_table",
-           "pyplot", "save_figure"]
+           "pyplot", "optional_pyplot", "save_figure"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,16 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def optional_pyplot(filename):
+    """:func:`pyplot`, or ``None`` with a warning naming ``filename`` (the figure that will not
+    be written) when matplotlib is missing. Experiments call it after their results are out."""
+    try:
+        return pyplot()
+    except ImportError as exc:
+        warnings.warn(f"{filename} not written: {exc}", stacklevel=2)
+        return None
 
 
 def save_figure(fig, out_dir, filename):

@@ -19,7 +19,7 @@ from sklearn.metrics import root_mean_squared_error
 
 from fmlearn import ConvexFMRegressor, FMRegressor
 from fmlearn.datasets import load_movielens_100k, movielens_split
-from fmlearn.reproduce import format_table, pyplot, save_figure
+from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ETA, REG_LINEAR = 1000.0, 3.0
 
@@ -74,7 +74,9 @@ def run(out_dir, quick=False, path=None):
           f"{n_iter} iterations (paper: CFM 0.915, FM-SGD 1.078, FM-ALS 1.242, "
           "FM-MCMC 0.901-0.905, ridge 0.936)")
     print(format_table(rows, headers))
-    plt = pyplot()
+    plt = optional_pyplot("cfm_movielens.png")
+    if plt is None:
+        return {"table": {r[0]: r[1] for r in rows}, "figure": None}
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, cs in curves.items():
         mean = np.mean(np.stack(cs), axis=0)

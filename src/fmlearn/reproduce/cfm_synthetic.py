@@ -12,7 +12,7 @@ from sklearn.metrics import root_mean_squared_error
 
 from fmlearn import ConvexFMRegressor, FMRegressor
 from fmlearn.datasets import make_cfm_regression
-from fmlearn.reproduce import format_table, pyplot, save_figure
+from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ETA_GRID = (30.0, 60.0, 120.0, 240.0)
 
@@ -68,7 +68,9 @@ def run(out_dir, quick=False):
     print(f"Seed 004 §4.1 synthetic: {n_runs} draws, {n_iter} iterations, eta chosen per draw "
           f"from {ETA_GRID} (chosen: {etas})")
     print(format_table(rows, ["method", "test RMSE", "std"]))
-    plt = pyplot()
+    plt = optional_pyplot("cfm_synthetic.png")
+    if plt is None:
+        return {"table": {r[0]: r[1] for r in rows}, "etas": etas, "figure": None}
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, cs in curves.items():
         mean = np.mean(np.stack(cs), axis=0)

@@ -17,10 +17,9 @@ eigendecomposition per round) run on fold 1 only, learning from the first ``SLOW
 of its training stream and tuned on ``SLOW_TUNE`` rows (the table's "train rows"). Fig. 1-2: the
 prequential loss of the CCFM learners against learning time on fold 1 of each data set.
 
-Data: MovieLens-100K from :func:`fmlearn.datasets.load_movielens_100k` (``$FMLEARN_DATA`` or
-``~/.cache/fmlearn``); the LIBSVM files ``ijcnn1.trn.bz2``, ``ijcnn1.tst.bz2``,
-``adult.trn.bz2``, ``adult.tst.bz2`` from ``$FMLEARN_LIBSVM`` (default
-``$FMLEARN_DATA/libsvm``, else ``~/.cache/fmlearn/libsvm``). Results are cached per run in
+Data: MovieLens-100K, IJCNN1 and Adult through :func:`fmlearn.datasets.fetch` (found in
+``$FMLEARN_DATA`` / ``$FMLEARN_LIBSVM`` / ``~/.cache/fmlearn``, else downloaded and
+checksummed; see docs/data.md). Results are cached per run in
 ``out_dir/occfm_results.json``, so an interrupted run resumes.
 """
 
@@ -40,7 +39,7 @@ from fmlearn import (
     OnlineFMRegressor,
     evaluate_prequential,
 )
-from fmlearn.reproduce import format_table, pyplot, save_figure
+from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ALGORITHMS = ("FM-FTRL", "CFM-FTRL", "CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM")
 
@@ -65,38 +64,22 @@ RANKS = {"ml100k": 10, "ijcnn1": 20, "adult": 20}
 # MovieLens-100K): rows of their training stream and of their tuning stream
 SLOW_ROWS = 20000
 SLOW_TUNE = 2000
+# --quick: rows kept per data set (a seeded subsample), and the projection learners' share
+QUICK_ROWS = {"ml100k": 10000, "ijcnn1": 20000, "adult": 6000}
+QUICK_SLOW_ROWS = 1000
 
 
-def _libsvm_dir(data_dir):
-    if data_dir or os.environ.get("FMLEARN_LIBSVM"):
-        return data_dir or os.environ["FMLEARN_LIBSVM"]
-    root = os.environ.get("FMLEARN_DATA") or os.path.join("~", ".cache", "fmlearn")
-    return os.path.join(os.path.expanduser(root), "libsvm")
+def load(name, data_home=None):
+    """(X, y, task) of a data set (training and test files stacked); classification labels in
+    {-1, +1}. Found, else downloaded, by :func:`fmlearn.datasets.fetch` (``data_home``)."""
+    from fmlearn.datasets import fetch
 
-
-def load(name, data_dir=None):
-    """(X, y, task) of a data set; classification labels in {-1, +1}."""
     if name == "ml100k":
-        from fmlearn.datasets import load_movielens_100k
-
-        b = load_movielens_100k()
+        b = fetch("movielens-100k", data_home)
         return b.X.tocsr(), b.y.astype(np.float64), "regression"
-    from fmlearn.datasets import load_svmlight
-
-    root = _libsvm_dir(data_dir)
-    files = [os.path.join(root, f"{name}.{part}.bz2") for part in ("trn", "tst")]
-    for f in files:
-        if not os.path.exists(f):
-            raise FileNotFoundError(f"{f} not found: put the LIBSVM {name} files in "
-                                    f"$FMLEARN_LIBSVM (now {root!r})")
-    zero_based = name == "adult"  # these files index from 0; IJCNN1's from 1
-    Xa, ya = load_svmlight(files[0], zero_based=zero_based)
-    Xb, yb = load_svmlight(files[1], zero_based=zero_based)
-    d = max(Xa.shape[1], Xb.shape[1])
-    Xa = sp.csr_matrix((Xa.data, Xa.indices, Xa.indptr), shape=(Xa.shape[0], d))
-    Xb = sp.csr_matrix((Xb.data, Xb.indices, Xb.indptr), shape=(Xb.shape[0], d))
-    X = sp.vstack([Xa, Xb]).tocsr()
-    return X, np.where(np.concatenate([ya, yb]) > 0, 1.0, -1.0), "classification"
+    b = fetch(name, data_home)
+    X = sp.vstack([b.X, b.X_test]).tocsr()
+    return X, np.where(np.concatenate([b.y, b.y_test]) > 0, 1.0, -1.0), "classification"
 
 
 def grid(alg, name):
@@ -204,28 +187,28 @@ def _save_cache(path, cache):
     os.replace(tmp, path)
 
 
-def run(out_dir, quick=False, data_dir=None, datasets=("ml100k", "ijcnn1", "adult")):
+def run(out_dir, quick=False, data_home=None, datasets=("ml100k", "ijcnn1", "adult")):
     """Run the experiment; prints the tables, writes PNGs and returns the results."""
     n_folds = 1 if quick else 5
     # projection learners on wide data (MovieLens: d + 1 = 2626) cost milliseconds per round:
     # they run on the first fold only, learning from the first SLOW_ROWS rows of its training
     # stream (stated in the tables)
     n_folds_slow = 1
-    # quick: a subsample of each stream, one 80/20 split, no tuning (the grid's first values
-    # of the full run's choice are not known yet, so the paper's bounds are used)
+    # quick: a subsample of each stream (QUICK_ROWS), one 80/20 split, no tuning (the paper's
+    # bounds are used), the projection learners on QUICK_SLOW_ROWS rows: a smoke run of the
+    # protocol in about a minute, not the paper's figures
+    slow_rows = QUICK_SLOW_ROWS if quick else SLOW_ROWS
     config = {"quick": bool(quick), "folds": n_folds, "folds_slow": n_folds_slow,
-              "permutations_per_fold": 1, "slow_rows": SLOW_ROWS, "slow_tune": SLOW_TUNE,
-              "datasets": list(datasets), "version": 2}
+              "permutations_per_fold": 1, "slow_rows": slow_rows, "slow_tune": SLOW_TUNE,
+              "datasets": list(datasets), "version": 3}
     os.makedirs(out_dir, exist_ok=True)
     cache_path = os.path.join(out_dir, "occfm_results.json")
     cache = _load_cache(cache_path, config)
     summary = {}
     for name in datasets:
-        X, y, task = load(name, data_dir)
+        X, y, task = load(name, data_home)
         if quick:
-            keep = np.random.default_rng(7).permutation(X.shape[0])[:{"ml100k": 20000,
-                                                                     "ijcnn1": 30000,
-                                                                     "adult": 8000}[name]]
+            keep = np.random.default_rng(7).permutation(X.shape[0])[:QUICK_ROWS[name]]
             X, y = X[keep], y[keep]
         n = X.shape[0]
         print(f"\n== {name}: {n} rows, {X.shape[1]} features, {task}", flush=True)
@@ -250,7 +233,8 @@ def run(out_dir, quick=False, data_dir=None, datasets=("ml100k", "ijcnn1", "adul
                           f"{val:.4f} on {n_tune} rows)", flush=True)
                 _save_cache(cache_path, cache)
             params = cache["tuning"][tkey]["params"]
-            for f in range(n_folds_slow if _slow(alg, X) else n_folds):
+            alg_folds = n_folds_slow if _slow(alg, X) else n_folds
+            for f in range(alg_folds):
                 rkey = f"{name}/{alg}/{f}"
                 if rkey in cache["runs"]:
                     continue
@@ -258,7 +242,9 @@ def run(out_dir, quick=False, data_dir=None, datasets=("ml100k", "ijcnn1", "adul
                 train = np.concatenate([folds[g] for g in range(5) if g != f])
                 train = np.random.default_rng(100 + f).permutation(train)
                 if _slow(alg, X):
-                    train = train[:SLOW_ROWS]
+                    train = train[:slow_rows]
+                print(f"  {alg} fold {f + 1}/{alg_folds}: learning {train.shape[0]} rows, "
+                      f"testing on {test.shape[0]} ...", flush=True)
                 r = one_run(alg, name, params, X, y, task, train, test, batch)
                 cache["runs"][rkey] = r
                 _save_cache(cache_path, cache)
@@ -323,7 +309,9 @@ def _table(name, task, cache, n_folds):
 
 def _figure(name, task, cache, out_dir):
     """Fig. 1-2: prequential loss against learning time, CCFM learners, fold 1."""
-    plt = pyplot()
+    plt = optional_pyplot(f"occfm_{name}_time.png")
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(6, 4))
     key = _key_metric(task)
     for alg in ("CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM"):

@@ -276,7 +276,7 @@ def tune(method, windows, reg_grid, rank_grid, log, extra=None):
 def run(out_dir, quick=False):
     """Tune on the validation days, print Table 1's analogue, write ``vtec_table1.png``."""
     from ..datasets import make_gnss_vtec
-    from . import format_table, pyplot, save_figure
+    from . import format_table, optional_pyplot, save_figure
 
     t_start = time.perf_counter()
     if quick:
@@ -335,7 +335,11 @@ def run(out_dir, quick=False):
         print(f"not run: {', '.join(skipped)} (its estimator does not take contrasts)")
     print(f"total {time.perf_counter() - t_start:.0f} s")
 
-    plt = pyplot()
+    result = {"rmse": day_rmse, "params": chosen, "seconds_per_window": seconds,
+              "skipped": skipped}
+    plt = optional_pyplot("vtec_table1.png")
+    if plt is None:
+        return result
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     days = np.arange(1, len(sim.test_days) + 1)
     for n in names:
@@ -360,5 +364,4 @@ def run(out_dir, quick=False):
     ax[1].set_title("last test window (cold start)")
     ax[1].legend()
     save_figure(fig, out_dir, "vtec_table1.png")
-    return {"rmse": day_rmse, "params": chosen, "seconds_per_window": seconds,
-            "skipped": skipped}
+    return result
