@@ -1,5 +1,9 @@
 """Classic FM: kernels against slow oracles, solver properties, estimator behaviour, bad input."""
 
+import subprocess
+import sys
+
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -306,7 +310,7 @@ def test_grouped_hyper_prior_draw_matches_oracle():
     z = rng.normal(size=n_groups)
     cfg = Config(SQUARED, 1.0, True, True, True, 0.0, 1.0, 1.0, 1.0, 0.0)
     lam, mu = np.empty(n_groups), mu_prev.copy()
-    draw_group_hyper(theta, 1, group, size, lam, mu, g, z, cfg)
+    draw_group_hyper(theta[:, 1], group, size, lam, mu, g, z, cfg)
     elam, emu = ref.group_hyper_draw(theta[:, 1], group, n_groups, mu_prev, g, z)
     np.testing.assert_allclose(lam, elam, rtol=1e-12)
     np.testing.assert_allclose(mu, emu, rtol=1e-12)
@@ -413,6 +417,93 @@ def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
     c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_serial_sweep_equals_parallel_sweep(solver, monkeypatch):
+    # Below the thresholds the sweep runs its serial specialisation (no parallel class sweep
+    # compiled); above them the parallel one. Same visiting order: the same chain, bit for bit.
+    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(X)
+    serial = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=1).fit(X, y)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    assert column_data(X, y, np.ones(3000)).class_parallel.all()
+    par = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(serial.V_, par.V_)
+    np.testing.assert_array_equal(serial.predict(X), par.predict(X))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_solvers_compile_before_the_first_iteration(solver, monkeypatch):
+    # history_["iter_time"][0] must not include compilation: each solver compiles (or loads)
+    # its kernel specialisation, then calls on_start (where the estimator starts its clock),
+    # then runs iterations with exactly that specialisation.
+    import fmlearn.solvers.als as als_mod
+    import fmlearn.solvers.mcmc as mcmc_mod
+    import fmlearn.solvers.sgd as sgd_mod
+    from fmlearn.kernels import cd
+
+    events = []
+    mod = {"sgd": sgd_mod, "als": als_mod, "mcmc": mcmc_mod}[solver]
+    if solver == "sgd":
+        kernel = sgd_mod.sgd_epoch
+        real_compile = sgd_mod.compile_for
+
+        def spy_compile(_, *args):
+            # The solver passes its module's sgd_epoch, i.e. spy_run below: compile the kernel.
+            real_compile(kernel, *args)
+            events.append(("compile", tuple(numba.typeof(a) for a in args)))
+
+        def spy_run(*args):
+            events.append(("run", tuple(numba.typeof(a) for a in args)))
+            return kernel(*args)
+
+        monkeypatch.setattr(sgd_mod, "compile_for", spy_compile)
+        monkeypatch.setattr(sgd_mod, "sgd_epoch", spy_run)
+    else:
+        def flagged(args):
+            return tuple(numba.typeof(a) for a in args) + (
+                numba.typeof(cd._parallel_flag(args[1])),)
+
+        def spy_compile(*args):
+            cd.compile_sweep(*args)
+            events.append(("compile", flagged(args)))
+
+        def spy_run(*args):
+            events.append(("run", flagged(args)))
+            return cd.coordinate_sweep(*args)
+
+        monkeypatch.setattr(mod, "compile_sweep", spy_compile)
+        monkeypatch.setattr(mod, "coordinate_sweep", spy_run)
+    X, y, _ = make_fm(300, 20, 3, x="onehot", n_fields=2, noise=0.2, random_state=1)
+    est = FMRegressor(3, solver=solver, n_iter=3, random_state=0, n_jobs=1)
+    monkeypatch.setattr(est, "_start_clock", lambda: events.append(("start", None)))
+    est.fit(X, y)
+    kinds = [e[0] for e in events]
+    assert kinds == ["compile", "start", "run", "run", "run"]
+    compiled = events[0][1]
+    assert all(e[1] == compiled for e in events[2:])
+    target = kernel if solver == "sgd" else cd._coordinate_sweep
+    assert compiled in target.overloads
+
+
+def test_small_fit_compiles_no_parallel_kernel():
+    # A fresh process: a one-thread MCMC fit + predict on small data never compiles (nor
+    # loads) the parallel class sweeps or the parallel posterior-mean predictor.
+    code = (
+        "import numpy as np\n"
+        "from fmlearn import FMRegressor\n"
+        "from fmlearn.datasets import make_fm\n"
+        "from fmlearn.kernels import cd, predict\n"
+        "X, y, _ = make_fm(500, 30, 3, x='onehot', n_fields=2, random_state=0)\n"
+        "FMRegressor(3, n_iter=3, random_state=0, n_jobs=1).fit(X, y).predict(X)\n"
+        "print(len(cd._class_parallel.signatures), len(cd._class_rows.signatures),\n"
+        "      len(predict._samples_blocks.signatures), len(cd._coordinate_sweep.signatures))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["0", "0", "0", "1"]
 
 
 def test_sgd_fit_equals_partial_fit_on_batches(planted):
