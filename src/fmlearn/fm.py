@@ -541,7 +541,9 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation and the compilation of the
+        kernels excluded: they are compiled, or loaded from numba's cache, before the first
+        iteration's clock starts); with ``verbose``
         or ``eval_set`` also the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"``
         metric, and for MCMC and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the
         running average of the predictions of all iterations (libFM's report).
