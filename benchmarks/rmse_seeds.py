@@ -50,7 +50,7 @@ def _fit_libfm(ctx, conf, tr, te, seed, meta):
     cmd = [ctx.libfm, "-train", tr, "-test", te, "-iter", str(conf["n_iter"]), "-out", pred]
     cmd += sbs._libfm_args(conf, seed) + (["-meta", meta] if meta else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return pred
+    return pred, {}
 
 
 def _fit_fmlearn(ctx, conf, tr, te, seed, meta):
@@ -63,8 +63,15 @@ def _fit_fmlearn(ctx, conf, tr, te, seed, meta):
     if meta:
         params["groups"] = np.loadtxt(meta, dtype=np.int64)
     pred = ctx.path(f"pred-fmlearn-{os.getpid()}.txt")
-    np.savetxt(pred, FMRegressor(**params).fit(X, y).predict(Xt), fmt="%.12g")
-    return pred
+    est = FMRegressor(**params).fit(X, y)
+    np.savetxt(pred, est.predict(Xt), fmt="%.12g")
+    if conf["method"] != "mcmc":
+        return pred, {}
+    # also the plain average of the samples, clipped once (fmlearn before it clipped every
+    # sample as libFM does)
+    plain = ctx.path(f"pred-fmlearn-plain-{os.getpid()}.txt")
+    np.savetxt(plain, est.set_params(clip_predictions=False).predict(Xt), fmt="%.12g")
+    return pred, {"rmse_plain_average": plain}
 
 
 def cmd_run(a):
@@ -84,9 +91,10 @@ def cmd_run(a):
                 if (a.system, name, split, seed) in done:
                     continue
                 tr, te, y_tr, y_te = ctx.movielens_split(split)
-                rmse = sbs._rmse(fit(ctx, sc.conf, tr, te, seed, meta), y_tr, y_te)
+                pred, extra = fit(ctx, sc.conf, tr, te, seed, meta)
                 rec = {"system": a.system, "scenario": name, "split": split, "seed": seed,
-                       "rmse": rmse}
+                       "rmse": sbs._rmse(pred, y_tr, y_te)}
+                rec.update({k: sbs._rmse(p, y_tr, y_te) for k, p in extra.items()})
                 with open(a.out, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
                 print(json.dumps(rec), flush=True)

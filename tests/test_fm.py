@@ -672,9 +672,33 @@ def test_posterior_mean_kernel_averages_sample_predictions():
     Ws = rng.normal(size=(S, 7))
     Vs = 0.5 * rng.normal(size=(S, 7, 3))
     per_sample = np.array([ref.fm_predict(X, W0s[s], Ws[s], Vs[s]) for s in range(S)])
-    for probit, expected in ((False, per_sample.mean(0)), (True, norm.cdf(per_sample).mean(0))):
-        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, 3, np.empty(25))
-        np.testing.assert_allclose(out, expected, rtol=1e-12)
+    lo, hi = np.quantile(per_sample, [0.2, 0.8])
+    cases = [(False, (-np.inf, np.inf), per_sample.mean(0)),
+             (False, (lo, hi), np.clip(per_sample, lo, hi).mean(0)),  # libFM: clip, then sum
+             (True, (lo, hi), norm.cdf(per_sample).mean(0))]  # probit ignores the range
+    for probit, clip, expected in cases:
+        for n_blocks in (1, 3):
+            out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, clip, n_blocks,
+                                         np.empty(25))
+            np.testing.assert_allclose(out, expected, rtol=1e-12)
+    # clipping each sample is not clipping the average
+    assert not np.allclose(np.clip(per_sample, lo, hi).mean(0),
+                           np.clip(per_sample.mean(0), lo, hi))
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_mcmc_regressor_averages_clipped_samples(clip):
+    # libFM's MCMC prediction: every sample's prediction clipped to the training range, then
+    # averaged (clip_predictions=False: the plain average).
+    X, y, _ = make_fm(300, 20, 3, x="onehot", n_fields=2, noise=0.5, random_state=3)
+    m = FMRegressor(3, n_iter=20, random_state=0, clip_predictions=clip).fit(X, y)
+    Xt, _, _ = make_fm(100, 20, 3, x="onehot", n_fields=2, random_state=4)
+    Xt = 2.5 * Xt  # beyond the training rows' scale: some samples leave the target range
+    per_sample = np.array([ref.fm_predict(to_csr(Xt), m.samples_w0_[s], m.samples_w_[s],
+                                          m.samples_V_[s]) for s in range(len(m.samples_w0_))])
+    assert np.any((per_sample < y.min()) | (per_sample > y.max()))
+    lo, hi = (y.min(), y.max()) if clip else (-np.inf, np.inf)
+    np.testing.assert_allclose(m.predict(Xt), np.clip(per_sample, lo, hi).mean(0), rtol=1e-10)
 
 
 def test_coloring_classes_never_share_a_row():

@@ -391,7 +391,8 @@ class _BaseClassicFM(BaseFM):
             if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
                 probit = is_classifier(self)
                 fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
-                                       self.samples_V_, probit, numba.get_num_threads(), out)
+                                       self.samples_V_, probit, self._clip_range(),
+                                       numba.get_num_threads(), out)
                 if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
                     out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
             else:
@@ -452,7 +453,8 @@ class _RunningAverages:
         return self.est._metric(p, target, weights)
 
     def add(self, train_pred, val_pred):
-        link = ndtr if self.probit else (lambda p: p)
+        lo, hi = self.est._clip_range()  # each sample clipped, as in predict (and libFM)
+        link = ndtr if self.probit else (lambda p: np.clip(p, lo, hi))
         self.n += 1
         self.train += link(train_pred)
         self.history["train_avg"].append(self._metric(self.train, self.y, self.sw))
