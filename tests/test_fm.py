@@ -842,3 +842,30 @@ def test_model_file_with_inconsistent_groups_is_refused(tmp_path, edit):
             zf.writestr(name, blob)
     with pytest.raises(ModelFileError, match="group"):
         fio.load(path)
+
+
+def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
+    # libFM's MCMC draws w ~ N(0, init_stdev^2) (libfm.cpp, method mcmc); from w = 0 the first
+    # lambda_w draw is about p + 2 and pins w at 0 for many sweeps. V is the same either way.
+    from fmlearn.solvers._fm_common import init_state
+
+    a = init_state(4000, 3, 0.1, np.random.default_rng(0), np.float64)
+    b = init_state(4000, 3, 0.1, np.random.default_rng(0), np.float64, random_linear=True)
+    np.testing.assert_array_equal(a.V, b.V)
+    assert not a.w.any() and abs(b.w.std() - 0.1) < 0.005 and abs(b.w.mean()) < 0.005
+    d = 400
+    X, y, _ = make_fm(2000, d, 3, x="onehot", n_fields=2, noise=0.5, random_state=5)
+    m = FMRegressor(3, n_iter=1, init_stdev=0.1, random_state=0).fit(X, y)
+    # one group of d features: lambda_w ~ Gamma((d + 2) / 2) / ((1 + sum_j w_j^2) / 2), about
+    # (d + 2) / 5 = 80 from the random start against d + 2 = 402 from zeros
+    assert m.chain_["lambda_w"][0] < 0.5 * (d + 2)
+    import fmlearn.fm as fm_mod
+
+    monkeypatch.setattr(fm_mod, "init_state",
+                        lambda *a, random_linear=False: init_state(*a, random_linear=False))
+    zero = FMRegressor(3, n_iter=1, init_stdev=0.1, random_state=0).fit(X, y)
+    assert zero.chain_["lambda_w"][0] > 0.5 * (d + 2)
+    monkeypatch.undo()
+    for solver in ("als", "sgd"):  # libFM's other methods start w at 0
+        est = FMRegressor(3, solver=solver)
+        assert not est._prepare_state(d, np.float64, np.random.default_rng(0)).w.any()

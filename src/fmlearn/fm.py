@@ -133,7 +133,8 @@ class _BaseClassicFM(BaseFM):
         state = self._fitted_state() if self.warm_start else None
         if state is not None and state.V.shape == (n_features, self.n_factors):
             return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
-        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype)
+        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype,
+                          random_linear=self.solver == "mcmc")
 
     def _check_groups(self, n_features):
         """``(group, group_size)`` from ``groups`` (or None), with the penalties checked
@@ -485,7 +486,8 @@ class FMRegressor(FMRegressorMixin, _BaseClassicFM):
     n_iter : int, default=100
         Sweeps (MCMC, ALS) or epochs (SGD) per call to ``fit``.
     init_stdev : float, default=0.1
-        Standard deviation of the initial factors.
+        Standard deviation of the initial factors (libFM ``-init_stdev``); MCMC also draws the
+        initial linear terms with it, as libFM does (the others start them at 0).
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
         ``reg_bias`` is the prior precision of w0 and the others are learned. With
