@@ -1,5 +1,9 @@
 """Classic FM: kernels against slow oracles, solver properties, estimator behaviour, bad input."""
 
+import subprocess
+import sys
+
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -306,7 +310,7 @@ def test_grouped_hyper_prior_draw_matches_oracle():
     z = rng.normal(size=n_groups)
     cfg = Config(SQUARED, 1.0, True, True, True, 0.0, 1.0, 1.0, 1.0, 0.0)
     lam, mu = np.empty(n_groups), mu_prev.copy()
-    draw_group_hyper(theta, 1, group, size, lam, mu, g, z, cfg)
+    draw_group_hyper(theta[:, 1], group, size, lam, mu, g, z, cfg)
     elam, emu = ref.group_hyper_draw(theta[:, 1], group, n_groups, mu_prev, g, z)
     np.testing.assert_allclose(lam, elam, rtol=1e-12)
     np.testing.assert_allclose(mu, emu, rtol=1e-12)
@@ -413,6 +417,93 @@ def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
     c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_serial_sweep_equals_parallel_sweep(solver, monkeypatch):
+    # Below the thresholds the sweep runs its serial specialisation (no parallel class sweep
+    # compiled); above them the parallel one. Same visiting order: the same chain, bit for bit.
+    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+    X = to_csr(X)
+    serial = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=1).fit(X, y)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    assert column_data(X, y, np.ones(3000)).class_parallel.all()
+    par = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(serial.V_, par.V_)
+    np.testing.assert_array_equal(serial.predict(X), par.predict(X))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
+def test_solvers_compile_before_the_first_iteration(solver, monkeypatch):
+    # history_["iter_time"][0] must not include compilation: each solver compiles (or loads)
+    # its kernel specialisation, then calls on_start (where the estimator starts its clock),
+    # then runs iterations with exactly that specialisation.
+    import fmlearn.solvers.als as als_mod
+    import fmlearn.solvers.mcmc as mcmc_mod
+    import fmlearn.solvers.sgd as sgd_mod
+    from fmlearn.kernels import cd
+
+    events = []
+    mod = {"sgd": sgd_mod, "als": als_mod, "mcmc": mcmc_mod}[solver]
+    if solver == "sgd":
+        kernel = sgd_mod.sgd_epoch
+        real_compile = sgd_mod.compile_for
+
+        def spy_compile(_, *args):
+            # The solver passes its module's sgd_epoch, i.e. spy_run below: compile the kernel.
+            real_compile(kernel, *args)
+            events.append(("compile", tuple(numba.typeof(a) for a in args)))
+
+        def spy_run(*args):
+            events.append(("run", tuple(numba.typeof(a) for a in args)))
+            return kernel(*args)
+
+        monkeypatch.setattr(sgd_mod, "compile_for", spy_compile)
+        monkeypatch.setattr(sgd_mod, "sgd_epoch", spy_run)
+    else:
+        def flagged(args):
+            return tuple(numba.typeof(a) for a in args) + (
+                numba.typeof(cd._parallel_flag(args[1])),)
+
+        def spy_compile(*args):
+            cd.compile_sweep(*args)
+            events.append(("compile", flagged(args)))
+
+        def spy_run(*args):
+            events.append(("run", flagged(args)))
+            return cd.coordinate_sweep(*args)
+
+        monkeypatch.setattr(mod, "compile_sweep", spy_compile)
+        monkeypatch.setattr(mod, "coordinate_sweep", spy_run)
+    X, y, _ = make_fm(300, 20, 3, x="onehot", n_fields=2, noise=0.2, random_state=1)
+    est = FMRegressor(3, solver=solver, n_iter=3, random_state=0, n_jobs=1)
+    monkeypatch.setattr(est, "_start_clock", lambda: events.append(("start", None)))
+    est.fit(X, y)
+    kinds = [e[0] for e in events]
+    assert kinds == ["compile", "start", "run", "run", "run"]
+    compiled = events[0][1]
+    assert all(e[1] == compiled for e in events[2:])
+    target = kernel if solver == "sgd" else cd._coordinate_sweep
+    assert compiled in target.overloads
+
+
+def test_small_fit_compiles_no_parallel_kernel():
+    # A fresh process: a one-thread MCMC fit + predict on small data never compiles (nor
+    # loads) the parallel class sweeps or the parallel posterior-mean predictor.
+    code = (
+        "import numpy as np\n"
+        "from fmlearn import FMRegressor\n"
+        "from fmlearn.datasets import make_fm\n"
+        "from fmlearn.kernels import cd, predict\n"
+        "X, y, _ = make_fm(500, 30, 3, x='onehot', n_fields=2, random_state=0)\n"
+        "FMRegressor(3, n_iter=3, random_state=0, n_jobs=1).fit(X, y).predict(X)\n"
+        "print(len(cd._class_parallel.signatures), len(cd._class_rows.signatures),\n"
+        "      len(predict._samples_blocks.signatures), len(cd._coordinate_sweep.signatures))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["0", "0", "0", "1"]
 
 
 def test_sgd_fit_equals_partial_fit_on_batches(planted):
@@ -581,9 +672,33 @@ def test_posterior_mean_kernel_averages_sample_predictions():
     Ws = rng.normal(size=(S, 7))
     Vs = 0.5 * rng.normal(size=(S, 7, 3))
     per_sample = np.array([ref.fm_predict(X, W0s[s], Ws[s], Vs[s]) for s in range(S)])
-    for probit, expected in ((False, per_sample.mean(0)), (True, norm.cdf(per_sample).mean(0))):
-        out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, 3, np.empty(25))
-        np.testing.assert_allclose(out, expected, rtol=1e-12)
+    lo, hi = np.quantile(per_sample, [0.2, 0.8])
+    cases = [(False, (-np.inf, np.inf), per_sample.mean(0)),
+             (False, (lo, hi), np.clip(per_sample, lo, hi).mean(0)),  # libFM: clip, then sum
+             (True, (lo, hi), norm.cdf(per_sample).mean(0))]  # probit ignores the range
+    for probit, clip, expected in cases:
+        for n_blocks in (1, 3):
+            out = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, probit, clip, n_blocks,
+                                         np.empty(25))
+            np.testing.assert_allclose(out, expected, rtol=1e-12)
+    # clipping each sample is not clipping the average
+    assert not np.allclose(np.clip(per_sample, lo, hi).mean(0),
+                           np.clip(per_sample.mean(0), lo, hi))
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_mcmc_regressor_averages_clipped_samples(clip):
+    # libFM's MCMC prediction: every sample's prediction clipped to the training range, then
+    # averaged (clip_predictions=False: the plain average).
+    X, y, _ = make_fm(300, 20, 3, x="onehot", n_fields=2, noise=0.5, random_state=3)
+    m = FMRegressor(3, n_iter=20, random_state=0, clip_predictions=clip).fit(X, y)
+    Xt, _, _ = make_fm(100, 20, 3, x="onehot", n_fields=2, random_state=4)
+    Xt = 2.5 * Xt  # beyond the training rows' scale: some samples leave the target range
+    per_sample = np.array([ref.fm_predict(to_csr(Xt), m.samples_w0_[s], m.samples_w_[s],
+                                          m.samples_V_[s]) for s in range(len(m.samples_w0_))])
+    assert np.any((per_sample < y.min()) | (per_sample > y.max()))
+    lo, hi = (y.min(), y.max()) if clip else (-np.inf, np.inf)
+    np.testing.assert_allclose(m.predict(Xt), np.clip(per_sample, lo, hi).mean(0), rtol=1e-10)
 
 
 def test_coloring_classes_never_share_a_row():
@@ -748,3 +863,30 @@ def test_fit_callback_sees_each_iteration_and_changes_nothing(solver):
     assert not hasattr(with_cb, "_callback")  # nothing unpicklable left on the estimator
     with pytest.raises(TypeError, match="callback must be callable"):
         FMRegressor(**kw).fit(X, y, callback=3)
+
+
+def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
+    # libFM's MCMC draws w ~ N(0, init_stdev^2) (libfm.cpp, method mcmc); from w = 0 the first
+    # lambda_w draw is about p + 2 and pins w at 0 for many sweeps. V is the same either way.
+    from fmlearn.solvers._fm_common import init_state
+
+    a = init_state(4000, 3, 0.1, np.random.default_rng(0), np.float64)
+    b = init_state(4000, 3, 0.1, np.random.default_rng(0), np.float64, random_linear=True)
+    np.testing.assert_array_equal(a.V, b.V)
+    assert not a.w.any() and abs(b.w.std() - 0.1) < 0.005 and abs(b.w.mean()) < 0.005
+    d = 400
+    X, y, _ = make_fm(2000, d, 3, x="onehot", n_fields=2, noise=0.5, random_state=5)
+    m = FMRegressor(3, n_iter=1, init_stdev=0.1, random_state=0).fit(X, y)
+    # one group of d features: lambda_w ~ Gamma((d + 2) / 2) / ((1 + sum_j w_j^2) / 2), about
+    # (d + 2) / 5 = 80 from the random start against d + 2 = 402 from zeros
+    assert m.chain_["lambda_w"][0] < 0.5 * (d + 2)
+    import fmlearn.fm as fm_mod
+
+    monkeypatch.setattr(fm_mod, "init_state",
+                        lambda *a, random_linear=False: init_state(*a, random_linear=False))
+    zero = FMRegressor(3, n_iter=1, init_stdev=0.1, random_state=0).fit(X, y)
+    assert zero.chain_["lambda_w"][0] > 0.5 * (d + 2)
+    monkeypatch.undo()
+    for solver in ("als", "sgd"):  # libFM's other methods start w at 0
+        est = FMRegressor(3, solver=solver)
+        assert not est._prepare_state(d, np.float64, np.random.default_rng(0)).w.any()

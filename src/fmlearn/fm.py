@@ -134,7 +134,8 @@ class _BaseClassicFM(BaseFM):
         state = self._fitted_state() if self.warm_start else None
         if state is not None and state.V.shape == (n_features, self.n_factors):
             return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
-        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype)
+        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype,
+                          random_linear=self.solver == "mcmc")
 
     def _check_groups(self, n_features):
         """``(group, group_size)`` from ``groups`` (or None), with the penalties checked
@@ -225,6 +226,11 @@ class _BaseClassicFM(BaseFM):
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
         return out
 
+    def _start_clock(self):
+        # The solvers call this once their kernels are compiled or loaded, before the first
+        # iteration: history_["iter_time"] never includes compilation.
+        self._clock = time.perf_counter()
+
     def _record(self, history, bar, train_pred, y, sw, val_pred, evald, extra=None):
         # Solver seconds of the iteration; the evaluation below is not counted.
         history["iter_time"].append(time.perf_counter() - self._clock)
@@ -271,7 +277,8 @@ class _BaseClassicFM(BaseFM):
             return False
 
         self._clock = time.perf_counter()
-        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback)
+        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback,
+                                            self._start_clock)
         if info["diverged"]:
             self._raise_diverged(info)
         self.t_ = t
@@ -310,7 +317,7 @@ class _BaseClassicFM(BaseFM):
         callback = self._tracker(y, sw, evald, history, bar, probit=False)
         self._live = state
         self._clock = time.perf_counter()
-        state, n_done, info = als_solver(data, state, settings, callback)
+        state, n_done, info = als_solver(data, state, settings, callback, self._start_clock)
         if info["diverged"]:
             self._raise_diverged(info)
         self.n_iter_ = n_done
@@ -323,7 +330,8 @@ class _BaseClassicFM(BaseFM):
         callback = self._tracker(y, sw, evald, history, bar, probit)
         self._live = state
         self._clock = time.perf_counter()
-        state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback)
+        state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback,
+                                          self._start_clock)
         if info["diverged"]:
             self._raise_diverged(info)
         self._store_mcmc(state, chain, n_done)
@@ -414,7 +422,8 @@ class _BaseClassicFM(BaseFM):
             if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
                 probit = is_classifier(self)
                 fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
-                                       self.samples_V_, probit, numba.get_num_threads(), out)
+                                       self.samples_V_, probit, self._clip_range(),
+                                       numba.get_num_threads(), out)
                 if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
                     out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
             else:
@@ -475,7 +484,8 @@ class _RunningAverages:
         return self.est._metric(p, target, weights)
 
     def add(self, train_pred, val_pred):
-        link = ndtr if self.probit else (lambda p: p)
+        lo, hi = self.est._clip_range()  # each sample clipped, as in predict (and libFM)
+        link = ndtr if self.probit else (lambda p: np.clip(p, lo, hi))
         self.n += 1
         self.train += link(train_pred)
         self.history["train_avg"].append(self._metric(self.train, self.y, self.sw))
@@ -506,7 +516,8 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     n_iter : int, default=100
         Sweeps (MCMC, ALS) or epochs (SGD) per call to ``fit``.
     init_stdev : float, default=0.1
-        Standard deviation of the initial factors.
+        Standard deviation of the initial factors (libFM ``-init_stdev``); MCMC also draws the
+        initial linear terms with it, as libFM does (the others start them at 0).
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
         ``reg_bias`` is the prior precision of w0 and the others are learned. With
@@ -564,11 +575,12 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
     history_ : dict
-        Per-iteration ``"iter_time"`` (solver seconds, evaluation excluded); with ``verbose``,
-        ``eval_set`` or a fit ``callback`` also the ``"train"`` metric (RMSE), with
-        ``eval_set`` the ``"val"`` metric, and for MCMC and ALS ``"train_avg"`` and
-        ``"val_avg"``, the RMSE of the running average of the predictions of all iterations
-        (libFM's report).
+        Per-iteration ``"iter_time"`` (solver seconds, evaluation and the compilation of the
+        kernels excluded: they are compiled, or loaded from numba's cache, before the first
+        iteration's clock starts); with ``verbose``, ``eval_set`` or a fit ``callback`` also
+        the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"`` metric, and for MCMC
+        and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the running average of the
+        predictions of all iterations (libFM's report).
     n_features_in_ : int
 
     References

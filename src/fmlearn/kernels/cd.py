@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..losses import SQUARED, loss_derivative
+from . import compile_for
 
 Columns = namedtuple("Columns", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
                                  "y", "sw", "unit"])
@@ -280,15 +281,19 @@ def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
 
 
 @njit(cache=True, nogil=True)
-def _sweep_pass(cols, plan, pa, group, E, cfg):
-    # Every feature's theta[:, col] once, colour class after colour class.
+def _sweep_pass(cols, plan, pa, group, E, cfg, par):
+    # Every feature's theta[:, col] once, colour class after colour class. ``par`` is None
+    # when the plan runs every class serially: numba then prunes the branch below before
+    # typing it, so the parallel variants are never compiled (see :func:`coordinate_sweep`).
     if pa.fn >= 0:
         for i in range(E.shape[0]):
             E[i, pa.nxt] = 0.0
     for c in range(plan.color_ptr.shape[0] - 1):
         lo = plan.color_ptr[c]
         hi = plan.color_ptr[c + 1]
-        if plan.row_pass[c]:
+        if par is None:
+            _features(cols, plan, pa, group, E, cfg, lo, hi)
+        elif plan.row_pass[c]:
             _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg)
         elif plan.class_parallel[c]:
             _class_parallel(cols, plan, lo, hi, pa, group, E, cfg)
@@ -297,9 +302,10 @@ def _sweep_pass(cols, plan, pa, group, E, cfg):
 
 
 @njit(cache=True, nogil=True)
-def draw_group_hyper(theta, col, prior_group, size, lam, mu, g, z, cfg):
+def draw_group_hyper(theta, prior_group, size, lam, mu, g, z, cfg):
     """Draw (lambda_g, mu_g) of every group from their Normal-Gamma conditional (libFM's
-    ``draw_w_lambda`` then ``draw_w_mu``), in place in ``lam``, ``mu`` (G,).
+    ``draw_w_lambda`` then ``draw_w_mu``), in place in ``lam``, ``mu`` (G,), from the
+    parameters ``theta`` (d,) (w, or one column of V: one specialisation for both).
 
     lambda_g = g[grp] / rate_g with ``g`` standard gammas of shape (alpha_0 + p_g + 1) / 2 and
     rate_g = (beta_0 + gamma_0 (mu_g - mu_0)^2 + sum_{j in g} (theta_j - mu_g)^2) / 2 (the
@@ -311,7 +317,7 @@ def draw_group_hyper(theta, col, prior_group, size, lam, mu, g, z, cfg):
     dev = np.zeros(n_groups)
     for j in range(theta.shape[0]):
         gj = prior_group[j]
-        t = theta[j, col]
+        t = theta[j]
         total[gj] += t
         dev[gj] += (t - mu[gj]) ** 2
     for q in range(n_groups):
@@ -337,8 +343,32 @@ def bias_step(cols, E, w0, alpha, noise, cfg):
     return new
 
 
-@njit(cache=True)
 def coordinate_sweep(cols, plan, prior, model, E, z, g, cfg):
+    """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place; see
+    :func:`_coordinate_sweep`.
+
+    The compiled sweep comes in two specialisations: one for plans whose colour classes all
+    run serially (every plan below ``MIN_PARALLEL_ROWS`` / ``ROW_PASS_MIN_ROWS`` rows, such as
+    MovieLens-100K), which never references the parallel class sweeps, and one for the others.
+    A first fit on small data therefore compiles no parallel region (numba compiles every
+    function a kernel may call, and a ``parallel=True`` one costs seconds).
+    """
+    return _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, _parallel_flag(plan))
+
+
+def compile_sweep(cols, plan, prior, model, E, z, g, cfg):
+    """Compile (or load from numba's cache) the sweep :func:`coordinate_sweep` runs on these
+    arguments, without running it."""
+    compile_for(_coordinate_sweep, cols, plan, prior, model, E, z, g, cfg, _parallel_flag(plan))
+
+
+def _parallel_flag(plan):
+    # None selects the serial specialisation of the sweep (see coordinate_sweep).
+    return True if (plan.row_pass.any() or plan.class_parallel.any()) else None
+
+
+@njit(cache=True)
+def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
     """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place.
 
     ``z`` holds the sweep's standard normals (:func:`n_normals` of them, in the order w0, mu_w
@@ -367,17 +397,17 @@ def coordinate_sweep(cols, plan, prior, model, E, z, g, cfg):
     model.scal[0] = bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
     zi = 1
     if cfg.hyper:
-        draw_group_hyper(theta_w, 0, prior.group, prior.group_size, prior.lam_w, prior.mu_w,
+        draw_group_hyper(theta_w[:, 0], prior.group, prior.group_size, prior.lam_w, prior.mu_w,
                          g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
         gi += n_groups
     zi += n_groups
     pa = _Pass(0, theta_w, 0, 1, 1, 0 if k > 0 else -1, V, prior.lam_w, prior.mu_w, z, zi,
                alpha)
-    _sweep_pass(cols, plan, pa, prior.group, E, cfg)
+    _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
     zi += d
     for f in range(k):
         if cfg.hyper:
-            draw_group_hyper(V, f, prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
+            draw_group_hyper(V[:, f], prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
                              g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
             gi += n_groups
         zi += n_groups
@@ -385,7 +415,7 @@ def coordinate_sweep(cols, plan, prior, model, E, z, g, cfg):
         cur = 1 + f % 2
         pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
                    prior.mu_v[f], z, zi, alpha)
-        _sweep_pass(cols, plan, pa, prior.group, E, cfg)
+        _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
         zi += d
     ok = math.isfinite(model.scal[0]) and math.isfinite(alpha)
     for i in range(E.shape[0]):

@@ -108,35 +108,60 @@ def fm_predict_dense(X, w0, w, V, out):
     return out
 
 
-@njit(cache=True, parallel=True)
-def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, n_blocks, out):
-    """Average over stored samples s of f_s(x_i) (or of Phi(f_s(x_i)) when ``probit``).
+def fm_predict_samples_csr(indptr, indices, data, W0s, Ws, Vs, probit, clip, n_blocks, out):
+    """Average over stored samples s of min(max(f_s(x_i), lo), hi) with ``clip = (lo, hi)``
+    (or of Phi(f_s(x_i)) when ``probit``; ``clip`` is then unused).
 
     This is the posterior-mean predictor of the MCMC solver: ``W0s`` (S,), ``Ws`` (S, d),
-    ``Vs`` (S, d, k). Samples form the outer loop, so each sample's factors stay in cache while
-    every row of one of ``n_blocks`` blocks (one per thread) uses them; each row still sums its
-    samples in order, so the result does not depend on the blocking or the thread count.
+    ``Vs`` (S, d, k). For regression every sample's prediction is clipped to the training
+    target range before averaging, as libFM 1.4.4 does (``fm_learn_mcmc_simultaneous.h``,
+    ``_learn``: each sweep's test prediction is clipped to [min_target, max_target], then
+    summed): the estimate of E[clip(f(x))] under the posterior, whose target is known to lie in
+    that range. Pass ``(-inf, inf)`` for the plain average.
+    Samples form the outer loop, so each sample's factors stay in cache while every row of one
+    of ``n_blocks`` blocks (one per thread) uses them; each row still sums its samples in
+    order, so the result does not depend on the blocking or the thread count. One block runs
+    in the calling thread: a single-threaded predict never compiles the parallel loop (seconds
+    on a cold numba cache).
     """
     n = indptr.shape[0] - 1
-    S = W0s.shape[0]
-    k = Vs.shape[2]
     n_blocks = max(1, min(n_blocks, (n + CHUNK - 1) // CHUNK))
+    clip = (float(clip[0]), float(clip[1]))
+    if n_blocks == 1:
+        return _samples_block(indptr, indices, data, W0s, Ws, Vs, probit, clip, 0, n, out)
+    return _samples_blocks(indptr, indices, data, W0s, Ws, Vs, probit, clip, n_blocks, out)
+
+
+@njit(cache=True, parallel=True)
+def _samples_blocks(indptr, indices, data, W0s, Ws, Vs, probit, clip, n_blocks, out):
+    n = indptr.shape[0] - 1
     size = (n + n_blocks - 1) // n_blocks
     for b in prange(n_blocks):
-        q = np.empty(k)
-        qq = np.empty(k)
-        lo = b * size
-        hi = min(n, lo + size)
-        for i in range(lo, hi):
-            out[i] = 0.0
-        for s in range(S):
-            w = Ws[s]
-            V = Vs[s]
-            for i in range(lo, hi):
-                f = _row(indptr, indices, data, i, W0s[s], w, V, q, qq)
-                if probit:
-                    f = 0.5 * math.erfc(-f / math.sqrt(2.0))
-                out[i] += f
-        for i in range(lo, hi):
-            out[i] /= S
+        _samples_block(indptr, indices, data, W0s, Ws, Vs, probit, clip, b * size,
+                       min(n, (b + 1) * size), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _samples_block(indptr, indices, data, W0s, Ws, Vs, probit, clip, r0, r1, out):
+    # The rows r0:r1 of fm_predict_samples_csr.
+    S = W0s.shape[0]
+    k = Vs.shape[2]
+    lo, hi = clip
+    q = np.empty(k)
+    qq = np.empty(k)
+    for i in range(r0, r1):
+        out[i] = 0.0
+    for s in range(S):
+        w = Ws[s]
+        V = Vs[s]
+        for i in range(r0, r1):
+            f = _row(indptr, indices, data, i, W0s[s], w, V, q, qq)
+            if probit:
+                f = 0.5 * math.erfc(-f / math.sqrt(2.0))
+            else:
+                f = min(max(f, lo), hi)
+            out[i] += f
+    for i in range(r0, r1):
+        out[i] /= S
     return out

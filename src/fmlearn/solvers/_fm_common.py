@@ -183,7 +183,21 @@ def group_index(groups, n_features):
     return group, np.bincount(group).astype(np.float64)
 
 
-def init_state(n_features, n_factors, init_stdev, rng, dtype):
-    """Zero bias and linear terms; factors drawn from N(0, init_stdev^2) (libFM's init)."""
+def init_state(n_features, n_factors, init_stdev, rng, dtype, random_linear=False):
+    """Zero bias; factors drawn from N(0, init_stdev^2) (libFM's init); linear terms zero, or
+    with ``random_linear`` drawn from N(0, init_stdev^2) after the factors.
+
+    libFM 1.4.4 starts its MCMC sampler from random linear terms (``libfm.cpp``, method
+    ``mcmc``: ``fm.w.init_normal(fm.init_mean, fm.init_stdev)``; SGD and ALS keep
+    ``fm_model::init``'s zeros). It matters for the Gibbs sampler: from w = 0 the first draw of
+    lambda_w sees sum_j (w_j - mu_w)^2 = 0, lambda_w ~ Gamma((p + 2) / 2, rate 1 / 2) is about
+    p + 2 (945 for MovieLens's users against about 90 from the random start), and that near-zero
+    prior variance holds w at 0 for tens of sweeps: on MovieLens-100K the sampler's single-
+    sample test RMSE was 0.077 worse than libFM's after two sweeps.
+    """
     V = (rng.standard_normal((n_features, n_factors)) * init_stdev).astype(dtype)
-    return FMState(0.0, np.zeros(n_features, dtype=dtype), V)
+    if random_linear:
+        w = (rng.standard_normal(n_features) * init_stdev).astype(dtype)
+    else:
+        w = np.zeros(n_features, dtype=dtype)
+    return FMState(0.0, w, V)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import compile_for
 from ..kernels.sgd import SCHEDULE_CODES, Params, Rows, SGDConfig, sgd_epoch, sgd_work
 
 
@@ -47,7 +48,7 @@ def block_shuffle(n, rng, block=SHUFFLE_BLOCK):
     return order[order < n].astype(np.int64)
 
 
-def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None):
+def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None, on_start=None):
     """Run ``settings.n_iter`` epochs over the CSR rows ``csr`` from ``state`` (in place).
 
     Parameters
@@ -62,6 +63,9 @@ def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None):
         The epoch starting at step t is shuffled by ``numpy.random.default_rng([seed, t])``, so
         a warm-started run equals one long run.
     callback : callable(epoch) -> bool, optional; returning True stops.
+    on_start : callable(), optional
+        Called once the epoch kernel is compiled (or loaded from numba's cache), right before
+        the first epoch: a caller timing the epochs starts its clock there.
 
     Returns
     -------
@@ -80,6 +84,9 @@ def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None):
     params = Params(state.w, state.V, np.array([state.w0], dtype=np.float64))
     work = sgd_work(state.V.shape[1])
     in_order = np.arange(n, dtype=np.int64)
+    compile_for(sgd_epoch, rows, params, in_order, t, cfg, work)
+    if on_start is not None:
+        on_start()
     n_done = 0
     for epoch in range(settings.n_iter):
         order = block_shuffle(n, np.random.default_rng([seed, t])) if settings.shuffle \

@@ -1,0 +1,159 @@
+"""Is fmlearn's test RMSE on MovieLens-100K worse than libFM's, or is the gap noise?
+
+The side-by-side harness (``sbs.py``) fits one init seed per split; a 0.001 RMSE difference
+is of the order of the spread between init seeds. This script fits each system with several
+init seeds on each of the project's splits (the harness's files, ``sbs.Context``), then
+compares the systems split by split: the split's effect (the largest one) cancels, and what
+remains is judged against the init-seed spread::
+
+    python benchmarks/rmse_seeds.py run ml-mcmc500-groups --system libfm --out a.jsonl
+    python benchmarks/rmse_seeds.py run ml-mcmc500-groups --system fmlearn --out b.jsonl
+    python benchmarks/rmse_seeds.py summary a.jsonl b.jsonl
+
+``run`` appends one JSON line per fit (system, scenario, split, init seed, RMSE), skipping
+fits already in ``--out``, so the two systems can run in two processes and a run can be
+resumed. libFM's ``-seed 0`` and ``-seed 1`` give the same stream, so init seeds start at 1.
+Accuracy only: no timing is taken here (the harness measures speed).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _sbs_core as core  # noqa: E402
+import sbs  # noqa: E402
+
+
+def _scenario(name):
+    for sc in sbs.SCENARIOS:
+        if sc.name == name and sc.kind == "fit":
+            return sc
+    raise SystemExit(f"unknown fit scenario {name!r}")
+
+
+def _done(path):
+    if not os.path.exists(path):
+        return set()
+    with open(path) as fh:
+        return {(r["system"], r["scenario"], r["split"], r["seed"])
+                for r in map(json.loads, fh) if r}
+
+
+def _fit_libfm(ctx, conf, tr, te, seed, meta):
+    pred = ctx.path(f"pred-libfm-{os.getpid()}.txt")
+    cmd = [ctx.libfm, "-train", tr, "-test", te, "-iter", str(conf["n_iter"]), "-out", pred]
+    cmd += sbs._libfm_args(conf, seed) + (["-meta", meta] if meta else [])
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return pred, {}
+
+
+def _fit_fmlearn(ctx, conf, tr, te, seed, meta):
+    from _sbs_fmlearn import _read_pair  # the harness's reading (model sized for both files)
+
+    from fmlearn import FMRegressor
+
+    X, y, Xt, _ = _read_pair(tr, te)
+    params = {"n_jobs": 1, **sbs._fmlearn_params(conf, seed, conf["n_iter"])}
+    if meta:
+        params["groups"] = np.loadtxt(meta, dtype=np.int64)
+    pred = ctx.path(f"pred-fmlearn-{os.getpid()}.txt")
+    est = FMRegressor(**params).fit(X, y)
+    np.savetxt(pred, est.predict(Xt), fmt="%.12g")
+    if conf["method"] != "mcmc":
+        return pred, {}
+    # also the plain average of the samples, clipped once (fmlearn before it clipped every
+    # sample as libFM does)
+    plain = ctx.path(f"pred-fmlearn-plain-{os.getpid()}.txt")
+    np.savetxt(plain, est.set_params(clip_predictions=False).predict(Xt), fmt="%.12g")
+    return pred, {"rmse_plain_average": plain}
+
+
+def cmd_run(a):
+    ctx = sbs.Context(argparse.Namespace(
+        reps=1, seeds=a.splits, fmlearn_python=None, also=None, libfm=a.libfm,
+        libfm_tarball=None, peers_python=None, workdir=a.workdir, data=a.data,
+        libsvm_data=None))
+    if a.system == "libfm" and ctx.libfm is None:
+        raise SystemExit("libFM not found (--libfm or $FMLEARN_LIBFM)")
+    fit = {"libfm": _fit_libfm, "fmlearn": _fit_fmlearn}[a.system]
+    for name in a.scenarios:
+        sc = _scenario(name)
+        meta = ctx.movielens_meta() if sc.conf.get("groups") else None
+        done = _done(a.out)
+        for seed in a.init_seeds:
+            for split in a.splits:
+                if (a.system, name, split, seed) in done:
+                    continue
+                tr, te, y_tr, y_te = ctx.movielens_split(split)
+                pred, extra = fit(ctx, sc.conf, tr, te, seed, meta)
+                rec = {"system": a.system, "scenario": name, "split": split, "seed": seed,
+                       "rmse": sbs._rmse(pred, y_tr, y_te)}
+                rec.update({k: sbs._rmse(p, y_tr, y_te) for k, p in extra.items()})
+                with open(a.out, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+                print(json.dumps(rec), flush=True)
+
+
+def compare(records, scenario, a="fmlearn", b="libfm"):
+    """Per split and pooled: mean RMSE of each system over init seeds, their standard
+    errors, and the difference a - b with its standard error (init seeds independent)."""
+    rows = []
+    diffs, var = [], []
+    splits = sorted({r["split"] for r in records if r["scenario"] == scenario})
+    for split in splits:
+        vals = {s: np.array([r["rmse"] for r in records if r["scenario"] == scenario
+                             and r["split"] == split and r["system"] == s]) for s in (a, b)}
+        if min(len(v) for v in vals.values()) < 2:
+            continue
+        m = {s: v.mean() for s, v in vals.items()}
+        se = {s: v.std(ddof=1) / np.sqrt(len(v)) for s, v in vals.items()}
+        d, sd = m[a] - m[b], np.hypot(se[a], se[b])
+        diffs.append(d)
+        var.append(sd ** 2)
+        rows.append([str(split), f"{m[b]:.4f} +- {se[b]:.4f} ({len(vals[b])})",
+                     f"{m[a]:.4f} +- {se[a]:.4f} ({len(vals[a])})", f"{d:+.4f} +- {sd:.4f}",
+                     f"{d / sd:+.1f}"])
+    if diffs:
+        d, sd = float(np.mean(diffs)), float(np.sqrt(np.sum(var)) / len(var))
+        rows.append(["pooled", "", "", f"{d:+.4f} +- {sd:.4f}", f"{d / sd:+.1f}"])
+    heads = ["split", f"{b} mean +- SE (fits)", f"{a} mean +- SE (fits)",
+             f"{a} - {b} +- SE", "z"]
+    return core.md_table(heads, rows)
+
+
+def cmd_summary(a):
+    records = []
+    for path in a.files:
+        with open(path) as fh:
+            records += [json.loads(line) for line in fh if line.strip()]
+    for name in sorted({r["scenario"] for r in records}):
+        print(f"### {name}\n\n{compare(records, name)}\n")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("scenarios", nargs="+")
+    r.add_argument("--system", choices=["libfm", "fmlearn"], required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2])
+    r.add_argument("--init-seeds", type=int, nargs="+", default=list(range(1, 11)))
+    r.add_argument("--libfm", help="libFM binary (or $FMLEARN_LIBFM)")
+    r.add_argument("--data", help="MovieLens-100K folder or ratings file")
+    r.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "fmlearn-rmse-seeds"),
+                   help="where the split files are written (and reused)")
+    s = sub.add_parser("summary")
+    s.add_argument("files", nargs="+")
+    a = p.parse_args(argv)
+    {"run": cmd_run, "summary": cmd_summary}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
