@@ -353,3 +353,40 @@ def test_refusals_and_bad_input():
         recommend(model, U * 1e200, Iv, 3)
     # k above the number of items gives every item
     assert recommend(model, U, Iv, 10 * N_ITEMS).indices.shape == (N_USERS, N_ITEMS)
+
+
+def test_cli_recommend_equals_the_function(tmp_path, capsys):
+    from fmlearn.cli import main
+    from fmlearn.io import save_model
+
+    model = _fitted("fm_als")
+    path = tmp_path / "m.fmz"
+    save_model(model, path)
+    ub, ib, *_ = _layout()
+    (tmp_path / "seen.txt").write_text("0 1\n\n5,6,7\n")
+    code = main(["recommend", str(path), "--user-block", f"{ub[0]}:{ub[1]}", "--user-ids",
+                 "3,0,8", "--item-block", f"{ib[0]}:{ib[1]}", "-k", "4", "--exclude",
+                 str(tmp_path / "seen.txt")])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and out[0] == "user\trank\titem\tscore"
+    want = recommend(model, [3, 0, 8], None, 4, user_block=ub, item_block=ib,
+                     exclude=[[0, 1], [], [5, 6, 7]])
+    got = np.array([line.split("\t") for line in out[1:]], dtype=float)
+    np.testing.assert_array_equal(got[:, 0], np.repeat([3, 0, 8], 4))
+    np.testing.assert_array_equal(got[:, 1], np.tile([1, 2, 3, 4], 3))
+    np.testing.assert_array_equal(got[:, 2], want.indices.ravel())
+    np.testing.assert_array_equal(got[:, 3], want.scores.ravel())  # repr round-trips
+    # feature-row files, and a clear error for an exclude file of the wrong length
+    from sklearn.datasets import dump_svmlight_file
+    U, Iv = _rows()
+    dump_svmlight_file(U, np.zeros(N_USERS), str(tmp_path / "u.libfm"))
+    dump_svmlight_file(Iv, np.zeros(N_ITEMS), str(tmp_path / "i.libfm"))
+    code = main(["recommend", str(path), "--users", str(tmp_path / "u.libfm"), "--items",
+                 str(tmp_path / "i.libfm"), "-k", "2"])
+    rows = np.array([line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]],
+                    dtype=float)
+    assert code == 0
+    np.testing.assert_array_equal(rows[:, 2], recommend(model, U, Iv, 2).indices.ravel())
+    code = main(["recommend", str(path), "--users", str(tmp_path / "u.libfm"), "--items",
+                 str(tmp_path / "i.libfm"), "--exclude", str(tmp_path / "seen.txt")])
+    assert code == 2 and "3 lines, expected one per user (12)" in capsys.readouterr().err
