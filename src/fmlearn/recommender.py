@@ -290,6 +290,15 @@ def _one_hot_rows(ids, block, d, what):
     return sp.csr_matrix((np.ones(n), (np.arange(n), a + ids.astype(np.int64))), shape=(n, d))
 
 
+def _side_rows(model, rows, block, what):
+    """The users' (items') feature rows: validated rows, or one-hot rows of ids in a block."""
+    if block is not None:
+        return _one_hot_rows(rows, block, int(model.n_features_in_), what)
+    if rows is None:
+        raise ValueError(f"give {what} (feature rows) or {what[:-1]}_block with ids")
+    return _validate_rows(model, rows, what)
+
+
 def _exclusions(exclude, n_users, n_items):
     """``exclude`` as a CSR pattern of shape (n_users, n_items) (or None)."""
     if exclude is None:
@@ -452,19 +461,8 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
     ((2, 3), True)
     """
     forms, link = _forms(model)
-    d = int(model.n_features_in_)
-    if user_block is not None:
-        U = _one_hot_rows(users, user_block, d, "users")
-    elif users is None:
-        raise ValueError("give users (feature rows) or user_block with user ids")
-    else:
-        U = _validate_rows(model, users, "users")
-    if item_block is not None:
-        Iv = _one_hot_rows(items, item_block, d, "items")
-    elif items is None:
-        raise ValueError("give items (feature rows) or item_block with item ids")
-    else:
-        Iv = _validate_rows(model, items, "items")
+    U = _side_rows(model, users, user_block, "users")
+    Iv = _side_rows(model, items, item_block, "items")
     n_users, n_items = U.shape[0], Iv.shape[0]
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")

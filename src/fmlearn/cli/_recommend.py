@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from ._common import CLIError, read_svmlight
+from ._online import _positive_float, _positive_int
 
 
 def _block(text):
@@ -33,26 +34,6 @@ def _ids(text):
     if not ids:
         raise argparse.ArgumentTypeError("expected at least one id")
     return np.asarray(ids, dtype=np.int64)
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
 
 
 def add_parser(sub):
