@@ -390,3 +390,28 @@ def test_cli_recommend_equals_the_function(tmp_path, capsys):
     code = main(["recommend", str(path), "--users", str(tmp_path / "u.libfm"), "--items",
                  str(tmp_path / "i.libfm"), "--exclude", str(tmp_path / "seen.txt")])
     assert code == 2 and "3 lines, expected one per user (12)" in capsys.readouterr().err
+
+
+def test_docs_examples_print_what_the_page_says(tmp_path, monkeypatch, capsys):
+    import pathlib
+    import re
+
+    from fmlearn.cli import main
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "recommend.md").read_text()
+    monkeypatch.chdir(tmp_path)
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        exec(compile(block, "docs/recommend.md", "exec"), {})  # noqa: S102
+        printed = capsys.readouterr().out
+        # every "print(...)  # value" line of the block shows what it printed
+        shown = [c.strip() for c in re.findall(r"print\(.*?\)[ \t]*#[ \t]*(.*)", block)]
+        shown += [c.strip() for c in re.findall(r"^# (\(.*|\S.*\])$", block, re.M)]
+        for value in shown:
+            assert value in printed, (value, printed)
+    bash = re.findall(r"```bash\n(.*?)```", text, re.S)[-1]
+    command = bash.split("\n#")[0].replace("\\\n", " ").split()
+    assert main(command[1:]) == 0
+    out = capsys.readouterr().out.splitlines()
+    expected = [line[2:] for line in bash.splitlines() if line.startswith("# ") and
+                "..." not in line]
+    assert out[:len(expected)] == expected
