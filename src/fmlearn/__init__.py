@@ -28,15 +28,18 @@ _LAZY = {
     "OnlineFMRegressor": "online",
     "PhaseRetrieval": "sensing",
     "SymmetricRankOneSensing": "sensing",
+    "embed_rows": "recommender",
     "evaluate_prequential": "evaluate",
+    "feature_embeddings": "recommender",
     "fit_stream": "stream",
     "load": "io",
+    "recommend": "recommender",
 }
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "reproduce", "sensing", "solvers", "stream",
+    "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -55,9 +58,12 @@ __all__ = [
     "OnlineFMRegressor",
     "PhaseRetrieval",
     "SymmetricRankOneSensing",
+    "embed_rows",
     "evaluate_prequential",
+    "feature_embeddings",
     "fit_stream",
     "load",
+    "recommend",
     "__version__",
 ]
 
@@ -92,5 +98,6 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .recommender import embed_rows, feature_embeddings, recommend
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

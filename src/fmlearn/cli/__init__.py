@@ -1,4 +1,4 @@
-"""The ``fmlearn`` command: fit, predict, evaluate, demo, reproduce and online.
+"""The ``fmlearn`` command: fit, predict, evaluate, demo, reproduce, online and recommend.
 
 A thin front end over the public estimators: it parses arguments, reads svmlight/libFM files,
 calls ``fit`` / ``predict`` / :func:`fmlearn.load` and prints results. libFM's single-dash flags
@@ -163,6 +163,9 @@ def build_parser():
     from ._online import add_parser as _add_online
 
     _add_online(sub)
+    from ._recommend import add_parser as _add_recommend
+
+    _add_recommend(sub)
     return parser
 
 
@@ -200,6 +203,10 @@ def _run(args):
         from ._online import cmd_online
 
         return cmd_online(args)
+    if args.command == "recommend":
+        from ._recommend import cmd_recommend
+
+        return cmd_recommend(args)
     from ._reproduce import cmd_reproduce
 
     return cmd_reproduce(args)

@@ -179,7 +179,7 @@ def contrast_sweep(cols, plan, prior, model, E, Q, u, rand, cfg):
     model.scal[0] = _bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
     zi = 1
     if cfg.hyper:
-        draw_group_hyper(theta_w, 0, prior.group, prior.group_size, prior.lam_w, prior.mu_w,
+        draw_group_hyper(theta_w[:, 0], prior.group, prior.group_size, prior.lam_w, prior.mu_w,
                          g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
         gi += n_groups
     zi += n_groups
@@ -191,7 +191,7 @@ def contrast_sweep(cols, plan, prior, model, E, Q, u, rand, cfg):
     zi += d
     for f in range(k):
         if cfg.hyper:
-            draw_group_hyper(V, f, prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
+            draw_group_hyper(V[:, f], prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
                              g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
             gi += n_groups
         zi += n_groups
