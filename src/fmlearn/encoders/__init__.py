@@ -7,6 +7,9 @@ One module per encoder, all scikit-learn transformers:
   (seed 004 §2.5 and §4.3);
 - :class:`PiercePointEncoder` (``_pierce``): seed 001's local encoding of ionospheric
   pierce points (§4.2);
+- :class:`TabularEncoder` (``_tabular``): a DataFrame, list of dicts or 2-D array of
+  categorical and numeric columns -> one-hot / numeric / hashed CSR features with one
+  feature group per column;
 - :func:`feature_groups` (``_groups``): the classic FM's ``groups`` from one-hot feature
   names.
 """
@@ -14,5 +17,8 @@ One module per encoder, all scikit-learn transformers:
 from ._groups import feature_groups
 from ._index import MultiViewEncoder, TensorEncoder
 from ._pierce import PiercePointEncoder
+from ._tabular import TabularEncoder
 
-__all__ = ["MultiViewEncoder", "PiercePointEncoder", "TensorEncoder", "feature_groups"]
+__all__ = [
+    "MultiViewEncoder", "PiercePointEncoder", "TabularEncoder", "TensorEncoder", "feature_groups",
+]
