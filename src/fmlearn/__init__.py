@@ -31,6 +31,7 @@ _LAZY = {
     "evaluate_prequential": "evaluate",
     "fit_stream": "stream",
     "load": "io",
+    "save": "io",
 }
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
@@ -58,6 +59,7 @@ __all__ = [
     "evaluate_prequential",
     "fit_stream",
     "load",
+    "save",
     "__version__",
 ]
 
@@ -83,7 +85,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
-    from .io import load
+    from .io import load, save
     from .online import (
         CCFMClassifier,
         CCFMRegressor,

@@ -61,7 +61,7 @@ import numpy as np
 from ._files import atomic_write
 from .exceptions import ModelFileError
 
-__all__ = ["save_model", "load", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save_model", "save", "load", "trusted_types", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "fmlearn-model"
 FORMAT_VERSION = 2
@@ -210,8 +210,28 @@ _CONTAINER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedErr
                      IndexError, AttributeError, OverflowError, struct.error, zlib.error)
 
 
-def load(path):
+def save(obj, path):
+    """Save an fmlearn estimator (model file) or a pipeline holding some (skops file); see
+    :func:`fmlearn._skops_io.save`."""
+    from ._skops_io import save as _save
+
+    return _save(obj, path)
+
+
+def trusted_types():
+    """fmlearn's estimator and encoder types, trusted in pipeline files; see
+    :func:`fmlearn._skops_io.trusted_types`."""
+    from ._skops_io import trusted_types as _trusted
+
+    return _trusted()
+
+
+def load(path, *, trusted=None):
     """Load a model saved by :meth:`save`; raises ``ModelFileError`` on any inconsistency.
+
+    A pipeline file written by :func:`save` (a skops file) is loaded with skops, trusting
+    :func:`trusted_types`, skops' defaults and the type names in ``trusted``; an untrusted
+    type is refused with a ``ModelFileError`` naming it (see docs/tabular.md).
 
     ``FileNotFoundError`` is raised when there is no file at ``path``. Anything else that is
     not a valid model file (a directory, a device such as ``/dev/zero``, a FIFO, a corrupt,
@@ -240,6 +260,10 @@ def load(path):
     if not stat.S_ISREG(st.st_mode):
         raise ModelFileError(f"{path!r} is not a regular file (a directory, device or FIFO): "
                              "not an fmlearn model file")
+    from ._skops_io import is_skops_file, load_skops
+
+    if is_skops_file(path):
+        return load_skops(path, trusted)
     try:
         est = _load_archive(path, st.st_size)
     except ModelFileError:
