@@ -186,3 +186,29 @@ def test_in_a_pipeline_with_grid_search():
     assert -grid.best_score_ < 0.3 * dummy, (grid.best_score_, dummy)
     assert grid.best_params_["fmregressor__reg_pairwise"] == 0.1
     assert grid.best_estimator_.predict(df.iloc[:5]).shape == (5,)
+
+
+def test_docs_examples_run(capsys):
+    """Every ```python block of docs/tabular.md, in order, in one namespace, printing what
+    the page says."""
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "tabular.md")
+    text = open(path, encoding="utf-8").read()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 4
+    namespace = {}
+    if not __import__("importlib").util.find_spec("skops"):
+        blocks = blocks[:3]
+    for code in blocks:
+        exec(compile(code, "docs/tabular.md", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "(1600, 81) ['user=0' 'item=0' 'hour']"
+    rmse, _, mean = out[1].split()[:3]
+    assert float(rmse) < 0.3 * float(mean)
+    assert out[2] == "['city=Oslo', 'city=<unknown>']"
+    assert out[3] == "[[0.0, 1.0], [0.0, 1.0]]"
+    assert np.all(np.array(out[4].strip("[]").split(), dtype=float) < 0.5)
+    if len(blocks) == 4:
+        assert out[5] == "True"
