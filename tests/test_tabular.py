@@ -4,10 +4,16 @@ features with one feature group per column."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fmlearn.encoders import TabularEncoder
 
 pd = pytest.importorskip("pandas")
+
+
+@parametrize_with_checks([TabularEncoder(), TabularEncoder(standardize=True)])
+def test_sklearn_common_checks(estimator, check):
+    check(estimator)
 
 
 def _hand_one_hot(values, categories):
@@ -129,10 +135,12 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['price'\]"):
         fitted.transform(_table().drop(columns="price"))
     arr = TabularEncoder().fit(np.ones((3, 2)))
-    with pytest.raises(ValueError, match="3 columns"):
+    with pytest.raises(ValueError, match="X has 3 features, but TabularEncoder is expecting 2"):
         arr.transform(np.ones((3, 3)))
-    with pytest.raises(TypeError, match="DataFrame"):
+    with pytest.raises(TypeError, match="sparse input"):
         TabularEncoder().fit(sp.csr_matrix(np.ones((2, 2))))
+    with pytest.raises(TypeError, match="list of dicts"):
+        TabularEncoder().fit({"a": [1, 2]})
 
 
 def _ratings(n_users=60, n_items=40, n=3000, seed=0):

@@ -42,16 +42,23 @@ def _table(X):
         keys = list(dict.fromkeys(k for row in X for k in row))
         cols = [np.array([row.get(k) for row in X], dtype=object) for k in keys]
         return keys, cols, True
-    if isinstance(X, Mapping) or isinstance(X, str) or sp.issparse(X):
+    if sp.issparse(X):
+        raise TypeError("TabularEncoder does not accept sparse input (a sparse matrix is "
+                        "already encoded): give it a DataFrame, a list of dicts or a 2-D array")
+    if isinstance(X, Mapping) or isinstance(X, str):
         raise TypeError("TabularEncoder expects a pandas DataFrame, a list of dicts or a 2-D "
                         f"array, got {type(X).__name__}")
     arr = np.asarray(X)
+    if arr.dtype.kind == "c":
+        raise ValueError("Complex data not supported: TabularEncoder takes real numbers and "
+                         "categories")
     if arr.dtype.names is not None:
         keys = list(arr.dtype.names)
         return keys, [arr[k] for k in keys], True
     if arr.ndim != 2:
         raise ValueError(f"TabularEncoder expects a 2-D table, got an array of shape "
-                         f"{arr.shape}")
+                         f"{arr.shape}. Reshape your data with X.reshape(-1, 1) for a single "
+                         "column or X.reshape(1, -1) for a single row")
     return list(range(arr.shape[1])), [arr[:, j] for j in range(arr.shape[1])], False
 
 
@@ -177,7 +184,6 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         tags.input_tags.categorical = True
         tags.input_tags.string = True
         tags.input_tags.dict = True
-        tags.input_tags.allow_nan = True
         return tags
 
     # -- fit --------------------------------------------------------------------------------
@@ -205,10 +211,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         """Learn the column types, the categories and the numeric columns' scale from ``X``."""
         keys, cols, by_name = _table(X)
         if not keys:
-            raise ValueError("TabularEncoder.fit: the table has no columns")
+            raise ValueError(f"Found array with 0 feature(s) (shape={np.shape(X)}) while a "
+                             "minimum of 1 is required by TabularEncoder: the table has no "
+                             "columns")
         n = cols[0].shape[0]
         if n == 0:
-            raise ValueError("TabularEncoder.fit: the table has no rows (0 samples)")
+            raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required "
+                             "by TabularEncoder: the table has no rows")
         types = self._types(keys, cols)
         cat = [j for j, k in enumerate(keys) if types[k] == "categorical"]
         num = [j for j, k in enumerate(keys) if types[k] == "numeric"]
@@ -273,8 +282,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         keys, cols, by_name = _table(X)
         if not self.named_columns_:
             if by_name or len(keys) != self.n_features_in_:
-                raise ValueError(f"X has {len(keys)} columns, but TabularEncoder was fitted "
-                                 f"on an array of {self.n_features_in_} columns")
+                raise ValueError(f"X has {len(keys)} features, but TabularEncoder is "
+                                 f"expecting {self.n_features_in_} features as input")
             return cols
         if not by_name:
             raise ValueError("TabularEncoder was fitted on named columns (a DataFrame or "
