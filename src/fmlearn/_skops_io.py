@@ -166,23 +166,6 @@ def is_skops_file(path):
     return _SKOPS_SCHEMA in names and "fmlearn.json" not in names
 
 
-def _check_directory(path, size):
-    with zipfile.ZipFile(path) as zf:
-        seen = set()
-        for info in zf.infolist():
-            if info.filename in seen:
-                raise ModelFileError(f"{path!r}: duplicate archive members")
-            seen.add(info.filename)
-            if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
-                raise ModelFileError(f"{path!r}: member {info.filename!r} is compressed or "
-                                     "encrypted; fmlearn writes pipeline files uncompressed")
-            if (info.file_size != info.compress_size
-                    or info.header_offset + info.file_size > size):
-                raise ModelFileError(f"{path!r}: member {info.filename!r} claims "
-                                     f"{info.file_size} bytes, inconsistent with the archive "
-                                     f"({size} bytes)")
-
-
 def _rebuild(est, path):
     """Put ``est`` back together as ``fmlearn.io.load`` would: its class's constructor on its
     parameters (validated), then its public learned state; nothing else from the file."""
@@ -219,8 +202,11 @@ def load_skops(path, trusted=None):
     sio = _skops()
     path = os.fspath(path)
     size = os.stat(path).st_size
+    from .io import check_stored_members
+
     try:
-        _check_directory(path, size)
+        with zipfile.ZipFile(path) as zf:
+            check_stored_members(zf, path, size)
         untrusted = sio.get_untrusted_types(file=path)
     except ModelFileError:
         raise

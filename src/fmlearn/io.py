@@ -297,10 +297,10 @@ def _load_archive(path, size):
     return est
 
 
-def _check_directory(zf, path, size):
-    """The ZIP directory, checked before any member is read: unique names, every member
-    stored (not compressed, not encrypted), its sizes consistent and inside the file, the
-    manifest present and at most :data:`MAX_MANIFEST_BYTES`. Returns {name: ZipInfo}."""
+def check_stored_members(zf, path, size):
+    """{name: ZipInfo} of the open archive ``zf`` (``size`` bytes), checked before any member
+    is read: unique names, every member stored (not compressed: no decompression bomb; not
+    encrypted), its sizes consistent and inside the file. Raises ``ModelFileError``."""
     infos = {}
     for info in zf.infolist():
         if info.filename in infos:
@@ -316,6 +316,14 @@ def _check_directory(zf, path, size):
                                  f"{info.file_size} bytes, inconsistent with the archive "
                                  f"({size} bytes)")
         infos[info.filename] = info
+    return infos
+
+
+def _check_directory(zf, path, size):
+    """The ZIP directory, checked before any member is read: unique names, every member
+    stored (not compressed, not encrypted), its sizes consistent and inside the file, the
+    manifest present and at most :data:`MAX_MANIFEST_BYTES`. Returns {name: ZipInfo}."""
+    infos = check_stored_members(zf, path, size)
     if _META not in infos:
         raise ModelFileError(f"{path!r} has no {_META}: not an fmlearn model file")
     if infos[_META].file_size > MAX_MANIFEST_BYTES:
