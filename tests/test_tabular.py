@@ -125,6 +125,8 @@ def test_bad_input_is_named():
         enc.fit([{"price": 1.0}, {"price": None}])
     with pytest.raises(ValueError, match="'price' contains NaN"):
         enc.fit(pd.DataFrame({"price": [1.0, np.nan]}))
+    with pytest.raises(ValueError, match="'when' holds dates"):
+        enc.fit(pd.DataFrame({"when": pd.to_datetime(["2024-01-01", "2024-01-02"])}))
     with pytest.raises(ValueError, match="names column"):
         TabularEncoder({"nope": "categorical"}).fit([{"a": 1}])
     with pytest.raises(ValueError, match="one of"):

@@ -36,7 +36,7 @@ def _table(X):
         for j in range(len(keys)):
             col = X.iloc[:, j]
             kind = getattr(col.dtype, "kind", "O")
-            cols.append(col.to_numpy(dtype=object if kind not in "iuf" else None))
+            cols.append(col.to_numpy(dtype=object if kind not in "iufmM" else None))
         return keys, cols, True
     if isinstance(X, (list, tuple)) and X and all(isinstance(r, Mapping) for r in X):
         keys = list(dict.fromkeys(k for row in X for k in row))
@@ -62,8 +62,11 @@ def _table(X):
     return list(range(arr.shape[1])), [arr[:, j] for j in range(arr.shape[1])], False
 
 
-def _infer_type(col):
+def _infer_type(key, col):
     """bool, object, string and category columns are categorical; numbers are numeric."""
+    if col.dtype.kind in "mM":
+        raise ValueError(f"column {key!r} holds dates or durations: convert them to numbers "
+                         "(e.g. seconds) or declare the column in column_types")
     if col.dtype.kind in "iuf":
         return "numeric"
     if col.dtype.kind != "O":
@@ -199,7 +202,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                              f"{bad}")
         types = {}
         for key, col in zip(keys, cols, strict=True):
-            kind = given.get(key) or _infer_type(col)
+            kind = given.get(key) or _infer_type(key, col)
             if (key not in given and kind == "categorical" and self.hash_above is not None
                     and np.unique(_as_categories(col)).shape[0] > self.hash_above):
                 kind = "hashed"
