@@ -199,11 +199,11 @@ def _rebuild(est, path):
 
 def load_skops(path, trusted=None):
     """Load a pipeline file written by :func:`save` (see :func:`fmlearn.io.load`)."""
+    from .io import check_stored_members
+
     sio = _skops()
     path = os.fspath(path)
     size = os.stat(path).st_size
-    from .io import check_stored_members
-
     try:
         with zipfile.ZipFile(path) as zf:
             check_stored_members(zf, path, size)
