@@ -30,8 +30,8 @@ _LAZY = {
     "SymmetricRankOneSensing": "sensing",
     "evaluate_prequential": "evaluate",
     "fit_stream": "stream",
-    "load": "io",
-    "save": "io",
+    "load": "_skops_io",
+    "save": "_skops_io",
 }
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
@@ -80,12 +80,12 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # what static tools and IDEs see
+    from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
-    from .io import load, save
     from .online import (
         CCFMClassifier,
         CCFMRegressor,

@@ -1,6 +1,7 @@
-"""Safe files for whole pipelines: scikit-learn objects holding fmlearn estimators, via skops.
+"""``fmlearn.save`` / ``fmlearn.load``: model files, and safe files for whole pipelines
+(scikit-learn objects holding fmlearn estimators) via skops.
 
-:func:`fmlearn.io.save` writes any object that is not itself an fmlearn estimator (a
+:func:`save` writes any object that is not itself an fmlearn estimator (a
 ``Pipeline``, a ``GridSearchCV``, a ``ColumnTransformer``, ...) with ``skops.io``, which
 stores objects as JSON plus ``.npy`` arrays and, on loading, builds only types the caller
 trusts: no pickle, no code from the file. fmlearn adds three things:
@@ -8,8 +9,8 @@ trusts: no pickle, no code from the file. fmlearn adds three things:
 - every fmlearn estimator in the object is written as :func:`fmlearn.io.save_model` would
   write it: its constructor arguments and its public learned state only (attributes ending in
   ``_``), never the caches and compiled-solver states it keeps privately;
-- :func:`trusted_types` lists fmlearn's estimators and encoders, trusted on loading besides
-  what skops trusts by default (scikit-learn's estimators, NumPy, builtins);
+- :func:`fmlearn.io.trusted_types` lists fmlearn's estimators and encoders, trusted on loading
+  besides what skops trusts by default (scikit-learn's estimators, NumPy, builtins);
 - on loading, the ZIP directory is checked before skops reads anything (every member stored
   uncompressed, sizes inside the file: no decompression bomb), and every fmlearn estimator
   is rebuilt from its class and parameters and passes the checks of :func:`fmlearn.io.load`
@@ -39,48 +40,23 @@ def _skops():
     return sio
 
 
-def _type_name(cls):
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def trusted_types():
-    """Type names (``module.Class``) of fmlearn's public estimators and encoders.
-
-    These are what :func:`fmlearn.io.load` trusts in a pipeline file on top of skops' own
-    defaults; pass more to ``load(path, trusted=[...])`` after reviewing them with
-    ``skops.io.get_untrusted_types(file=path)``.
-
-    Examples
-    --------
-    >>> from fmlearn.io import trusted_types
-    >>> "fmlearn.fm.FMRegressor" in trusted_types()
-    True
-    >>> "fmlearn.encoders._tabular.TabularEncoder" in trusted_types()
-    True
-    """
-    from . import encoders
-    from ._registry import PUBLIC
-
-    names = {where.replace(":", ".") for where in PUBLIC.values()}
-    for name in encoders.__all__:
-        obj = getattr(encoders, name)
-        if isinstance(obj, type):
-            names.add(_type_name(obj))
-    return sorted(names)
+def _is_fmlearn_estimator(obj):
+    """``isinstance(obj, fmlearn._base.BaseFM)`` without importing ``_base`` (which imports
+    :mod:`fmlearn.io`, which imports this module: an import circle)."""
+    return any(c.__module__ == "fmlearn._base" and c.__qualname__ == "BaseFM"
+               for c in type(obj).__mro__)
 
 
 def _fmlearn_estimators(obj):
     """Every fmlearn estimator reachable from ``obj`` through attributes, lists, tuples,
     dicts, sets and object arrays (each once), by id."""
-    from ._base import BaseFM
-
     found, seen, stack = {}, set(), [obj]
     while stack:
         item = stack.pop()
         if id(item) in seen or item is None or isinstance(item, (str, bytes, numbers.Number)):
             continue
         seen.add(id(item))
-        if isinstance(item, BaseFM):
+        if _is_fmlearn_estimator(item):
             found[id(item)] = item
         elif isinstance(item, np.ndarray):
             if item.dtype == object:
@@ -124,7 +100,7 @@ def save(obj, path):
     transformers and fmlearn estimators, ...) as a skops file (``.skops``).
 
     The file is written atomically (a temporary file renamed over ``path``). Load it with
-    :func:`fmlearn.load`. Needs the optional dependency ``skops`` for a non-fmlearn object.
+    :func:`load`. Needs the optional dependency ``skops`` for a non-fmlearn object.
 
     Examples
     --------
@@ -139,11 +115,10 @@ def save(obj, path):
     >>> bool(np.array_equal(fmlearn.load(path).predict(X), pipe.predict(X)))
     True
     """
-    from ._base import BaseFM
     from ._files import atomic_write
     from .io import save_model
 
-    if isinstance(obj, BaseFM):
+    if _is_fmlearn_estimator(obj):
         return save_model(obj, path)
     sio = _skops()
     found = _fmlearn_estimators(obj)
@@ -197,9 +172,32 @@ def _rebuild(est, path):
         _check_usable(est, path)
 
 
-def load_skops(path, trusted=None):
-    """Load a pipeline file written by :func:`save` (see :func:`fmlearn.io.load`)."""
-    from .io import check_stored_members
+def load(path, *, trusted=None):
+    """Load what :func:`save` wrote: a model file (:func:`fmlearn.io.load`) or a pipeline
+    file (skops), refusing anything else with :class:`~fmlearn.exceptions.ModelFileError`.
+
+    A pipeline file is loaded with skops, building only skops' default types (scikit-learn's
+    estimators, NumPy, builtins), :func:`fmlearn.io.trusted_types` and the type names in
+    ``trusted``; any other type is refused with a ``ModelFileError`` naming it. Every fmlearn
+    estimator inside is rebuilt from its class and parameters and passes the model-file
+    checks. See docs/tabular.md.
+    """
+    import stat
+
+    from .io import load as load_model
+
+    path = os.fspath(path)
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        regular = False
+    if regular and is_skops_file(path):
+        return _load_skops(path, trusted)
+    return load_model(path)  # also reports a missing path, a FIFO or a directory
+
+
+def _load_skops(path, trusted):
+    from .io import check_stored_members, trusted_types
 
     sio = _skops()
     path = os.fspath(path)

@@ -61,7 +61,7 @@ import numpy as np
 from ._files import atomic_write
 from .exceptions import ModelFileError
 
-__all__ = ["save_model", "save", "load", "trusted_types", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save_model", "load", "trusted_types", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "fmlearn-model"
 FORMAT_VERSION = 2
@@ -210,28 +210,38 @@ _CONTAINER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedErr
                      IndexError, AttributeError, OverflowError, struct.error, zlib.error)
 
 
-def save(obj, path):
-    """Save an fmlearn estimator (model file) or a pipeline holding some (skops file); see
-    :func:`fmlearn._skops_io.save`."""
-    from ._skops_io import save as _save
-
-    return _save(obj, path)
-
-
 def trusted_types():
-    """fmlearn's estimator and encoder types, trusted in pipeline files; see
-    :func:`fmlearn._skops_io.trusted_types`."""
-    from ._skops_io import trusted_types as _trusted
+    """Type names (``module.Class``) of fmlearn's public estimators and encoders.
 
-    return _trusted()
+    These are what :func:`fmlearn.load` trusts in a pipeline file (a skops file written by
+    :func:`fmlearn.save`) on top of skops' own defaults; pass more to
+    ``fmlearn.load(path, trusted=[...])`` after reviewing them with
+    ``skops.io.get_untrusted_types(file=path)``.
+
+    Examples
+    --------
+    >>> from fmlearn.io import trusted_types
+    >>> "fmlearn.fm.FMRegressor" in trusted_types()
+    True
+    >>> "fmlearn.encoders._tabular.TabularEncoder" in trusted_types()
+    True
+    """
+    from . import encoders
+    from ._registry import PUBLIC
+
+    names = {where.replace(":", ".") for where in PUBLIC.values()}
+    for name in encoders.__all__:
+        obj = getattr(encoders, name)
+        if isinstance(obj, type):
+            names.add(f"{obj.__module__}.{obj.__qualname__}")
+    return sorted(names)
 
 
-def load(path, *, trusted=None):
+def load(path):
     """Load a model saved by :meth:`save`; raises ``ModelFileError`` on any inconsistency.
 
-    A pipeline file written by :func:`save` (a skops file) is loaded with skops, trusting
-    :func:`trusted_types`, skops' defaults and the type names in ``trusted``; an untrusted
-    type is refused with a ``ModelFileError`` naming it (see docs/tabular.md).
+    (:func:`fmlearn.load` reads these and also pipeline files written by
+    :func:`fmlearn.save`.)
 
     ``FileNotFoundError`` is raised when there is no file at ``path``. Anything else that is
     not a valid model file (a directory, a device such as ``/dev/zero``, a FIFO, a corrupt,
@@ -260,10 +270,6 @@ def load(path, *, trusted=None):
     if not stat.S_ISREG(st.st_mode):
         raise ModelFileError(f"{path!r} is not a regular file (a directory, device or FIFO): "
                              "not an fmlearn model file")
-    from ._skops_io import is_skops_file, load_skops
-
-    if is_skops_file(path):
-        return load_skops(path, trusted)
     try:
         est = _load_archive(path, st.st_size)
     except ModelFileError:
