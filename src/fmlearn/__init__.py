@@ -32,8 +32,9 @@ _LAZY = {
     "evaluate_prequential": "evaluate",
     "feature_embeddings": "recommender",
     "fit_stream": "stream",
-    "load": "io",
+    "load": "_skops_io",
     "recommend": "recommender",
+    "save": "_skops_io",
 }
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
@@ -64,6 +65,7 @@ __all__ = [
     "fit_stream",
     "load",
     "recommend",
+    "save",
     "__version__",
 ]
 
@@ -84,12 +86,12 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # what static tools and IDEs see
+    from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
-    from .io import load
     from .online import (
         CCFMClassifier,
         CCFMRegressor,

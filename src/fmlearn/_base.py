@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._data import canonical_csr_or_none, check_sparse_structure, to_csr
+from ._id_columns import warn_id_columns
 from ._registry import register
 from .exceptions import DivergenceError
 
@@ -198,6 +199,8 @@ class BaseFM(BaseEstimator):
         )
         if sp.issparse(X) and X.nnz and not np.all(np.isfinite(X.data)):
             raise ValueError("Input X contains NaN or infinity.")
+        if reset and not sp.issparse(X):
+            warn_id_columns(X, type(self).__name__)
         return X, y
 
     def _validate_X_predict(self, X, accept_sparse=("csr", "csc")):

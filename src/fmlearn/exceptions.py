@@ -5,6 +5,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 __all__ = [
     "ConvergenceWarning",
     "DivergenceError",
+    "IdColumnWarning",
     "ModelFileError",
     "NotFittedError",
     "SmallBatchWarning",
@@ -17,6 +18,16 @@ class DivergenceError(FloatingPointError):
     The message names the solver, the iteration and what to change (usually a smaller learning
     rate, a larger batch or stronger regularization). The estimator keeps the state it had
     before the call, so no NaN model is ever left behind.
+    """
+
+
+class IdColumnWarning(UserWarning):
+    """A dense column of X looks like ids (whole numbers filling a range of many values, such
+    as user or item numbers): an FM reads it as one number, not as categories.
+
+    The message names the columns and the encoder that one-hot encodes them
+    (:class:`fmlearn.encoders.TabularEncoder`); see :func:`fmlearn._id_columns.id_like_columns`
+    for the rule.
     """
 
 

@@ -61,7 +61,7 @@ import numpy as np
 from ._files import atomic_write
 from .exceptions import ModelFileError
 
-__all__ = ["save_model", "load", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save_model", "load", "trusted_types", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "fmlearn-model"
 FORMAT_VERSION = 2
@@ -210,8 +210,38 @@ _CONTAINER_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedErr
                      IndexError, AttributeError, OverflowError, struct.error, zlib.error)
 
 
+def trusted_types():
+    """Type names (``module.Class``) of fmlearn's public estimators and encoders.
+
+    These are what :func:`fmlearn.load` trusts in a pipeline file (a skops file written by
+    :func:`fmlearn.save`) on top of skops' own defaults; pass more to
+    ``fmlearn.load(path, trusted=[...])`` after reviewing them with
+    ``skops.io.get_untrusted_types(file=path)``.
+
+    Examples
+    --------
+    >>> from fmlearn.io import trusted_types
+    >>> "fmlearn.fm.FMRegressor" in trusted_types()
+    True
+    >>> "fmlearn.encoders._tabular.TabularEncoder" in trusted_types()
+    True
+    """
+    from . import encoders
+    from ._registry import PUBLIC
+
+    names = {where.replace(":", ".") for where in PUBLIC.values()}
+    for name in encoders.__all__:
+        obj = getattr(encoders, name)
+        if isinstance(obj, type):
+            names.add(f"{obj.__module__}.{obj.__qualname__}")
+    return sorted(names)
+
+
 def load(path):
     """Load a model saved by :meth:`save`; raises ``ModelFileError`` on any inconsistency.
+
+    (:func:`fmlearn.load` reads these and also pipeline files written by
+    :func:`fmlearn.save`.)
 
     ``FileNotFoundError`` is raised when there is no file at ``path``. Anything else that is
     not a valid model file (a directory, a device such as ``/dev/zero``, a FIFO, a corrupt,
@@ -273,10 +303,10 @@ def _load_archive(path, size):
     return est
 
 
-def _check_directory(zf, path, size):
-    """The ZIP directory, checked before any member is read: unique names, every member
-    stored (not compressed, not encrypted), its sizes consistent and inside the file, the
-    manifest present and at most :data:`MAX_MANIFEST_BYTES`. Returns {name: ZipInfo}."""
+def check_stored_members(zf, path, size):
+    """{name: ZipInfo} of the open archive ``zf`` (``size`` bytes), checked before any member
+    is read: unique names, every member stored (not compressed: no decompression bomb; not
+    encrypted), its sizes consistent and inside the file. Raises ``ModelFileError``."""
     infos = {}
     for info in zf.infolist():
         if info.filename in infos:
@@ -292,6 +322,14 @@ def _check_directory(zf, path, size):
                                  f"{info.file_size} bytes, inconsistent with the archive "
                                  f"({size} bytes)")
         infos[info.filename] = info
+    return infos
+
+
+def _check_directory(zf, path, size):
+    """The ZIP directory, checked before any member is read: unique names, every member
+    stored (not compressed, not encrypted), its sizes consistent and inside the file, the
+    manifest present and at most :data:`MAX_MANIFEST_BYTES`. Returns {name: ZipInfo}."""
+    infos = check_stored_members(zf, path, size)
     if _META not in infos:
         raise ModelFileError(f"{path!r} has no {_META}: not an fmlearn model file")
     if infos[_META].file_size > MAX_MANIFEST_BYTES:
