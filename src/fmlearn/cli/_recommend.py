@@ -11,7 +11,8 @@ import sys
 import numpy as np
 
 from ._common import CLIError, read_svmlight
-from ._online import _positive_float, _positive_int
+from ._common import positive_int
+from ._online import _positive_float
 
 
 def _block(text):
@@ -61,7 +62,7 @@ def add_parser(sub):
                        help="svmlight/libFM file, one feature row per item")
     items.add_argument("--item-block", type=_block, metavar="START:STOP",
                        help="one-hot item block: item i is feature START + i")
-    p.add_argument("-k", type=_positive_int, default=10, metavar="K",
+    p.add_argument("-k", type=positive_int, default=10, metavar="K",
                    help="items per user (default 10)")
     p.add_argument("--exclude", metavar="FILE",
                    help="one line per user (in output order): the item indices never to "
