@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 
-from ._common import CLIError, read_svmlight
-from ._common import positive_int
+from ._common import CLIError, positive_int, read_svmlight
 from ._online import _positive_float
 
 
