@@ -119,3 +119,17 @@ def _aligned(v, X, name, need_lengths):
         raise ValueError(f"{name} has {v.numblocks[0]} row blocks but X has {X.numblocks[0]}; "
                          "partition them alike")
     return v
+
+
+def part_weights(sw, n_rows, where):
+    """A partition's sample weights, validated (float64, finite, non-negative, one per row;
+    ones when ``sw`` is None); ``where`` names the partition in the error."""
+    if sw is None:
+        return np.ones(n_rows)
+    sw = np.asarray(sw, dtype=np.float64).ravel()
+    if sw.shape[0] != n_rows:
+        raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {n_rows} rows "
+                         f"({where})")
+    if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+        raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    return sw

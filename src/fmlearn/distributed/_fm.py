@@ -72,7 +72,7 @@ from ..solvers._fm_common import FMState, group_index, predict_rows
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _keep, _reserve, draw_latent
 from ._checkpoint import Checkpointer
-from ._common import active_client, is_frame, row_arrays
+from ._common import active_client, is_frame, part_weights, row_arrays
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -143,18 +143,10 @@ def _load_part(X, y, sw, p, n_features, dtype, classes):
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
             raise ValueError(f"y contains NaN or infinity ({_where(p)})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if sw.shape[0] != X.shape[0]:
-            raise ValueError(f"{_where(p)}: sample_weight has {sw.shape[0]} entries but X has "
-                             f"{X.shape[0]} rows")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({_where(p)})")
-        keep = np.flatnonzero(sw > 0)
-        if keep.shape[0] < X.shape[0]:
-            X, y, sw = X[keep], y[keep], sw[keep]
+    sw = part_weights(sw, X.shape[0], _where(p))
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
     indptr, indices, data = raw(X)
     return Rows(indptr, indices, data, np.ascontiguousarray(y), np.ascontiguousarray(sw),
                 bool(np.all(sw == 1.0)))

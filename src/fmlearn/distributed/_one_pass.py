@@ -22,7 +22,7 @@ from .._base import progress
 from .._data import to_csr
 from .._one_pass import OnePassMixin
 from ..solvers.one_pass import Batch, predict_batch, scale_from_variance, weighted_moments
-from ._common import Runner, active_client, is_frame, row_arrays
+from ._common import Runner, active_client, is_frame, part_weights, row_arrays
 
 __all__ = ["DaskBatchRows", "fit_one_pass"]
 
@@ -43,12 +43,7 @@ def _prepare_part(X, y, sw, dtype, first_row):
     y = np.asarray(y, dtype=np.float64).ravel()
     if not np.all(np.isfinite(y)):
         raise ValueError(f"y contains NaN or infinity ({where})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    sw = part_weights(sw, X.shape[0], where)
     keep = np.flatnonzero(sw > 0)
     if keep.shape[0] < X.shape[0]:
         X, y, sw = X[keep], y[keep], sw[keep]
