@@ -72,7 +72,7 @@ from ..solvers._fm_common import FMState, group_index, predict_rows
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _keep, _reserve, draw_latent
 from ._checkpoint import Checkpointer
-from ._common import active_client, is_frame, row_arrays
+from ._common import active_client, is_frame, part_weights, row_arrays
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -143,18 +143,10 @@ def _load_part(X, y, sw, p, n_features, dtype, classes):
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
             raise ValueError(f"y contains NaN or infinity ({_where(p)})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if sw.shape[0] != X.shape[0]:
-            raise ValueError(f"{_where(p)}: sample_weight has {sw.shape[0]} entries but X has "
-                             f"{X.shape[0]} rows")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({_where(p)})")
-        keep = np.flatnonzero(sw > 0)
-        if keep.shape[0] < X.shape[0]:
-            X, y, sw = X[keep], y[keep], sw[keep]
+    sw = part_weights(sw, X.shape[0], _where(p))
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
     indptr, indices, data = raw(X)
     return Rows(indptr, indices, data, np.ascontiguousarray(y), np.ascontiguousarray(sw),
                 bool(np.all(sw == 1.0)))
@@ -164,14 +156,25 @@ def _labels(y):
     return np.unique(np.asarray(y).ravel())
 
 
-def _scan(rows, n_features):
-    """Rows, total weight, target range and the distinct codes of the feature pairs that
-    share a row (the partition's share of the co-occurrence graph)."""
+def _scan(rows):
+    """Rows, total weight and target range of a partition."""
     n = rows.indptr.shape[0] - 1
     lo = float(rows.y.min()) if n else math.inf
     hi = float(rows.y.max()) if n else -math.inf
-    pairs = np.unique(row_pairs(rows.indptr, rows.indices, n_features, 0, n))
-    return n, float(rows.sw.sum()), lo, hi, pairs
+    return n, float(rows.sw.sum()), lo, hi
+
+
+def _pairs(rows, n_features):
+    """The distinct codes of the feature pairs that share a row of the partition (its share
+    of the co-occurrence graph)."""
+    n = rows.indptr.shape[0] - 1
+    return np.unique(row_pairs(rows.indptr, rows.indices, n_features, 0, n))
+
+
+def _color_task(pairs, d):
+    """The colouring from every partition's pairs, computed on a worker: the client receives
+    d numbers, never the graph."""
+    return _coloring(np.unique(np.concatenate(pairs)), d)
 
 
 def _here():
@@ -211,6 +214,7 @@ def _build(key, rows, w0, w, V, mode, color, pos):
 def _bias_round(key, ap, loss, latent):
     """Apply ``ap``; for the probit chain draw the latent targets (``latent`` = the stream's
     key); return the sums of the w0 step and of the noise precision."""
+    t0 = time.process_time()
     part = _lookup(key)
     none = Gather(-1, 0, 1, part.G[:0], SQUARED)
     class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
@@ -220,15 +224,18 @@ def _bias_round(key, ap, loss, latent):
         pred = part.E[:, 0] + part.target
         part.target = draw_latent(pred, part.rows.y, u)
         part.E[:, 0] = pred - part.target
-    return bias_sums(part.rows, part.E, loss)
+    return (*bias_sums(part.rows, part.E, loss), time.process_time() - t0)
 
 
 def _class_round(key, ap, ga, m):
+    """Apply ``ap``, gather the sums of ``ga`` (m features); returns them and the task's
+    CPU seconds."""
+    t0 = time.process_time()
     part = _lookup(key)
     G = part.G[:m]
     H = part.H[:m]
     class_round(part.rows, part.color, part.pos, part.E, ap, ga, G, H)
-    return G.copy(), H.copy()
+    return G.copy(), H.copy(), time.process_time() - t0
 
 
 def _drop(prefix):
@@ -438,23 +445,31 @@ def _persist(client, tasks):
     return list(client.compute(list(tasks)))
 
 
+def _classes(color):
+    """``(pos, classes)``: each feature's place in its class and the classes' features, in
+    the order of :func:`fmlearn.solvers._fm_common.column_data` (by colour, then index)."""
+    d = color.shape[0]
+    n_colors = int(color.max()) + 1 if d else 0
+    order = np.argsort(color, kind="stable").astype(np.int64)
+    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+    pos = np.empty_like(order)
+    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    return pos, [order[color_ptr[c]:color_ptr[c + 1]] for c in range(n_colors)]
+
+
 def _coloring(pairs, d):
-    """The greedy colouring of the co-occurrence graph given by its edge codes, as
-    :func:`fmlearn.solvers._fm_common.column_data` colours the rows: each edge is a row of
-    two features, so every feature has the same neighbours and gets the same colour."""
+    """The greedy colouring (int64, d) of the co-occurrence graph given by its edge codes
+    ``j * d + l``, as :func:`fmlearn.solvers._fm_common.column_data` colours the rows: each
+    edge is a row of two features, so every feature has the same neighbours and gets the
+    same colour."""
     j = pairs // d
     m = pairs.shape[0]
     E = sp.csr_matrix((np.ones(2 * m), np.column_stack([j, pairs - j * d]).ravel(),
                        np.arange(0, 2 * m + 1, 2)), shape=(m, d))
     Ec = E.tocsc()
-    color, n_colors = greedy_coloring(Ec.indptr.astype(np.int64), Ec.indices.astype(np.int64),
-                                      E.indptr.astype(np.int64), E.indices.astype(np.int64), d)
-    order = np.argsort(color, kind="stable").astype(np.int64)
-    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
-    pos = np.empty_like(order)
-    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    return color.astype(np.int64), pos, [order[color_ptr[c]:color_ptr[c + 1]]
-                                         for c in range(n_colors)]
+    color, _ = greedy_coloring(Ec.indptr.astype(np.int64), Ec.indices.astype(np.int64),
+                               E.indptr.astype(np.int64), E.indices.astype(np.int64), d)
+    return color.astype(np.int64)
 
 
 def _check_estimator(est):
@@ -569,14 +584,16 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     load = delayed(_load_part, pure=True)
     parts = _persist(client, [load(xb, yb, wb, p, d, dtype, classes)
                               for p, (xb, yb, wb) in enumerate(blocks)])
-    scans = _run(client, [delayed(_scan, pure=True)(r, d) for r in parts])
+    coloring = delayed(_color_task, pure=True)([delayed(_pairs, pure=True)(r, d)
+                                                 for r in parts], d)
+    *scans, color = _run(client, [delayed(_scan, pure=True)(r) for r in parts] + [coloring])
+    color = np.ascontiguousarray(color, dtype=np.int64)
     n_rows = [s[0] for s in scans]
     sw_total = float(sum(s[1] for s in scans))
     if sum(n_rows) == 0:
         raise ValueError("there is nothing to fit: no row (of positive weight) in any "
                          "partition")
-    pairs = np.unique(np.concatenate([s[4] for s in scans]))
-    color, pos, classes_of = _coloring(pairs, d)
+    pos, classes_of = _classes(color)
     groups = est._check_groups(d)
     est.n_features_in_ = d
     est.dtype_ = dtype.name
@@ -607,7 +624,9 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     est.history_ = history
     est.solver_ = est.solver
     est.distributed_ = {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
-                        "seconds_rounds": sweeper.t_wait, "seconds_client": sweeper.t_client,
+                        "seconds_rounds": sweeper.t_wait,
+                        "seconds_rounds_compute": sweeper.t_compute,
+                        "seconds_client": sweeper.t_client,
                         "restarts": sweeper.restarts, "resumed_at": start}
     return est
 
@@ -648,6 +667,7 @@ class _Sweeper:
         self.restarts = 0  # sweeps restarted after a lost worker
         self.pending = None
         self.t_wait = 0.0  # seconds waiting for the workers' rounds (compute + transfer)
+        self.t_compute = 0.0  # of which the slowest partition's kernel CPU seconds
         self.t_client = 0.0  # seconds of the client's own steps
 
     def _use_chain(self, chain):
@@ -756,6 +776,7 @@ class _Sweeper:
         t0 = time.perf_counter()
         out = cluster.map(fn, *args)
         self.t_wait += time.perf_counter() - t0
+        self.t_compute += max(o[-1] for o in out)  # the slowest partition's CPU seconds
         return out
 
     def _sweep(self, cluster, pending):
@@ -830,7 +851,7 @@ class _Sweeper:
                 t0 = time.perf_counter()
                 G = sums[0][0].copy()
                 H = sums[0][1].copy()
-                for gp, hp in sums[1:]:
+                for gp, hp, _ in sums[1:]:
                     G += gp
                     H += hp
                 prev = np.empty(m)
