@@ -108,11 +108,7 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
         B[nb, j] = v[j] * inv
         SB[nb, j] *= inv
     for a in range(nb + 1):
-        s = 0.0
-        for j in range(D):
-            s += B[a, j] * SB[nb, j]
-        GS[a, nb] = s
-        GS[nb, a] = s
+        _gram_entry(B, SB, GS, a, nb)
     if not ident:
         for k in range(r):
             s = Uv[k]
@@ -120,6 +116,16 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
                 s -= UB[k, a] * c[a]
             UB[k, nb] = s * inv
     return nb + 1
+
+
+@njit(cache=True, nogil=True)
+def _gram_entry(B, SB, GS, a, b):
+    """GS[a, b] = GS[b, a] = B[a] . SB[b]: one entry of the Gram matrix B S B'."""
+    s = 0.0
+    for j in range(B.shape[1]):
+        s += B[a, j] * SB[b, j]
+    GS[a, b] = s
+    GS[b, a] = s
 
 
 @njit(cache=True, nogil=True)
@@ -226,11 +232,7 @@ def refresh(S, U, r, ident, tr, nb):
         sacc_matvec(S, B[a], SB[a])
     for a in range(m):
         for b in range(a, m):
-            s = 0.0
-            for j in range(D):
-                s += B[a, j] * SB[b, j]
-            GS[a, b] = s
-            GS[b, a] = s
+            _gram_entry(B, SB, GS, a, b)
     if not ident:
         for k in range(r):
             for a in range(m):
