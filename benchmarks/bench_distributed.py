@@ -16,6 +16,16 @@
    preloaded data. Two workloads: the classic FM with SGD on a sparse file, and the one-pass
    gFM on a dense file.
 
+3. ``--part 3``: exact distributed ALS / MCMC (:func:`fmlearn.distributed.fit`) on
+   2,000,000 distinct one-hot (user, item) rows (``make_recommendation(2000, 2000, ...,
+   rank=8, unique_pairs=True)``, the generator of ``sbs_fm.py rows``), k = 8, 4 partitions:
+   seconds per sweep in memory (``n_jobs`` 1 and 2) against ``fd.fit`` on a LocalCluster of 1
+   and of 2 single-threaded worker processes, alternated; per fit the CPU seconds of the
+   client and the workers next to the wall seconds; per distributed sweep the time waiting
+   for the rounds, the slowest partition's kernel CPU in them, the client's own steps and
+   the bytes sent per round; then the client's peak traced memory (``tracemalloc``) of a
+   distributed fit at two widths d (200,000 rows; users = items = 2000 and 20,000).
+
 Run under the benchmark lock, e.g.::
 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed.py
@@ -97,6 +107,112 @@ def dask_one_pass(d, k, T, part_rows, repeat):
                                   / np.max(np.abs(ref.working_V_)))
     out["batches"] = int(est.n_batches_)
     out["rel_error"] = float(recovery_error(est.w_, est.M_, truth.w, truth.M))
+    return out
+
+
+# -- part 3: exact distributed ALS / MCMC --------------------------------------------------------
+def _cpu_of_workers(client):
+    import resource
+
+    def usage():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    return sum(client.run(usage).values())
+
+
+def _one_hot_rows(n, users, items):
+    from fmlearn.datasets import make_recommendation
+
+    b = make_recommendation(users, items, n, rank=8, unique_pairs=True, random_state=0)
+    return b.X.tocsr(), np.asarray(b.y, dtype=np.float64)
+
+
+def dask_sweeps(n, k, sweeps, repeat, parts=4):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+    yd = da.from_array(y, chunks=rows)
+    out = []
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as c1, Client(c1) as cl1, \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=None) as c2, Client(c2) as cl2:
+        for solver in ("als", "mcmc"):
+            def make(solver=solver, n_jobs=None):
+                return FMRegressor(k, solver=solver, n_iter=sweeps, random_state=0,
+                                   n_jobs=n_jobs, **kw[solver])
+            # warm-up: compile / load the kernels everywhere
+            make(n_jobs=1).set_params(n_iter=1).fit(X[:5000], y[:5000])
+            for cl in (cl1, cl2):
+                fd.fit(make().set_params(n_iter=1), Xd[:5000], yd[:5000], client=cl)
+            for rep in range(repeat):
+                for mode in ("mem1", "mem2", "dask1", "dask2"):
+                    row = {"solver": solver, "mode": mode, "rep": rep, "rows": n, "k": k,
+                           "load": os.getloadavg()[0]}
+                    cpu0 = time.process_time()
+                    t0 = time.perf_counter()
+                    if mode.startswith("mem"):
+                        est = make(n_jobs=int(mode[-1])).fit(X, y)
+                        wcpu = 0.0
+                    else:
+                        cl = cl1 if mode == "dask1" else cl2
+                        w0 = _cpu_of_workers(cl)
+                        est = fd.fit(make(), Xd, yd, client=cl)
+                        wcpu = _cpu_of_workers(cl) - w0
+                        info = est.distributed_
+                        done = est.n_iter_
+                        row.update(
+                            wait_s_per_sweep=info["seconds_rounds"] / done,
+                            kernel_cpu_s_per_sweep=info["seconds_rounds_compute"] / done,
+                            client_s_per_sweep=info["seconds_client"] / done,
+                            rounds_per_sweep=info["rounds"] / done,
+                            bytes_per_round=info["bytes_sent"] / info["rounds"])
+                    row.update(fit_wall_s=time.perf_counter() - t0,
+                               fit_cpu_client_s=time.process_time() - cpu0,
+                               fit_cpu_workers_s=wcpu,
+                               s_per_sweep=float(np.median(est.history_["iter_time"][1:])),
+                               train_rmse=float(np.sqrt(np.mean((est.predict(X) - y) ** 2))))
+                    print(json.dumps(row), flush=True)
+                    out.append(row)
+    return out
+
+
+def client_memory(n, k, sizes):
+    import tracemalloc
+
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    out = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        for users in sizes:
+            X, y = _one_hot_rows(n, users, users)
+            Xd = da.from_array(X, chunks=(n // 4, X.shape[1]), asarray=False)
+            Xd, yd = client.persist([Xd, da.from_array(y, chunks=n // 4)])
+            del X, y
+            est = FMRegressor(k, solver="mcmc", n_iter=3, random_state=0)
+            tracemalloc.start()
+            fd.fit(est, Xd, yd, client=client)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            row = {"rows": n, "d": 2 * users, "k": k, "client_peak_MB": peak / 2**20,
+                   "model_MB": est.samples_V_.nbytes / 2**20,
+                   "samples_kept": int(est.samples_V_.shape[0]),
+                   "load": os.getloadavg()[0]}
+            print(json.dumps(row), flush=True)
+            out.append(row)
     return out
 
 
@@ -194,7 +310,9 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--sweeps", type=int, default=5)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
@@ -210,6 +328,12 @@ def main(argv=None):
         print(json.dumps(res), flush=True)
     if args.part in (None, 2):
         file_streaming(args.quick, int(args.chunk_mb * 2**20))
+    if args.part in (None, 3):
+        n = 20_000 if args.quick else args.rows
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dask_sweeps(n, 8, 3 if args.quick else args.sweeps, 1 if args.quick else args.repeat)
+            client_memory(n // 10, 8, (200, 2000) if args.quick else (2000, 20000))
     print("load average:", os.getloadavg())
 
 

@@ -156,12 +156,9 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
 
 _CLIENT_SCRIPT = """
 import sys, time
-import dask, dask.array as da, numpy as np
 sys.path.insert(0, {tests!r})
-from test_distributed_fm import dask_rows, one_hot
-from fmlearn import FMRegressor
-from fmlearn import distributed as fd
 from fmlearn.distributed import _checkpoint
+from test_distributed_fm import resumable_fit
 
 if {hang}:  # the first checkpoint written, the client hangs until it is killed
     write = _checkpoint.Checkpointer.write
@@ -171,20 +168,24 @@ if {hang}:  # the first checkpoint written, the client hangs until it is killed
         time.sleep(600)
         return out
     _checkpoint.Checkpointer.write = hang
-X, y = one_hot(1500, seed=6)
-Xd, yd = dask_rows(X, y, (700, 800))
-est = FMRegressor(2, solver="mcmc", n_iter=12, n_burn_in=2, random_state=4)
-with dask.config.set(scheduler="synchronous"):
-    fd.fit(est, Xd, yd, checkpoint={directory!r}, checkpoint_every=5)
+est = resumable_fit({directory!r})
 est.save({out!r})
 print("resumed_at", est.distributed_["resumed_at"], flush=True)
 """
 
 
-def _client_script(tmp_path, name, hang):
+def resumable_fit(directory):
+    """The call of the killed-client test (local scheduler: the client is the process)."""
+    X, y = one_hot(1500, seed=6)
+    Xd, yd = dask_rows(X, y, (700, 800))
+    est = FMRegressor(2, solver="mcmc", n_iter=12, n_burn_in=2, random_state=4)
+    with dask.config.set(scheduler="synchronous"):
+        return fd.fit(est, Xd, yd, checkpoint=directory, checkpoint_every=5)
+
+
+def _client_script(tmp_path, hang):
     script = _CLIENT_SCRIPT.format(tests=os.path.dirname(__file__), hang=hang,
-                                   directory=str(tmp_path / name), out=str(tmp_path / name) +
-                                   ".fmz")
+                                   directory=str(tmp_path / "ck"), out=str(tmp_path / "ck.fmz"))
     return [sys.executable, "-c", textwrap.dedent(script)]
 
 
@@ -193,22 +194,20 @@ def test_killed_client_resumes_bit_identical(tmp_path):
     again resumes from sweep 5 and ends bit-identical to an uninterrupted run."""
     from fmlearn import load
 
-    proc = subprocess.Popen(_client_script(tmp_path, "ck", True), stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(_client_script(tmp_path, True), stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "checkpoint"
         assert os.path.exists(tmp_path / "ck" / "checkpoint.fmz")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    out = subprocess.run(_client_script(tmp_path, "ck", False), capture_output=True, text=True,
+    out = subprocess.run(_client_script(tmp_path, False), capture_output=True, text=True,
                          check=True).stdout
     assert "resumed_at 5" in out
     assert not os.path.exists(tmp_path / "ck" / "checkpoint.fmz")  # removed at the end
-    out = subprocess.run(_client_script(tmp_path, "plain", False), capture_output=True,
-                         text=True, check=True).stdout
-    assert "resumed_at 0" in out
-    a, b = load(tmp_path / "ck.fmz"), load(tmp_path / "plain.fmz")
+    b = resumable_fit(tmp_path / "plain")
+    assert b.distributed_["resumed_at"] == 0
+    a = load(tmp_path / "ck.fmz")
     for name in ("w_", "V_", "samples_w0_", "samples_w_", "samples_V_"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert a.w0_ == b.w0_ and a.chain_ == b.chain_

@@ -124,6 +124,20 @@ def _aligned(v, X, name, need_lengths):
     return v
 
 
+def part_weights(sw, n_rows, where):
+    """A partition's sample weights, validated (float64, finite, non-negative, one per row;
+    ones when ``sw`` is None); ``where`` names the partition in the error."""
+    if sw is None:
+        return np.ones(n_rows)
+    sw = np.asarray(sw, dtype=np.float64).ravel()
+    if sw.shape[0] != n_rows:
+        raise ValueError(f"sample_weight has {sw.shape[0]} entries but X has {n_rows} rows "
+                         f"({where})")
+    if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+        raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    return sw
+
+
 def prepare_block(X, y, sw, dtype, where, *, n_features=None, y_numeric=True):
     """The validated rows of one partition, on the worker that holds it: ``(X, y, sw)`` with X
     dense C-contiguous or canonical CSR in ``dtype``, y float64 (raw labels when not
@@ -154,15 +168,7 @@ def prepare_block(X, y, sw, dtype, where, *, n_features=None, y_numeric=True):
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
             raise ValueError(f"y contains NaN or infinity ({where})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if sw.shape[0] != X.shape[0]:
-            raise ValueError(f"{where}: sample_weight has {sw.shape[0]} entries but X has "
-                             f"{X.shape[0]} rows")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({where})")
+    sw = part_weights(sw, X.shape[0], where)
     keep = np.flatnonzero(sw > 0)
     if keep.shape[0] < X.shape[0]:
         X, y, sw = X[keep], y[keep], sw[keep]

@@ -36,16 +36,16 @@ fit with the same ``random_state`` up to the order of floating-point summation. 
 classifier's latent targets are drawn on the workers from a stream keyed by the sweep and the
 partition (the in-memory fit draws them in its canonical row order, which a cluster does not
 have): the same model, another chain.
+
+Where the code lives: the worker side (the registry, the round tasks) in ``_fm_worker``, the
+client's part of the sweeps (model, chain, random numbers, restarts) in ``_fm_sweep``; this
+module loads the partitions, colours the features and drives the fit.
 """
 
-import copy
 import math
 import numbers
 import os
-import threading
-import time
 import uuid
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,51 +55,14 @@ from sklearn.utils import check_random_state
 
 from .._base import failure_atomic
 from .._data import check_sparse_structure, raw, to_csr
-from ..exceptions import DivergenceError
-from ..kernels.cd import Config, _step, draw_group_hyper, gamma_shapes, greedy_coloring, n_normals
-from ..kernels.cd_rows import (
-    Apply,
-    Gather,
-    Rows,
-    Step,
-    bias_sums,
-    class_round,
-    class_step,
-    row_pairs,
-)
-from ..losses import SMOOTHNESS, SQUARED
-from ..solvers._fm_common import FMState, group_index, predict_rows
-from ..solvers.als import fixed_prior
-from ..solvers.mcmc import Chain, _keep, _reserve, draw_latent
+from ..kernels.cd import greedy_coloring
+from ..kernels.cd_rows import Rows, row_pairs
 from ._checkpoint import Checkpointer
-from ._common import active_client, is_frame, row_arrays
+from ._common import active_client, is_frame, part_weights, row_arrays
+from ._fm_sweep import _Sweeper
+from ._fm_worker import _build, _drop
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
-
-# Sweeps between rebuilds of the row caches from the model (as ALSSettings / MCMCSettings).
-REFRESH_EVERY = 10
-# Times a sweep is restarted after lost workers before the fit gives up.
-MAX_RESTARTS = 3
-
-
-class StateLost(RuntimeError):
-    """A partition's row cache is not on the worker that ran its task (the worker died)."""
-
-
-# -- the worker side ---------------------------------------------------------------------------
-_REGISTRY = {}
-_LOCK = threading.Lock()
-
-
-@dataclass
-class _Part:
-    rows: Rows
-    color: np.ndarray  # each feature's colour class, and its place in the class
-    pos: np.ndarray
-    E: np.ndarray
-    target: np.ndarray  # y (squared loss), 0 (logistic: E[:, 0] is pred) or the latent z
-    G: np.ndarray
-    H: np.ndarray
 
 
 def _where(p):
@@ -143,18 +106,10 @@ def _load_part(X, y, sw, p, n_features, dtype, classes):
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
             raise ValueError(f"y contains NaN or infinity ({_where(p)})")
-    if sw is None:
-        sw = np.ones(X.shape[0])
-    else:
-        sw = np.asarray(sw, dtype=np.float64).ravel()
-        if sw.shape[0] != X.shape[0]:
-            raise ValueError(f"{_where(p)}: sample_weight has {sw.shape[0]} entries but X has "
-                             f"{X.shape[0]} rows")
-        if not np.all(np.isfinite(sw)) or np.any(sw < 0):
-            raise ValueError(f"sample_weight must be finite and non-negative ({_where(p)})")
-        keep = np.flatnonzero(sw > 0)
-        if keep.shape[0] < X.shape[0]:
-            X, y, sw = X[keep], y[keep], sw[keep]
+    sw = part_weights(sw, X.shape[0], _where(p))
+    keep = np.flatnonzero(sw > 0)
+    if keep.shape[0] < X.shape[0]:
+        X, y, sw = X[keep], y[keep], sw[keep]
     indptr, indices, data = raw(X)
     return Rows(indptr, indices, data, np.ascontiguousarray(y), np.ascontiguousarray(sw),
                 bool(np.all(sw == 1.0)))
@@ -164,77 +119,26 @@ def _labels(y):
     return np.unique(np.asarray(y).ravel())
 
 
-def _scan(rows, n_features):
-    """Rows, total weight, target range and the distinct codes of the feature pairs that
-    share a row (the partition's share of the co-occurrence graph)."""
+def _scan(rows):
+    """Rows, total weight and target range of a partition."""
     n = rows.indptr.shape[0] - 1
     lo = float(rows.y.min()) if n else math.inf
     hi = float(rows.y.max()) if n else -math.inf
-    pairs = np.unique(row_pairs(rows.indptr, rows.indices, n_features, 0, n))
-    return n, float(rows.sw.sum()), lo, hi, pairs
+    return n, float(rows.sw.sum()), lo, hi
 
 
-def _here():
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return "local"
+def _pairs(rows, n_features):
+    """The distinct codes of the feature pairs that share a row of the partition (its share
+    of the co-occurrence graph)."""
+    n = rows.indptr.shape[0] - 1
+    return np.unique(row_pairs(rows.indptr, rows.indices, n_features, 0, n))
 
 
-def _lookup(key):
-    part = _REGISTRY.get(key)
-    if part is None:
-        raise StateLost(f"the row cache of {key[1]} is not on this worker "
-                        f"({_here()}); it was lost with its worker")
-    return part
+def _color_task(pairs, d):
+    """The colouring from every partition's pairs, computed on a worker: the client receives
+    d numbers, never the graph."""
+    return _coloring(np.unique(np.concatenate(pairs)), d)
 
-
-def _build(key, rows, w0, w, V, mode, color, pos):
-    """Build a partition's row cache from the model (``mode``: "squared", "logistic" or
-    "probit") and register it on this worker; returns the worker's address."""
-    state = FMState(w0, w, V)
-    pred = predict_rows((rows.indptr, rows.indices, rows.data), state)
-    if mode == "squared":
-        target = rows.y
-    else:  # logistic: E[:, 0] is pred; probit: the latent target is drawn by the first round
-        target = np.zeros(pred.shape[0])
-    E = np.zeros((pred.shape[0], 3))
-    E[:, 0] = pred - target
-    m = max(1, int(w.shape[0]))
-    with _LOCK:
-        _REGISTRY[key] = _Part(rows, color, pos, E, target, np.empty(m), np.empty(m))
-    return _here()
-
-
-def _bias_round(key, ap, loss, latent):
-    """Apply ``ap``; for the probit chain draw the latent targets (``latent`` = the stream's
-    key); return the sums of the w0 step and of the noise precision."""
-    part = _lookup(key)
-    none = Gather(-1, 0, 1, part.G[:0], SQUARED)
-    class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
-    if latent is not None:
-        n = part.E.shape[0]
-        u = 1.0 - np.random.default_rng(latent).random(n)
-        pred = part.E[:, 0] + part.target
-        part.target = draw_latent(pred, part.rows.y, u)
-        part.E[:, 0] = pred - part.target
-    return bias_sums(part.rows, part.E, loss)
-
-
-def _class_round(key, ap, ga, m):
-    part = _lookup(key)
-    G = part.G[:m]
-    H = part.H[:m]
-    class_round(part.rows, part.color, part.pos, part.E, ap, ga, G, H)
-    return G.copy(), H.copy()
-
-
-def _drop(prefix):
-    with _LOCK:
-        for key in [k for k in _REGISTRY if k[0] == prefix]:
-            del _REGISTRY[key]
 
 
 # -- svmlight files read on the workers --------------------------------------------------------
@@ -298,25 +202,6 @@ def read_svmlight(paths, n_features=None, *, zero_based=False, dtype=np.float64)
 
 
 # -- the client side ---------------------------------------------------------------------------
-def _lost_errors():
-    errs = [StateLost]
-    try:
-        from distributed.comm.core import CommClosedError
-        from distributed.scheduler import KilledWorker
-
-        errs += [KilledWorker, CommClosedError]
-    except ImportError:  # pragma: no cover - distributed is part of the extra
-        pass
-    try:
-        from distributed.client import FutureCancelledError
-
-        errs.append(FutureCancelledError)
-    except ImportError:  # pragma: no cover - older distributed
-        pass
-    import concurrent.futures
-
-    errs.append(concurrent.futures.CancelledError)
-    return tuple(errs)
 
 
 class _Cluster:
@@ -438,23 +323,60 @@ def _persist(client, tasks):
     return list(client.compute(list(tasks)))
 
 
+def _classes(color):
+    """``(pos, classes)``: each feature's place in its class and the classes' features, in
+    the order of :func:`fmlearn.solvers._fm_common.column_data` (by colour, then index)."""
+    d = color.shape[0]
+    n_colors = int(color.max()) + 1 if d else 0
+    order = np.argsort(color, kind="stable").astype(np.int64)
+    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+    pos = np.empty_like(order)
+    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    return pos, [order[color_ptr[c]:color_ptr[c + 1]] for c in range(n_colors)]
+
+
 def _coloring(pairs, d):
-    """The greedy colouring of the co-occurrence graph given by its edge codes, as
-    :func:`fmlearn.solvers._fm_common.column_data` colours the rows: each edge is a row of
-    two features, so every feature has the same neighbours and gets the same colour."""
+    """The greedy colouring (int64, d) of the co-occurrence graph given by its edge codes
+    ``j * d + l``, as :func:`fmlearn.solvers._fm_common.column_data` colours the rows: each
+    edge is a row of two features, so every feature has the same neighbours and gets the
+    same colour."""
     j = pairs // d
     m = pairs.shape[0]
     E = sp.csr_matrix((np.ones(2 * m), np.column_stack([j, pairs - j * d]).ravel(),
                        np.arange(0, 2 * m + 1, 2)), shape=(m, d))
     Ec = E.tocsc()
-    color, n_colors = greedy_coloring(Ec.indptr.astype(np.int64), Ec.indices.astype(np.int64),
-                                      E.indptr.astype(np.int64), E.indices.astype(np.int64), d)
-    order = np.argsort(color, kind="stable").astype(np.int64)
-    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
-    pos = np.empty_like(order)
-    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    return color.astype(np.int64), pos, [order[color_ptr[c]:color_ptr[c + 1]]
-                                         for c in range(n_colors)]
+    color, _ = greedy_coloring(Ec.indptr.astype(np.int64), Ec.indices.astype(np.int64),
+                               E.indptr.astype(np.int64), E.indices.astype(np.int64), d)
+    return color.astype(np.int64)
+
+
+def _load_partitions(client, X, y, sample_weight, classifier):
+    """The validated partitions (persisted), the width, the dtype, the classes (classifier;
+    else None), each partition's :func:`_scan` and the colouring of the features."""
+    blocks, width, dtype = _partitions(X, y, sample_weight)
+    if width is None:  # svmlight without n_features: the widths of the files
+        widths = _run(client, [delayed(_width, pure=True)(b[0]) for b in blocks])
+        if len(set(widths)) > 1:
+            raise ValueError(f"the svmlight files have different widths {sorted(set(widths))}:"
+                             " every partition must have the same width; pass n_features= "
+                             "to read_svmlight")
+        width = widths[0]
+    d = int(width)
+    classes = None
+    if classifier:
+        labels = np.unique(np.concatenate(_run(client, [delayed(_labels, pure=True)(b[1])
+                                                        for b in blocks])))
+        if labels.shape[0] != 2:
+            raise ValueError(f"A classifier needs samples of exactly two classes; y has "
+                             f"{labels.shape[0]} ({labels.tolist()[:10]})")
+        classes = labels
+    load = delayed(_load_part, pure=True)
+    parts = _persist(client, [load(xb, yb, wb, p, d, dtype, classes)
+                              for p, (xb, yb, wb) in enumerate(blocks)])
+    coloring = delayed(_color_task, pure=True)([delayed(_pairs, pure=True)(r, d)
+                                                 for r in parts], d)
+    *scans, color = _run(client, [delayed(_scan, pure=True)(r) for r in parts] + [coloring])
+    return parts, d, dtype, classes, scans, np.ascontiguousarray(color, dtype=np.int64)
 
 
 def _check_estimator(est):
@@ -549,34 +471,14 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     est = estimator
     classifier = is_classifier(est)
     client = active_client(client)
-    blocks, width, dtype = _partitions(X, y, sample_weight)
-    if width is None:  # svmlight without n_features: the widths of the files
-        widths = _run(client, [delayed(_width, pure=True)(b[0]) for b in blocks])
-        if len(set(widths)) > 1:
-            raise ValueError(f"the svmlight files have different widths {sorted(set(widths))}:"
-                             " every partition must have the same width; pass n_features= "
-                             "to read_svmlight")
-        width = widths[0]
-    d = int(width)
-    classes = None
-    if classifier:
-        labels = np.unique(np.concatenate(_run(client, [delayed(_labels, pure=True)(b[1])
-                                                        for b in blocks])))
-        if labels.shape[0] != 2:
-            raise ValueError(f"A classifier needs samples of exactly two classes; y has "
-                             f"{labels.shape[0]} ({labels.tolist()[:10]})")
-        classes = labels
-    load = delayed(_load_part, pure=True)
-    parts = _persist(client, [load(xb, yb, wb, p, d, dtype, classes)
-                              for p, (xb, yb, wb) in enumerate(blocks)])
-    scans = _run(client, [delayed(_scan, pure=True)(r, d) for r in parts])
+    parts, d, dtype, classes, scans, color = _load_partitions(client, X, y, sample_weight,
+                                                              classifier)
     n_rows = [s[0] for s in scans]
     sw_total = float(sum(s[1] for s in scans))
     if sum(n_rows) == 0:
         raise ValueError("there is nothing to fit: no row (of positive weight) in any "
                          "partition")
-    pairs = np.unique(np.concatenate([s[4] for s in scans]))
-    color, pos, classes_of = _coloring(pairs, d)
+    pos, classes_of = _classes(color)
     groups = est._check_groups(d)
     est.n_features_in_ = d
     est.dtype_ = dtype.name
@@ -606,247 +508,13 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     sweeper.store(est)
     est.history_ = history
     est.solver_ = est.solver
-    est.distributed_ = {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
-                        "seconds_rounds": sweeper.t_wait, "seconds_client": sweeper.t_client,
-                        "restarts": sweeper.restarts, "resumed_at": start}
+    est.distributed_ = _report(cluster, sweeper, start)
     return est
 
 
-class _Sweeper:
-    """The client's part of the sweeps: the model, the chain, the random numbers."""
-
-    def __init__(self, est, state, groups, color, pos, classes_of, sw_total, seed):
-        self.est = est
-        self.mcmc = est.solver == "mcmc"
-        self.probit = self.mcmc and is_classifier(est)
-        self.state = state
-        self.color = color
-        self.pos = pos
-        self.classes_of = classes_of
-        self.seed = seed
-        self.sw_total = sw_total
-        d, k = state.V.shape
-        self.group, self.size = groups if groups is not None else group_index(None, d)
-        self.chain = None
-        if self.mcmc:
-            s = self.settings = est._mcmc_settings(d, state.V.dtype, groups)
-            self._use_chain(est._chain_for_warm_start(state, self.size.shape[0]))
-            self.loss = SQUARED
-            self.mode = "probit" if self.probit else "squared"
-            self.cfg = Config(SQUARED, 1.0, True, True, not self.probit, float(s.reg_bias),
-                              s.alpha_0, s.beta_0, s.gamma_0, s.mu_0)
-        else:
-            s = self.settings = est._als_settings(groups)
-            prior = fixed_prior(groups, d, k, s.reg_linear, s.reg_pairwise)
-            self.lam_w, self.mu_w, self.lam_v, self.mu_v = (prior.lam_w, prior.mu_w,
-                                                             prior.lam_v, prior.mu_v)
-            self.loss = s.loss_code
-            self.mode = "squared" if self.loss == SQUARED else "logistic"
-            self.cfg = Config(self.loss, float(SMOOTHNESS[self.loss]), False, False, False,
-                              float(s.reg_bias), 1.0, 1.0, 1.0, 0.0)
-        self.n_done = 0
-        self.restarts = 0  # sweeps restarted after a lost worker
-        self.pending = None
-        self.t_wait = 0.0  # seconds waiting for the workers' rounds (compute + transfer)
-        self.t_client = 0.0  # seconds of the client's own steps
-
-    def _use_chain(self, chain):
-        self.chain = chain
-        self.lam_w, self.mu_w = chain.lambda_w, chain.mu_w
-        self.lam_v, self.mu_v = chain.lambda_v, chain.mu_v
-
-    # -- checkpoints --------------------------------------------------------------------------
-    def resume(self, saved, info):
-        """Continue from a loaded checkpoint; returns the sweeps it holds."""
-        st = self.state
-        st.w0 = float(saved.w0_)
-        st.w[:] = saved.w_
-        st.V[:] = saved.V_
-        self.seed = int(info["progress"]["seed"])
-        if self.mcmc:
-            self._use_chain(saved._fitted_chain())
-        self.n_done = int(info["step"])
-        return self.n_done
-
-    def snapshot_estimator(self):
-        """A copy of the estimator as a fit of the sweeps done so far leaves it."""
-        snap = copy.copy(self.est)
-        snap.solver_ = self.est.solver
-        st = self.state.copy()
-        if self.mcmc:
-            c = self.chain
-            chain = Chain(c.alpha, c.lambda_w.copy(), c.mu_w.copy(), c.lambda_v.copy(),
-                          c.mu_v.copy(), c.t, c.stride,
-                          None if c.samples is None else tuple(a[:c.n_samples].copy()
-                                                               for a in c.samples),
-                          c.n_samples)
-            snap._store_mcmc(st, chain, self.n_done)
-        else:
-            snap.n_iter_ = self.n_done
-            snap._store(st)
-        return snap
-
-    def store(self, est):
-        if self.mcmc:
-            est._store_mcmc(self.state, self.chain, self.n_done)
-        else:
-            est.n_iter_ = self.n_done
-            est._store(self.state)
-
-    # -- sweeps ------------------------------------------------------------------------------
-    def run(self, cluster, start, ck, history):
-        n_iter = self.est.n_iter
-        if self.mcmc:
-            _reserve(self.chain, self.state, self.settings)
-        every = ck.every if ck.enabled else 0
-        lost = _lost_errors()
-        built = False
-        it = start
-        while it < n_iter:
-            clock = time.perf_counter()
-            saved = self._save()
-            try:
-                if not built or it % REFRESH_EVERY == 0 or (every and it % every == 0):
-                    # As the in-memory solvers refresh the caches (and as a resumed run
-                    # builds them): E[:, 0] = pred - target from the model.
-                    cluster.build(self.state, self.mode)
-                    built = True
-                    self.pending = _no_apply()
-                self.pending, ok = self._sweep(cluster, self.pending)
-            except lost:
-                self.restarts += 1
-                if self.restarts > MAX_RESTARTS * max(1, n_iter):
-                    raise
-                self._restore(saved)
-                built = False
-                continue
-            self.n_done = it = it + 1
-            if self.mcmc:
-                _keep(self.chain, self.state, self.settings)
-            if not (ok and self.state.is_finite()):
-                raise DivergenceError(f"{self.est.solver.upper()} produced non-finite values "
-                                      f"at sweep {self.n_done}; increase the regularization "
-                                      "or rescale the targets. The estimator keeps its "
-                                      "previous state")
-            history["iter_time"].append(time.perf_counter() - clock)
-            if ck.due(self.n_done, n_iter):
-                ck.write(self.snapshot_estimator(), self.n_done, n_iter, {"seed": self.seed})
-
-    def _save(self):
-        extra = None
-        if self.mcmc:
-            c = self.chain
-            extra = (c.alpha, c.t, c.lambda_w.copy(), c.mu_w.copy(), c.lambda_v.copy(),
-                     c.mu_v.copy())
-        return self.state.copy(), extra
-
-    def _restore(self, saved):
-        st, extra = saved
-        self.state.w0 = st.w0
-        self.state.w[:] = st.w
-        self.state.V[:] = st.V
-        if extra is not None:
-            c = self.chain
-            c.alpha, c.t = extra[0], extra[1]
-            for dst, src in zip((c.lambda_w, c.mu_w, c.lambda_v, c.mu_v), extra[2:],
-                                strict=True):
-                dst[...] = src
-
-    def _wait(self, cluster, fn, *args):
-        t0 = time.perf_counter()
-        out = cluster.map(fn, *args)
-        self.t_wait += time.perf_counter() - t0
-        return out
-
-    def _sweep(self, cluster, pending):
-        """One sweep, in the order of ``kernels.cd.coordinate_sweep``. ``pending`` (the last
-        class's changes of the previous sweep) is applied by the first round; returns the
-        changes of this sweep's last class (applied by the next round) and whether the caches
-        were finite."""
-        st = self.state
-        d, k = st.V.shape
-        n_groups = self.size.shape[0]
-        sample = self.mcmc
-        cfg = self.cfg
-        z = np.zeros(1)
-        latent = None
-        if sample:
-            # The calls of mcmc_solver, in its order: the chain's random numbers are the same.
-            rs = np.random.default_rng([self.seed, self.chain.t])
-            z = rs.standard_normal(n_normals(d, k, n_groups))
-            g = rs.standard_gamma(gamma_shapes(d, k, self.size, cfg, self.sw_total))
-            if self.probit:
-                latent = [self.seed, self.chain.t, 1]
-        sums = self._wait(cluster, _bias_round, pending, self.loss, latent)
-        t0 = time.perf_counter()
-        g0 = sum(s[0] for s in sums)
-        h0 = sum(s[1] for s in sums)
-        rss = sum(s[2] for s in sums)
-        ok = all(s[3] for s in sums)
-        alpha = 1.0
-        gi = 0
-        if sample:
-            alpha = self.chain.alpha
-            if cfg.draw_alpha:
-                alpha = g[0] * 2.0 / (cfg.beta_0 + rss)
-                gi = 1
-            self.chain.alpha = float(alpha)
-        w0 = float(st.w0)
-        st.w0 = float(_step(w0, g0, h0, cfg.reg_bias, 0.0, alpha, cfg.curv,
-                            z[0] if sample else 0.0, sample))
-        shift = st.w0 - w0
-        zi = 1
-        theta_w = st.w.reshape((d, 1))
-        if sample:
-            draw_group_hyper(theta_w, 0, self.group, self.size, self.lam_w, self.mu_w,
-                             g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
-            gi += n_groups
-        zi += n_groups
-        passes = [(0, theta_w, 0, 1, 1, 0 if k > 0 else -1, self.lam_w, self.mu_w, zi)]
-        zi += d
-        for f in range(k):
-            if sample:
-                draw_group_hyper(st.V, f, self.group, self.size, self.lam_v[f], self.mu_v[f],
-                                 g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
-                gi += n_groups
-            zi += n_groups
-        for f in range(k):
-            cur = 1 + f % 2
-            passes.append((1, st.V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1,
-                           self.lam_v[f], self.mu_v[f], zi))
-            zi += d
-        self.t_client += time.perf_counter() - t0
-        ap = Apply(float(shift), -1, 0, 1, 1, _E, _E, _E, -1)
-        for slot, theta, col, cur, nxt, fn, lam, mu, z0 in passes:
-            step = Step(self.group, lam, mu, float(alpha), cfg.curv, z, z0, sample)
-            # The next factor's sums start from 0 (set after the last change of the previous
-            # pass, which reads the column this pass fills).
-            ap = ap._replace(zero=nxt if fn >= 0 else -1)
-            for c, feats in enumerate(self.classes_of):
-                m = feats.shape[0]
-                old = np.ascontiguousarray(theta[feats, col], dtype=np.float64)
-                ga = Gather(c, slot, cur, old, self.loss)
-                sums = self._wait(cluster, _class_round, ap, ga, m)
-                t0 = time.perf_counter()
-                G = sums[0][0].copy()
-                H = sums[0][1].copy()
-                for gp, hp in sums[1:]:
-                    G += gp
-                    H += hp
-                prev = np.empty(m)
-                delta = np.empty(m)
-                class_step(feats, theta, col, G, H, step, prev, delta)
-                vn = (np.ascontiguousarray(st.V[feats, fn], dtype=np.float64) if fn >= 0
-                      else _E)
-                ap = Apply(0.0, c, slot, cur, nxt, prev, delta, vn, -1)
-                self.t_client += time.perf_counter() - t0
-        if sample:
-            self.chain.t += 1
-        return ap, ok
-
-
-_E = np.zeros(0)
-
-
-def _no_apply():
-    return Apply(0.0, -1, 0, 1, 1, _E, _E, _E, -1)
+def _report(cluster, sweeper, start):
+    """The ``distributed_`` attribute: rounds, bytes sent, where the seconds went."""
+    return {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
+            "seconds_rounds": sweeper.t_wait, "seconds_rounds_compute": sweeper.t_compute,
+            "seconds_client": sweeper.t_client, "restarts": sweeper.restarts,
+            "resumed_at": start}

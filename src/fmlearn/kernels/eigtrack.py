@@ -63,6 +63,16 @@ def _orthogonalize(B, SB, nb, v, c, row):
 
 
 @njit(cache=True, nogil=True)
+def _project(B, nb, v, out):
+    """out[a] = B[a] . v for the first nb basis rows."""
+    for a in range(nb):
+        s = 0.0
+        for j in range(B.shape[1]):
+            s += B[a, j] * v[j]
+        out[a] = s
+
+
+@njit(cache=True, nogil=True)
 def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
     """Append v orthonormalized against B, given S v and (unless ``ident``) U v.
 
@@ -77,11 +87,7 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
     if n0 == 0.0:
         return nb
     if not c_known:
-        for a in range(nb):
-            s = 0.0
-            for j in range(D):
-                s += B[a, j] * v[j]
-            c[a] = s
+        _project(B, nb, v, c)
     for j in range(D):
         SB[nb, j] = Sv[j]
     _orthogonalize(B, SB, nb, v, c, nb)
@@ -89,11 +95,7 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
     for j in range(D):
         rho2 += v[j] * v[j]
     if rho2 < 0.25 * n0:  # cancellation: orthogonalize twice (Kahan-Parlett)
-        for a in range(nb):
-            s = 0.0
-            for j in range(D):
-                s += B[a, j] * v[j]
-            work[a] = s
+        _project(B, nb, v, work)
         for a in range(nb):
             if work[a] != 0.0:
                 c[a] += work[a]
@@ -108,11 +110,7 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
         B[nb, j] = v[j] * inv
         SB[nb, j] *= inv
     for a in range(nb + 1):
-        s = 0.0
-        for j in range(D):
-            s += B[a, j] * SB[nb, j]
-        GS[a, nb] = s
-        GS[nb, a] = s
+        _gram_entry(B, SB, GS, a, nb)
     if not ident:
         for k in range(r):
             s = Uv[k]
@@ -120,6 +118,16 @@ def append(tr, nb, r, ident, v, Sv, Uv, c, c_known, work):
                 s -= UB[k, a] * c[a]
             UB[k, nb] = s * inv
     return nb + 1
+
+
+@njit(cache=True, nogil=True)
+def _gram_entry(B, SB, GS, a, b):
+    """GS[a, b] = GS[b, a] = B[a] . SB[b]: one entry of the Gram matrix B S B'."""
+    s = 0.0
+    for j in range(B.shape[1]):
+        s += B[a, j] * SB[b, j]
+    GS[a, b] = s
+    GS[b, a] = s
 
 
 @njit(cache=True, nogil=True)
@@ -226,11 +234,7 @@ def refresh(S, U, r, ident, tr, nb):
         sacc_matvec(S, B[a], SB[a])
     for a in range(m):
         for b in range(a, m):
-            s = 0.0
-            for j in range(D):
-                s += B[a, j] * SB[b, j]
-            GS[a, b] = s
-            GS[b, a] = s
+            _gram_entry(B, SB, GS, a, b)
     if not ident:
         for k in range(r):
             for a in range(m):

@@ -368,3 +368,15 @@ class _RegressorRange(FMRegressorMixin):
 def fitted_array(est, name):
     check_is_fitted(est)
     return getattr(est, f"{_PREFIX}{name}_")
+
+
+class _LinearPart:
+    """``w0_`` and ``w_`` of a learner with a linear part (the fitted named arrays)."""
+
+    @property
+    def w0_(self):
+        return float(fitted_array(self, "w0")[0])
+
+    @property
+    def w_(self):
+        return fitted_array(self, "w")

@@ -9,15 +9,15 @@ from sklearn.utils.validation import check_is_fitted
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
 from ._base import (
+    _LinearPart,
     _OnlineBase,
     _OnlineClassifier,
     _RegressorRange,
     check_trace_bounded_scale,
-    fitted_array,
 )
 
 
-class _OnlineCFMBase(_OnlineBase):
+class _OnlineCFMBase(_LinearPart, _OnlineBase):
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ftrl"})],
@@ -73,14 +73,6 @@ class _OnlineCFMBase(_OnlineBase):
         """The learned d x d positive semidefinite W (dense; meant for small d)."""
         check_is_fitted(self)
         return self._learner().matrix()
-
-    @property
-    def w0_(self):
-        return float(fitted_array(self, "w0")[0])
-
-    @property
-    def w_(self):
-        return fitted_array(self, "w")
 
 
 _CFM_DOC = """

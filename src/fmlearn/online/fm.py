@@ -10,14 +10,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
 from ..solvers.ogd import FMOGDLearner, OGDSettings
 from ..solvers.pa import FMPALearner, PASettings
-from ._base import _OnlineBase, _OnlineClassifier, _RegressorRange, fitted_array
+from ._base import _LinearPart, _OnlineBase, _OnlineClassifier, _RegressorRange, fitted_array
 
 # learning_rate="auto": FTRL's alpha of (w0, w) and OGD's eta (FMRegressor's SGD: 0.01, a
 # constant step over many epochs; one pass over a stream wants a larger, decaying one)
 AUTO_LEARNING_RATE = {"ftrl": 0.1, "ogd": 0.05, "pa": None}
 
 
-class _OnlineFMBase(_OnlineBase):
+class _OnlineFMBase(_LinearPart, _OnlineBase):
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ftrl", "ogd", "pa"})],
@@ -101,14 +101,6 @@ class _OnlineFMBase(_OnlineBase):
         hints = {"ogd": "lower learning_rate", "pa": "lower pa_c",
                  "ftrl": "lower learning_rate / learning_rate_pairwise"}
         return hints[self.learner] + " or rescale the features"
-
-    @property
-    def w0_(self):
-        return float(fitted_array(self, "w0")[0])
-
-    @property
-    def w_(self):
-        return fitted_array(self, "w")
 
     @property
     def V_(self):

@@ -1,0 +1,102 @@
+"""The worker side of the distributed classic FM (:mod:`fmlearn.distributed._fm`): each
+worker's registry of partition row caches, keyed by the fit and the partition, and the round
+tasks that apply the last change to a cache and return the next class's sums."""
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.cd_rows import Gather, Rows, bias_sums, class_round
+from ..losses import SQUARED
+from ..solvers._fm_common import FMState, predict_rows
+from ..solvers.mcmc import draw_latent
+
+
+class StateLost(RuntimeError):
+    """A partition's row cache is not on the worker that ran its task (the worker died)."""
+
+
+# -- the worker side ---------------------------------------------------------------------------
+_REGISTRY = {}
+_LOCK = threading.Lock()
+
+
+@dataclass
+class _Part:
+    rows: Rows
+    color: np.ndarray  # each feature's colour class, and its place in the class
+    pos: np.ndarray
+    E: np.ndarray
+    target: np.ndarray  # y (squared loss), 0 (logistic: E[:, 0] is pred) or the latent z
+    G: np.ndarray
+    H: np.ndarray
+
+
+
+def _here():
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "local"
+
+
+def _lookup(key):
+    part = _REGISTRY.get(key)
+    if part is None:
+        raise StateLost(f"the row cache of {key[1]} is not on this worker "
+                        f"({_here()}); it was lost with its worker")
+    return part
+
+
+def _build(key, rows, w0, w, V, mode, color, pos):
+    """Build a partition's row cache from the model (``mode``: "squared", "logistic" or
+    "probit") and register it on this worker; returns the worker's address."""
+    state = FMState(w0, w, V)
+    pred = predict_rows((rows.indptr, rows.indices, rows.data), state)
+    if mode == "squared":
+        target = rows.y
+    else:  # logistic: E[:, 0] is pred; probit: the latent target is drawn by the first round
+        target = np.zeros(pred.shape[0])
+    E = np.zeros((pred.shape[0], 3))
+    E[:, 0] = pred - target
+    m = max(1, int(w.shape[0]))
+    with _LOCK:
+        _REGISTRY[key] = _Part(rows, color, pos, E, target, np.empty(m), np.empty(m))
+    return _here()
+
+
+def _bias_round(key, ap, loss, latent):
+    """Apply ``ap``; for the probit chain draw the latent targets (``latent`` = the stream's
+    key); return the sums of the w0 step and of the noise precision."""
+    t0 = time.process_time()
+    part = _lookup(key)
+    none = Gather(-1, 0, 1, part.G[:0], SQUARED)
+    class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
+    if latent is not None:
+        n = part.E.shape[0]
+        u = 1.0 - np.random.default_rng(latent).random(n)
+        pred = part.E[:, 0] + part.target
+        part.target = draw_latent(pred, part.rows.y, u)
+        part.E[:, 0] = pred - part.target
+    return (*bias_sums(part.rows, part.E, loss), time.process_time() - t0)
+
+
+def _class_round(key, ap, ga, m):
+    """Apply ``ap``, gather the sums of ``ga`` (m features); returns them and the task's
+    CPU seconds."""
+    t0 = time.process_time()
+    part = _lookup(key)
+    G = part.G[:m]
+    H = part.H[:m]
+    class_round(part.rows, part.color, part.pos, part.E, ap, ga, G, H)
+    return G.copy(), H.copy(), time.process_time() - t0
+
+
+def _drop(prefix):
+    with _LOCK:
+        for key in [k for k in _REGISTRY if k[0] == prefix]:
+            del _REGISTRY[key]
