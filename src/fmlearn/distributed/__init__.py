@@ -29,7 +29,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
                       "(dask and distributed)") from exc
 
 from ._blocks import DaskBlocks, blocks
-from ._fm import SvmlightFiles, fit, read_svmlight
+from ._files import SvmlightFiles, read_svmlight
+from ._fm import fit
 from ._hazan import DaskRows, fit_convex
 from ._one_pass import DaskBatchRows, fit_one_pass
 

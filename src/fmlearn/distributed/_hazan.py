@@ -187,7 +187,7 @@ def _partitions(X, y, sample_weight):
     the feature names)."""
     import dask.bag as db
 
-    from ._fm import SvmlightFiles
+    from ._files import SvmlightFiles
 
     if isinstance(X, SvmlightFiles):  # fmlearn.distributed.read_svmlight: a file a partition
         if y is not None or sample_weight is not None:
