@@ -15,15 +15,14 @@ import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from .._files import atomic_write
-from ._svmlight_errors import _check_finite, _check_width, _malformed
-from ._svmlight_lines import (
+from ._svmlight_errors import (
     _PARSE_ERRORS,
     _STREAM_ERRORS,
-    _compression,
-    _is_data_line,
-    _line_blocks,
-    _parse,
+    _check_finite,
+    _check_width,
+    _malformed,
 )
+from ._svmlight_lines import _compression, _is_data_line, _line_blocks, _parse
 
 # Largest feature count the kernels accept (int32 indices); used as a provisional width when
 # the true width is unknown and scikit-learn insists on one (offset/length reads).

@@ -7,14 +7,11 @@ sequential pass over the file, made only once something is wrong.
 
 import numpy as np
 
-from ._svmlight_lines import (
-    _PARSE_ERRORS,
-    _STREAM_ERRORS,
-    _compression,
-    _is_data_line,
-    _line_blocks,
-    _parse,
-)
+from ._svmlight_lines import _compression, _is_data_line, _line_blocks, _parse
+
+_PARSE_ERRORS = (ValueError, OverflowError)
+# A corrupt gzip/bz2 stream surfaces as OSError (BadGzipFile, "Invalid data stream") or EOFError.
+_STREAM_ERRORS = (OSError, EOFError)
 
 # Bytes of whole lines handed to the parser at a time when a bad line is searched for.
 _SCAN_BLOCK = 1 << 22

@@ -1,8 +1,7 @@
 """Reading a svmlight / libFM text file as blocks of whole lines (:mod:`._svmlight`).
 
 Compression chosen by the extension (as scikit-learn's loader does), blocks that never cut a
-line, the parser of one block, the test of a data line, and the errors the parser and the
-decompressors raise.
+line, the parser of one block, and the test of a data line.
 """
 
 import bz2
@@ -11,10 +10,6 @@ import io
 import os
 
 from sklearn.datasets import load_svmlight_file
-
-_PARSE_ERRORS = (ValueError, OverflowError)
-# A corrupt gzip/bz2 stream surfaces as OSError (BadGzipFile, "Invalid data stream") or EOFError.
-_STREAM_ERRORS = (OSError, EOFError)
 
 
 def _compression(path):
