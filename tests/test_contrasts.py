@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from contrast_cases import bad_contrast_cases, double_differences, snapshot
 from fmlearn import GFMRegressor, IFMRegressor
 from fmlearn._contrasts import bias_identifiable, check_contrasts
 from fmlearn.solvers.contrast_ls import (
@@ -28,13 +29,6 @@ def planted(d, zero_diagonal, seed):
         M -= np.diag(np.diag(M))
     w = rng.standard_normal(d) / np.sqrt(d)
     return lambda X: 0.7 + X @ w + np.einsum("ij,jk,ik->i", X, M, X)
-
-
-def double_differences(n_rows, n_targets, rng):
-    """Random +1 -1 -1 +1 contrasts of four distinct rows (every row of C sums to zero)."""
-    rows = np.array([rng.choice(n_rows, 4, replace=False) for _ in range(n_targets)])
-    return sp.csr_matrix((np.tile([1.0, -1.0, -1.0, 1.0], n_targets), rows.ravel(),
-                          np.arange(0, 4 * n_targets + 1, 4)), shape=(n_targets, n_rows))
 
 
 @pytest.mark.parametrize("Est, zd", ESTIMATORS)
@@ -158,13 +152,8 @@ def test_bad_contrasts_are_refused_and_change_nothing():
     C = double_differences(50, 80, rng)
     y = C @ rng.standard_normal(50)
     m = IFMRegressor(n_factors=2, max_iter=2, random_state=0).fit(X, y, contrasts=C)
-    before = {k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in vars(m).items()}
-    bad = C.toarray()
-    bad[3, 7] = np.nan
-    cases = [(C[:, :40], "columns but X has 50 rows"), (C[:70], "y has 80"),
-             (sp.csr_matrix(bad), "NaN"), (sp.csr_matrix((80, 50)), "reference no row"),
-             (sp.csr_matrix((0, 50)), "no rows"), (np.ones(50), "2-D")]
-    for Cbad, msg in cases:
+    before = snapshot(m)
+    for Cbad, msg in bad_contrast_cases(C):
         with pytest.raises(ValueError, match=msg):
             m.fit(X[:, :3], y, contrasts=Cbad) if msg == "y has 80" else m.fit(X, y,
                                                                               contrasts=Cbad)

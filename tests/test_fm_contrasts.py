@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import reference as ref
+from contrast_cases import bad_contrast_cases, double_differences, snapshot
 from fmlearn import FMClassifier, FMRegressor
 from fmlearn._data import to_csr
 from fmlearn.kernels.cd import Config, Model, Prior
@@ -16,13 +17,6 @@ from fmlearn.losses import SQUARED
 from fmlearn.solvers import _fm_common as fm_common
 from fmlearn.solvers._fm_common import FMState
 from fmlearn.solvers.fm_contrast import contrast_data, target_residuals
-
-
-def double_differences(n_rows, n_targets, rng):
-    """Random +1 -1 -1 +1 contrasts of four distinct rows (every row of C sums to zero)."""
-    rows = np.array([rng.choice(n_rows, 4, replace=False) for _ in range(n_targets)])
-    return sp.csr_matrix((np.tile([1.0, -1.0, -1.0, 1.0], n_targets), rows.ravel(),
-                          np.arange(0, 4 * n_targets + 1, 4)), shape=(n_targets, n_rows))
 
 
 def planted_fm(d, k, seed):
@@ -287,13 +281,8 @@ def test_bad_contrasts_are_refused_and_change_nothing():
     X, C = _data(50, 80, 4, rng)
     y = C @ rng.standard_normal(50)
     m = FMRegressor(2, solver="als", n_iter=3, random_state=0).fit(X, y, contrasts=C)
-    before = {k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in vars(m).items()}
-    bad = C.toarray()
-    bad[3, 7] = np.nan
-    cases = [(C[:, :40], "columns but X has 50 rows"), (C[:70], "y has 80"),
-             (sp.csr_matrix(bad), "NaN"), (sp.csr_matrix((80, 50)), "reference no row"),
-             (sp.csr_matrix((0, 50)), "no rows"), (np.ones(50), "2-D")]
-    for Cbad, msg in cases:
+    before = snapshot(m)
+    for Cbad, msg in bad_contrast_cases(C):
         with pytest.raises(ValueError, match=msg):
             m.fit(X, y, contrasts=Cbad)
     with pytest.raises(ValueError, match="sample_weight has 50 entries but X has 80"):

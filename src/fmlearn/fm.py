@@ -11,7 +11,7 @@ import time
 
 import numba
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtri
 from sklearn.base import _fit_context, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
@@ -20,17 +20,16 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
 from ._fm_contrasts import ClassicFMContrastMixin
+from ._fm_history import FMHistoryMixin
+from ._fm_mcmc import MCMCChainMixin
 from ._threads import n_threads
 from .exceptions import DivergenceError
 from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from .losses import LOSS_CODES
 from .solvers._fm_common import FMState, column_data, group_index, init_state
 from .solvers.als import ALSSettings, als_solver
-from .solvers.mcmc import Chain, MCMCSettings, mcmc_solver
+from .solvers.mcmc import mcmc_solver
 from .solvers.sgd import SGDSettings, sgd_solver
-
-# Memory for the MCMC samples kept for prediction when n_kept_samples is None.
-MCMC_SAMPLES_BUDGET = 256 * 2**20
 
 
 def _solver_is_sgd(est):
@@ -71,7 +70,7 @@ def _feature_groups(groups, n_features):
     return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
 
 
-class _BaseClassicFM(BaseFM):
+class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
         "solver": [StrOptions({"sgd", "als", "mcmc"})],
@@ -218,39 +217,6 @@ class _BaseClassicFM(BaseFM):
             return float(np.sqrt(np.einsum("i,i->", r, r) / r.shape[0]))
         return float(np.sqrt(np.einsum("i,i,i->", sw, r, r) / np.sum(sw)))
 
-    def _eval_pred(self, evald, state):
-        if evald is None:
-            return None
-        (indptr, indices, data), _ = evald
-        out = np.empty(indptr.shape[0] - 1)
-        fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
-        return out
-
-    def _start_clock(self):
-        # The solvers call this once their kernels are compiled or loaded, before the first
-        # iteration: history_["iter_time"] never includes compilation.
-        self._clock = time.perf_counter()
-
-    def _record(self, history, bar, train_pred, y, sw, val_pred, evald, extra=None):
-        # Solver seconds of the iteration; the evaluation below is not counted.
-        history["iter_time"].append(time.perf_counter() - self._clock)
-        if train_pred is not None:
-            history["train"].append(self._metric(train_pred, y, sw))
-        if val_pred is not None:
-            history["val"].append(self._metric(val_pred, evald[1]))
-        post = {}
-        if history["train"]:
-            post["train"] = f"{history['train'][-1]:.4f}"
-        if history["val"]:
-            post["val"] = f"{history['val'][-1]:.4f}"
-        if extra:
-            post.update(extra)
-        bar.set_postfix(post)
-        bar.update(1)
-        if self._callback is not None:
-            self._callback(len(history["iter_time"]) - 1, history)
-        self._clock = time.perf_counter()
-
     def _store(self, state):
         self.w0_ = float(state.w0)
         self.w_ = state.w
@@ -285,27 +251,6 @@ class _BaseClassicFM(BaseFM):
         self.n_iter_ = n_done
         self._store(state)
 
-    def _tracker(self, y, sw, evald, history, bar, probit):
-        """The per-sweep callback of ALS and MCMC: solver time always; the train/val metrics
-        and libFM's running averages only when asked (``verbose``, ``eval_set`` or a
-        ``callback``)."""
-        averages = None
-        if self.verbose or evald is not None or self._callback is not None:
-            averages = _RunningAverages(self, y, sw, evald, history, probit)
-
-        def callback(it, E, target):
-            if averages is None:
-                history["iter_time"].append(time.perf_counter() - self._clock)
-                self._clock = time.perf_counter()
-                return False
-            pred = E[:, 0] + target
-            val = self._eval_pred(evald, self._live)
-            extra = averages.add(pred, val)
-            self._record(history, bar, pred, y, sw, val, evald, extra)
-            return False
-
-        return callback
-
     def _als_settings(self, groups):
         loss = self._loss
         return ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias, self.reg_linear,
@@ -335,54 +280,6 @@ class _BaseClassicFM(BaseFM):
         if info["diverged"]:
             self._raise_diverged(info)
         self._store_mcmc(state, chain, n_done)
-
-    def _mcmc_setup(self, X, state, groups):
-        """The chain to continue (warm start) or start, and the MCMC settings."""
-        n_groups = 1 if groups is None else groups[1].shape[0]
-        return (self._chain_for_warm_start(state, n_groups),
-                self._mcmc_settings(X.shape[1], X.dtype, groups))
-
-    def _mcmc_settings(self, n_features, dtype, groups):
-        """The :class:`MCMCSettings` of a fit (burn-in and kept samples resolved)."""
-        burn = self.n_burn_in if self.n_burn_in is not None else min(10, self.n_iter // 10)
-        n_kept = self.n_kept_samples
-        if n_kept is None:  # every sample after burn-in, within the memory budget
-            per_sample = n_features * (self.n_factors + 1) * np.dtype(dtype).itemsize
-            n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
-        return MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
-                            reg_bias=self.reg_bias, groups=groups)
-
-    def _store_mcmc(self, state, chain, n_done):
-        """The learned attributes of an MCMC run: last sample, kept samples, chain."""
-        self.n_iter_ = n_done
-        self._store(state)
-        kept = chain.kept()
-        if kept is None:  # fewer sweeps than the burn-in: predict with the last sample
-            kept = (np.array([state.w0]), state.w[None].copy(), state.V[None].copy())
-        self.samples_w0_, self.samples_w_, self.samples_V_ = kept
-        self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w.tolist(),
-                       "mu_w": chain.mu_w.tolist(), "lambda_v": chain.lambda_v.tolist(),
-                       "mu_v": chain.mu_v.tolist(), "t": chain.t, "stride": chain.stride}
-
-    def _chain_for_warm_start(self, state, n_groups):
-        c = getattr(self, "chain_", None)
-        if (self.warm_start and c is not None and getattr(self, "solver_", None) == "mcmc"
-                and hasattr(self, "samples_V_")
-                and self.samples_V_.shape[1:] == state.V.shape
-                and np.shape(c["lambda_w"]) == (n_groups,)):
-            return self._fitted_chain()
-        return Chain.start(self.n_factors, n_groups)
-
-    def _fitted_chain(self):
-        """The MCMC :class:`Chain` stored in ``chain_`` and the kept samples."""
-        c = self.chain_
-        chain = Chain(c["alpha"], np.array(c["lambda_w"], dtype=np.float64),
-                      np.array(c["mu_w"], dtype=np.float64),
-                      np.array(c["lambda_v"], dtype=np.float64),
-                      np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"])
-        chain.samples = (self.samples_w0_, self.samples_w_, self.samples_V_)
-        chain.n_samples = self.samples_w0_.shape[0]
-        return chain
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):
@@ -443,16 +340,7 @@ class _BaseClassicFM(BaseFM):
                                  f"expected {self.dtype_}")
         groups = _feature_groups(self.groups, d)
         if self.solver_ == "mcmc":
-            n_groups = 1 if groups is None else groups[1].shape[0]
-            c = self.chain_
-            if (np.shape(c["lambda_w"]) != (n_groups,) or np.shape(c["mu_w"]) != (n_groups,)
-                    or np.shape(c["lambda_v"]) != (k, n_groups)
-                    or np.shape(c["mu_v"]) != (k, n_groups)):
-                raise ValueError(f"chain_ hyper-parameters do not match {n_groups} group(s) "
-                                 f"and n_factors={k}")
-            S = self.samples_w0_.shape[0]
-            if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
-                raise ValueError("MCMC samples do not match n_features_in_ / n_factors")
+            self._check_loaded_chain(d, k, 1 if groups is None else groups[1].shape[0])
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
@@ -463,39 +351,6 @@ class _BaseClassicFM(BaseFM):
             lo, hi = getattr(self, "y_range_", (np.nan, np.nan))
             if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
                 raise ValueError("invalid or missing training target range y_range_")
-
-
-class _RunningAverages:
-    """libFM's report for ALS and MCMC: the metric of the running average of the predictions
-    of all iterations so far (of Phi(f) for probit), kept in ``history_["train_avg"]`` and
-    ``history_["val_avg"]``."""
-
-    def __init__(self, est, y, sw, evald, history, probit):
-        self.est, self.y, self.sw, self.evald, self.probit = est, y, sw, evald, probit
-        self.history = history
-        self.n = 0
-        self.train = np.zeros(y.shape[0])
-        self.val = None if evald is None else np.zeros(evald[1].shape[0])
-
-    def _metric(self, total, target, weights):
-        p = total / self.n
-        if self.probit:
-            return float(np.average((p > 0.5) != (target > 0), weights=weights))
-        return self.est._metric(p, target, weights)
-
-    def add(self, train_pred, val_pred):
-        lo, hi = self.est._clip_range()  # each sample clipped, as in predict (and libFM)
-        link = ndtr if self.probit else (lambda p: np.clip(p, lo, hi))
-        self.n += 1
-        self.train += link(train_pred)
-        self.history["train_avg"].append(self._metric(self.train, self.y, self.sw))
-        extra = {"avg": f"{self.history['train_avg'][-1]:.4f}"}
-        if val_pred is not None:
-            self.val += link(val_pred)
-            y_val = self.evald[1]
-            self.history["val_avg"].append(self._metric(self.val, y_val, None))
-            extra["val_avg"] = f"{self.history['val_avg'][-1]:.4f}"
-        return extra
 
 
 class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):

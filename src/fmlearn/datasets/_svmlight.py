@@ -9,39 +9,24 @@ and the offending line, and compressed / atomic writing.
 
 import bz2
 import gzip
-import io
 import os
 
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from .._files import atomic_write
+from ._svmlight_errors import (
+    _PARSE_ERRORS,
+    _STREAM_ERRORS,
+    _check_finite,
+    _check_width,
+    _malformed,
+)
+from ._svmlight_lines import _compression, _is_data_line, _line_blocks, _parse
 
 # Largest feature count the kernels accept (int32 indices); used as a provisional width when
 # the true width is unknown and scikit-learn insists on one (offset/length reads).
 _MAX_FEATURES = np.iinfo(np.int32).max
-
-_PARSE_ERRORS = (ValueError, OverflowError)
-# A corrupt gzip/bz2 stream surfaces as OSError (BadGzipFile, "Invalid data stream") or EOFError.
-_STREAM_ERRORS = (OSError, EOFError)
-
-# Bytes of whole lines handed to the parser at a time when a bad line is searched for.
-_SCAN_BLOCK = 1 << 22
-
-
-def _compression(path):
-    ext = os.path.splitext(os.fspath(path))[1].lower()
-    return {".gz": "gzip", ".bz2": "bz2"}.get(ext)
-
-
-def _open_binary(path):
-    # Same rule as scikit-learn's loader: compression is chosen by the file extension.
-    kind = _compression(path)
-    if kind == "gzip":
-        return gzip.open(path, "rb")
-    if kind == "bz2":
-        return bz2.BZ2File(path, "rb")
-    return open(path, "rb")
 
 
 def _check_path(path):
@@ -58,103 +43,15 @@ def _check_zero_based(zero_based):
     raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
 
 
-def _check_n_features(n_features):
-    if n_features is None:
+def _check_width_argument(name, value):
+    """``n_features`` / ``max_features``: None or an int in [1, _MAX_FEATURES)."""
+    if value is None:
         return None
-    if isinstance(n_features, (bool, np.bool_)) or not isinstance(n_features, (int, np.integer)):
-        raise TypeError(f"n_features must be a positive int or None, got {n_features!r}")
-    if not 1 <= n_features < _MAX_FEATURES:
-        raise ValueError(f"n_features must be in [1, {_MAX_FEATURES - 1}], got {n_features}")
-    return int(n_features)
-
-
-#: A file's largest feature index is refused when it is more than this many times the next
-#: largest one (a typo such as 134217728 for 13, which would build a model of 2**27 features)
-#: and the width it implies is at least :data:`OUTLIER_MIN_WIDTH`.
-OUTLIER_FACTOR = 100
-OUTLIER_MIN_WIDTH = 1 << 16
-
-
-def _check_max_features(max_features):
-    if max_features is None:
-        return None
-    if isinstance(max_features, (bool, np.bool_)) or not isinstance(max_features,
-                                                                     (int, np.integer)):
-        raise TypeError(f"max_features must be a positive int or None, got {max_features!r}")
-    if not 1 <= max_features < _MAX_FEATURES:
-        raise ValueError(f"max_features must be in [1, {_MAX_FEATURES - 1}], got {max_features}")
-    return int(max_features)
-
-
-def _data_lines(path):
-    """Yield ``(line_number, line)`` for the data lines of the file (those that make a row)."""
-    for first, block in _line_blocks(path, _SCAN_BLOCK):
-        for no, line in enumerate(block.split(b"\n"), start=first):
-            if _is_data_line(line):
-                yield no, line
-
-
-def _shown(line):
-    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _line_of_row(path, row):
-    """``(line_number, line)`` of data row ``row`` (0-based) of the file."""
-    for i, (no, line) in enumerate(_data_lines(path)):
-        if i == row:
-            return no, line
-    return None, b""
-
-
-def _line_with_index(path, index):
-    """``(line_number, line)`` of the first data line that uses the raw feature ``index``."""
-    for no, line in _data_lines(path):
-        for token in line.split(b"#", 1)[0].split()[1:]:
-            name, _, _ = token.partition(b":")
-            if name.isdigit() and int(name) == index:
-                return no, line
-    return None, b""
-
-
-def _check_finite(path, X, y, first_row=0):
-    """Refuse NaN / infinity in a parsed chunk, naming the file and the line."""
-    bad_x = X.nnz and not np.all(np.isfinite(X.data))
-    bad_y = not np.all(np.isfinite(y))
-    if not (bad_x or bad_y):
-        return
-    rows = []
-    if bad_x:
-        p = int(np.flatnonzero(~np.isfinite(X.data))[0])
-        rows.append(int(np.searchsorted(X.indptr, p, side="right")) - 1)
-    if bad_y:
-        rows.append(int(np.flatnonzero(~np.isfinite(y))[0]))
-    no, line = _line_of_row(path, first_row + min(rows))
-    raise ValueError(f"svmlight/libFM file {path!r}, line {no}: a value is NaN or infinite "
-                     f"(the line reads {_shown(line)!r}); fmlearn needs finite numbers")
-
-
-def _check_width(path, largest, next_largest, max_features):
-    """Refuse a largest column beyond ``max_features`` or, without it, far beyond the next
-    largest column (see :data:`OUTLIER_FACTOR`); name the line that uses it."""
-    if largest is None:
-        return
-    width = largest + 1
-    if max_features is not None:
-        if width <= max_features:
-            return
-        why = f"more than max_features={max_features}"
-    else:
-        ref = max(1, 0 if next_largest is None else next_largest)
-        if width < OUTLIER_MIN_WIDTH or largest <= OUTLIER_FACTOR * ref:
-            return
-        why = (f"{largest // ref}x the next largest column {ref}; pass max_features (or "
-               "n_features) to accept it")
-    no, line = _line_with_index(path, largest)  # zero-based file
-    if no is None:
-        no, line = _line_with_index(path, largest + 1)  # one-based file
-    raise ValueError(f"svmlight/libFM file {path!r}, line {no}: a feature index would make a "
-                     f"model of {width} features, {why} (the line reads {_shown(line)!r})")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive int or None, got {value!r}")
+    if not 1 <= value < _MAX_FEATURES:
+        raise ValueError(f"{name} must be in [1, {_MAX_FEATURES - 1}], got {value}")
+    return int(value)
 
 
 def _top_two(indices):
@@ -169,96 +66,6 @@ def _top_two(indices):
 def _merge_top(a, b):
     vals = sorted({v for v in (*a, *b) if v is not None}, reverse=True)
     return (vals + [None, None])[:2]
-
-
-def _line_blocks(path, block_size):
-    """Yield ``(first_line_number, bytes)`` blocks of whole lines of the (decompressed) file.
-
-    A block is ``block_size`` bytes give or take one line, and ends at a line end, so that the
-    parser never sees a truncated line. Line numbers start at 1 and count ``\\n`` as the
-    parser does (binary line iteration).
-    """
-    line_no = 1
-    carry = b""
-    with _open_binary(path) as f:
-        while True:
-            buf = f.read(block_size)
-            if not buf:
-                break
-            buf = carry + buf
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:  # a line longer than block_size: keep reading until it ends
-                carry = buf
-                continue
-            block, carry = buf[:cut], buf[cut:]
-            yield line_no, block
-            line_no += block.count(b"\n")
-    if carry:
-        yield line_no, carry
-
-
-def _parse(data, zero_based, n_features, dtype):
-    return load_svmlight_file(
-        io.BytesIO(data), n_features=n_features, dtype=dtype, zero_based=zero_based
-    )
-
-
-def _find_bad_line(path, zero_based, n_features, dtype):
-    """``(line_number, line, message)`` of the first line the parser rejects, or None.
-
-    One sequential pass in blocks of whole lines; inside the first failing block the lines are
-    bisected (parser errors are per line: each line is parsed on its own), so the cost is
-    about twice the parse of the file, and the memory one block.
-    """
-    for first, block in _line_blocks(path, _SCAN_BLOCK):
-        try:
-            _parse(block, zero_based, n_features, dtype)
-            continue
-        except _PARSE_ERRORS:
-            pass
-        # Split on b'\n' only, like the parser (bytes.splitlines would also cut at b'\r').
-        lines = [line + b"\n" for line in block.split(b"\n")]
-        if block.endswith(b"\n"):
-            lines.pop()
-        else:
-            lines[-1] = lines[-1][:-1]
-        lo, hi = 0, len(lines)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            try:
-                _parse(b"".join(lines[lo:mid]), zero_based, n_features, dtype)
-                lo = mid
-            except _PARSE_ERRORS:
-                hi = mid
-        try:
-            _parse(lines[lo], zero_based, n_features, dtype)
-        except _PARSE_ERRORS as exc:
-            return first + lo, lines[lo], str(exc)
-        return None  # the block fails only as a whole: not a per-line error
-    return None
-
-
-def _malformed(path, exc, zero_based, n_features, dtype):
-    """The ValueError to raise for a parser error ``exc`` on ``path``."""
-    if isinstance(exc, _STREAM_ERRORS):
-        return ValueError(
-            f"cannot read {path!r}: the {_compression(path)} stream is corrupt or truncated ({exc})"
-        )
-    try:
-        found = _find_bad_line(path, zero_based, n_features, dtype)
-    except _STREAM_ERRORS as exc2:
-        return ValueError(f"cannot read {path!r}: corrupt or truncated file ({exc2})")
-    if found is None:
-        return ValueError(f"cannot load svmlight/libFM file {path!r}: {exc}")
-    line_no, line, message = found
-    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
-    if len(text) > 120:
-        text = text[:117] + "..."
-    if message.startswith("n_features"):
-        what, hint = "svmlight/libFM file", ""
-    else:
-        what, hint = "malformed svmlight/libFM file", "expected 'target index:value ...'; "
-    return ValueError(f"{what} {path!r}, line {line_no}: {message} ({hint}the line reads {text!r})")
 
 
 def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto",
@@ -323,8 +130,8 @@ def load_svmlight(path, n_features=None, dtype=np.float64, zero_based="auto",
     """
     path = _check_path(path)
     zero_based = _check_zero_based(zero_based)
-    n_features = _check_n_features(n_features)
-    max_features = _check_max_features(max_features)
+    n_features = _check_width_argument("n_features", n_features)
+    max_features = _check_width_argument("max_features", max_features)
     try:
         X, y = load_svmlight_file(path, n_features=n_features, dtype=dtype, zero_based=zero_based)
     except _PARSE_ERRORS + _STREAM_ERRORS as exc:
@@ -426,7 +233,7 @@ def iter_svmlight(
     """
     path = _check_path(path)
     zero_based = _check_zero_based(zero_based)
-    n_features = _check_n_features(n_features)
+    n_features = _check_width_argument("n_features", n_features)
     if isinstance(chunk_size_bytes, (bool, np.bool_)) or not isinstance(
         chunk_size_bytes, (int, np.integer)
     ):
@@ -434,13 +241,8 @@ def iter_svmlight(
     if chunk_size_bytes < 1:
         raise ValueError(f"chunk_size_bytes must be >= 1, got {chunk_size_bytes}")
     chunk_size_bytes = int(chunk_size_bytes)
-    max_features = _check_max_features(max_features)
+    max_features = _check_width_argument("max_features", max_features)
     return _iter_svmlight(path, chunk_size_bytes, n_features, dtype, zero_based, max_features)
-
-
-def _is_data_line(line):
-    # scikit-learn's test: what is left of the line before '#' has a token.
-    return bool(line.split(b"#", 1)[0].split())
 
 
 def _line_ranges(path, chunk):

@@ -219,6 +219,18 @@ def _class_entry(rindptr, rindices, color, c, i):
 
 
 @njit(cache=True, nogil=True)
+def scatter_delta(E, i, slot, cur, d, x, old):
+    """Row i's cache after a coordinate moved by ``d`` (from ``old``) where the row holds
+    ``x``: w_j (``slot`` 0) changes the residual by d x; v_jf changes it by
+    d x (q_f - old x) and the factor sum q_f (column ``cur``) by d x."""
+    if slot == 0:
+        E[i, 0] += d * x
+    else:
+        E[i, 0] += d * x * (E[i, cur] - old * x)
+        E[i, cur] += d * x
+
+
+@njit(cache=True, nogil=True)
 def _rows_pass(cols, plan, c, pa, E, cfg, b, scatter):
     # One block b of rows: gather the class's sums G[b], H[b] (scatter False), or write the
     # class's changes (plan.delta, plan.old) to the row state (scatter True).
@@ -240,12 +252,7 @@ def _rows_pass(cols, plan, c, pa, E, cfg, b, scatter):
             plan.G[b, t] += s * _dloss(cfg.loss, E[i, 0], cols.y, i) * h
             plan.H[b, t] += s * h * h
             continue
-        d = plan.delta[t]
-        if pa.slot == 0:
-            E[i, 0] += d * x
-        else:
-            E[i, 0] += d * x * (E[i, pa.cur] - plan.old[t] * x)
-            E[i, pa.cur] += d * x
+        scatter_delta(E, i, pa.slot, pa.cur, plan.delta[t], x, plan.old[t])
         if pa.fn >= 0:
             E[i, pa.nxt] += pa.V[j, pa.fn] * x
 
@@ -328,6 +335,44 @@ def draw_group_hyper(theta, prior_group, size, lam, mu, g, z, cfg):
 
 
 @njit(cache=True, nogil=True)
+def draw_alpha(cols, r, g0, cfg):
+    """MCMC's noise precision alpha = g0 * 2 / (beta_0 + sum_i s_i r_i^2) from the residuals
+    ``r`` (1-D) and a standard gamma ``g0``; shared by the plain and the contrast sweep."""
+    s = 0.0
+    for i in range(r.shape[0]):
+        s += (1.0 if cols.unit else cols.sw[i]) * r[i] * r[i]
+    return g0 * 2.0 / (cfg.beta_0 + s)
+
+
+@njit(cache=True, nogil=True)
+def draw_factor_hypers(V, prior, g, z, gi, zi, cfg):
+    """Draw (lambda, mu) of every factor and group (:func:`draw_group_hyper`) when
+    ``cfg.hyper``, from the gammas ``g[gi:]`` and the normals ``z[zi:]``; returns the next
+    ``(gi, zi)`` (z's slots are consumed even when nothing is drawn, as in the sweep's layout)."""
+    n_groups = prior.group_size.shape[0]
+    for f in range(V.shape[1]):
+        if cfg.hyper:
+            draw_group_hyper(V[:, f], prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
+                             g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
+            gi += n_groups
+        zi += n_groups
+    return gi, zi
+
+
+@njit(cache=True, nogil=True)
+def sweep_finite(model, alpha, r):
+    """True when w0, alpha, the residuals ``r`` (1-D), w and V are all finite."""
+    ok = math.isfinite(model.scal[0]) and math.isfinite(alpha)
+    for i in range(r.shape[0]):
+        ok = ok and math.isfinite(r[i])
+    for j in range(model.V.shape[0]):
+        ok = ok and math.isfinite(model.w[j])
+        for f in range(model.V.shape[1]):
+            ok = ok and math.isfinite(model.V[j, f])
+    return ok
+
+
+@njit(cache=True, nogil=True)
 def bias_step(cols, E, w0, alpha, noise, cfg):
     """The coordinate step for w0 (h_i = 1 for every row); updates E[:, 0], returns w0."""
     g = 0.0
@@ -387,11 +432,7 @@ def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
     alpha = model.scal[1]
     gi = 0
     if cfg.sample and cfg.draw_alpha:
-        s = 0.0
-        for i in range(E.shape[0]):
-            r = E[i, 0]
-            s += (1.0 if cols.unit else cols.sw[i]) * r * r
-        alpha = g[0] * 2.0 / (cfg.beta_0 + s)
+        alpha = draw_alpha(cols, E[:, 0], g[0], cfg)
         gi = 1
     model.scal[1] = alpha
     model.scal[0] = bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
@@ -405,26 +446,14 @@ def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
                alpha)
     _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
     zi += d
-    for f in range(k):
-        if cfg.hyper:
-            draw_group_hyper(V[:, f], prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
-                             g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
-            gi += n_groups
-        zi += n_groups
+    gi, zi = draw_factor_hypers(V, prior, g, z, gi, zi, cfg)
     for f in range(k):
         cur = 1 + f % 2
         pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
                    prior.mu_v[f], z, zi, alpha)
         _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
         zi += d
-    ok = math.isfinite(model.scal[0]) and math.isfinite(alpha)
-    for i in range(E.shape[0]):
-        ok = ok and math.isfinite(E[i, 0])
-    for j in range(d):
-        ok = ok and math.isfinite(w[j])
-        for f in range(k):
-            ok = ok and math.isfinite(V[j, f])
-    return ok
+    return sweep_finite(model, alpha, E[:, 0])
 
 
 @njit(cache=True)

@@ -35,12 +35,19 @@ identifiable and is held (``ContrastColumns.bias`` False), never drifted by a pe
 prior.
 """
 
-import math
 from collections import namedtuple
 
 from numba import njit, prange
 
-from .cd import _Pass, _step, _step_of, draw_group_hyper
+from .cd import (
+    _Pass,
+    _step,
+    _step_of,
+    draw_alpha,
+    draw_factor_hypers,
+    draw_group_hyper,
+    sweep_finite,
+)
 
 ContrastColumns = namedtuple("ContrastColumns", [
     "indptr", "indices", "data", "tptr", "tidx", "tval", "bptr", "btgt", "y", "sw", "unit",
@@ -170,10 +177,7 @@ def contrast_sweep(cols, plan, prior, model, E, Q, u, rand, cfg):
     alpha = model.scal[1]
     gi = 0
     if cfg.sample and cfg.draw_alpha:
-        s = 0.0
-        for t in range(E.shape[0]):
-            s += (1.0 if cols.unit else cols.sw[t]) * E[t] * E[t]
-        alpha = g[0] * 2.0 / (cfg.beta_0 + s)
+        alpha = draw_alpha(cols, E, g[0], cfg)
         gi = 1
     model.scal[1] = alpha
     model.scal[0] = _bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
@@ -189,23 +193,11 @@ def contrast_sweep(cols, plan, prior, model, E, Q, u, rand, cfg):
                alpha)
     _sweep_pass(cols, plan, pa, prior.group, E, Q, u, cfg)
     zi += d
-    for f in range(k):
-        if cfg.hyper:
-            draw_group_hyper(V[:, f], prior.group, prior.group_size, prior.lam_v[f], prior.mu_v[f],
-                             g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
-            gi += n_groups
-        zi += n_groups
+    gi, zi = draw_factor_hypers(V, prior, g, z, gi, zi, cfg)
     for f in range(k):
         cur = 1 + f % 2
         pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
                    prior.mu_v[f], z, zi, alpha)
         _sweep_pass(cols, plan, pa, prior.group, E, Q, u, cfg)
         zi += d
-    ok = math.isfinite(model.scal[0]) and math.isfinite(alpha)
-    for t in range(E.shape[0]):
-        ok = ok and math.isfinite(E[t])
-    for j in range(d):
-        ok = ok and math.isfinite(w[j])
-        for f in range(k):
-            ok = ok and math.isfinite(V[j, f])
-    return ok
+    return sweep_finite(model, alpha, E)

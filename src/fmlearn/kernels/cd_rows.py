@@ -18,7 +18,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .cd import _class_entry, _dloss, _step
+from .cd import _class_entry, _dloss, _step, scatter_delta
 
 Rows = namedtuple("Rows", ["indptr", "indices", "data", "y", "sw", "unit"])
 Rows.__doc__ = """A partition's CSR arrays, its targets or labels ``y`` and weights ``sw``
@@ -55,12 +55,7 @@ def class_round(rows, color, pos, E, ap, ga, G, H):
             if p >= 0:
                 t = pos[rows.indices[p]]
                 x = rows.data[p]
-                d = ap.delta[t]
-                if ap.slot == 0:
-                    E[i, 0] += d * x
-                else:
-                    E[i, 0] += d * x * (E[i, ap.cur] - ap.old[t] * x)
-                    E[i, ap.cur] += d * x
+                scatter_delta(E, i, ap.slot, ap.cur, ap.delta[t], x, ap.old[t])
                 if has_next:
                     E[i, ap.nxt] += ap.vn[t] * x
         if ap.zero >= 0:

@@ -91,17 +91,29 @@ def als_solver(data, state, settings, callback=None, on_start=None):
     compile_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg)
     if on_start is not None:
         on_start()
+    return run_sweeps(
+        settings, state, model,
+        lambda: coordinate_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg),
+        lambda: refresh_row_state(E, data.csr, state, target),
+        None if callback is None else lambda it: callback(it, E, target))
+
+
+def run_sweeps(settings, state, model, sweep, refresh, callback):
+    """The sweep loop of :func:`als_solver` and of the contrast solver: ``sweep()`` runs one
+    sweep in place and returns False when something turned non-finite; ``refresh()``
+    recomputes the residual cache from ``state`` every ``settings.refresh_every`` sweeps;
+    ``callback(it)`` returning True stops. Returns ``(state, n_iter, info)``."""
     n_done = 0
     for it in range(settings.n_iter):
         if it and it % settings.refresh_every == 0:
             state.w0 = float(model.scal[0])
-            refresh_row_state(E, data.csr, state, target)
-        ok = coordinate_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg)
+            refresh()
+        ok = sweep()
         state.w0 = float(model.scal[0])
         n_done = it + 1
         if not ok:
             return state, n_done, {"diverged": f"ALS produced non-finite predictions at sweep "
                                                f"{n_done}; increase reg_linear/reg_pairwise"}
-        if callback is not None and callback(it, E, target):
+        if callback is not None and callback(it):
             break
     return state, n_done, {"diverged": None}

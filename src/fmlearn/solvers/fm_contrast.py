@@ -35,14 +35,14 @@ from ..kernels.cd import (
 )
 from ..kernels.cd_contrast import ContrastColumns, ContrastPlan, contrast_sweep
 from ..kernels.predict import fm_predict_csr
-from ..kernels.sgd import SCHEDULE_CODES, Params, SGDConfig
+from ..kernels.sgd import Params
 from ..kernels.sgd_contrast import Targets, sgd_target_epoch, target_work
 from ..losses import SQUARED
 from . import _fm_common as common
 from ._fm_common import group_index
-from .als import fixed_prior
-from .mcmc import _keep, _reserve
-from .sgd import block_shuffle
+from .als import fixed_prior, run_sweeps
+from .mcmc import _reserve, run_chain
+from .sgd import run_epochs, sgd_config
 
 __all__ = ["ContrastData", "contrast_rows", "contrast_data", "target_residuals",
            "als_contrast_solver", "mcmc_contrast_solver", "sgd_contrast_solver"]
@@ -171,20 +171,13 @@ def als_contrast_solver(data, state, settings, callback=None):
     E = target_residuals(data, state)
     Q, u = _work(data)
     empty = (np.zeros(0), np.zeros(0))
-    n_done = 0
-    for it in range(settings.n_iter):
-        if it and it % settings.refresh_every == 0:
-            state.w0 = float(model.scal[0])
-            E[:] = target_residuals(data, state)
-        ok = contrast_sweep(cols, plan, prior, model, E, Q, u, empty, cfg)
-        state.w0 = float(model.scal[0])
-        n_done = it + 1
-        if not ok:
-            return state, n_done, {"diverged": f"ALS produced non-finite predictions at sweep "
-                                               f"{n_done}; increase reg_linear/reg_pairwise"}
-        if callback is not None and callback(it, E):
-            break
-    return state, n_done, {"diverged": None}
+
+    def refresh():
+        E[:] = target_residuals(data, state)
+
+    return run_sweeps(settings, state, model,
+                      lambda: contrast_sweep(cols, plan, prior, model, E, Q, u, empty, cfg),
+                      refresh, None if callback is None else lambda it: callback(it, E))
 
 
 def mcmc_contrast_solver(data, state, chain, settings, seed, callback=None):
@@ -210,23 +203,16 @@ def mcmc_contrast_solver(data, state, chain, settings, seed, callback=None):
     E = target_residuals(data, state)
     Q, u = _work(data)
     _reserve(chain, state, settings)
-    n_done = 0
-    for it in range(settings.n_iter):
-        rs = np.random.default_rng([seed, chain.t])
-        if it and it % settings.refresh_every == 0:
-            E[:] = target_residuals(data, state)
-        ok = contrast_sweep(cols, plan, prior, model, E, Q, u,
-                            (rs.standard_normal(nz), rs.standard_gamma(shapes)), cfg)
-        state.w0 = float(model.scal[0])
-        chain.alpha = float(model.scal[1])
-        chain.t += 1
-        n_done = it + 1
-        if not ok:
-            return state, n_done, {"diverged": f"MCMC produced non-finite values at sweep {n_done}"}
-        _keep(chain, state, settings)
-        if callback is not None and callback(it, E):
-            break
-    return state, n_done, {"diverged": None}
+
+    def refresh():
+        E[:] = target_residuals(data, state)
+
+    def sweep(rs):
+        return contrast_sweep(cols, plan, prior, model, E, Q, u,
+                              (rs.standard_normal(nz), rs.standard_gamma(shapes)), cfg)
+
+    return run_chain(settings, seed, chain, state, model, sweep, refresh,
+                     None if callback is None else lambda it: callback(it, E))
 
 
 def sgd_contrast_solver(data, state, t, settings, seed, callback=None):
@@ -241,32 +227,13 @@ def sgd_contrast_solver(data, state, t, settings, seed, callback=None):
         raise ValueError("contrast targets take the squared loss only")
     rows = data.targets
     n_t = data.n_targets
-    y = data.y
-    limit = 1e10 * max(1.0, float(np.max(np.abs(y))) if n_t else 1.0)
-    cfg = SGDConfig(SQUARED, float(settings.learning_rate), SCHEDULE_CODES[settings.schedule],
-                    float(settings.power_t), float(settings.reg_bias) if data.bias else 0.0,
-                    float(settings.reg_linear), float(settings.reg_pairwise), -np.inf, np.inf,
-                    limit, bool(settings.implicit))
+    cfg = sgd_config(settings, data.y, SQUARED, settings.reg_bias if data.bias else 0.0,
+                     -np.inf, np.inf)
     params = Params(state.w, state.V, np.array([state.w0], dtype=np.float64))
     per_target = np.diff(data.C.indptr)
     row_nnz = np.diff(data.X.indptr)
     entries = np.add.reduceat(row_nnz[data.C.indices], data.C.indptr[:-1]) if n_t else [0]
     work = target_work(state.w.shape[0], state.V.shape[1], int(per_target.max()),
                        int(np.max(entries)))
-    in_order = np.arange(n_t, dtype=np.int64)
-    n_done = 0
-    for epoch in range(settings.n_iter):
-        order = block_shuffle(n_t, np.random.default_rng([seed, t])) if settings.shuffle \
-            else in_order
-        t, bad = sgd_target_epoch(rows, params, order, t, cfg, work)
-        n_done = epoch + 1
-        state.w0 = float(params.scal[0])
-        if bad >= 0 or not state.is_finite():
-            return state, t, n_done, {
-                "diverged": (
-                    f"SGD diverged in epoch {n_done} (target {bad}: its prediction became "
-                    f"non-finite or exceeded {limit:.3g}); lower learning_rate (now "
-                    f"{settings.learning_rate}) or raise the regularization")}
-        if callback is not None and callback(epoch):
-            break
-    return state, t, n_done, {"diverged": None}
+    return run_epochs(n_t, t, settings, seed, state, params, cfg.limit, "target", callback,
+                      lambda order, t: sgd_target_epoch(rows, params, order, t, cfg, work))

@@ -142,17 +142,33 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
     compile_sweep(data.cols, data.plan, prior, model, E, np.zeros(nz), shapes, cfg)
     if on_start is not None:
         on_start()
-    n_done = 0
-    for it in range(settings.n_iter):
-        rs = np.random.default_rng([seed, chain.t])
-        if it and it % settings.refresh_every == 0:
-            refresh_row_state(E, data.csr, state, target)
+
+    def sweep(rs):
+        nonlocal target
         if settings.probit:
             pred = E[:, 0] + target
             target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
             E[:, 0] = pred - target
-        ok = coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
-                              rs.standard_gamma(shapes), cfg)
+        return coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
+                                rs.standard_gamma(shapes), cfg)
+
+    return run_chain(settings, seed, chain, state, model, sweep,
+                     lambda: refresh_row_state(E, data.csr, state, target),
+                     None if callback is None else lambda it: callback(it, E, target))
+
+
+def run_chain(settings, seed, chain, state, model, sweep, refresh, callback):
+    """The sweep loop of :func:`mcmc_solver` and of the contrast solver: ``sweep(rs)`` draws
+    one sweep in place from the generator ``default_rng([seed, t])`` of the chain's sweep t and
+    returns False when something turned non-finite; ``refresh()`` recomputes the residual
+    cache every ``settings.refresh_every`` sweeps; each sample is offered to the kept
+    reservoir; ``callback(it)`` returning True stops. Returns ``(state, n_iter, info)``."""
+    n_done = 0
+    for it in range(settings.n_iter):
+        rs = np.random.default_rng([seed, chain.t])
+        if it and it % settings.refresh_every == 0:
+            refresh()
+        ok = sweep(rs)
         state.w0 = float(model.scal[0])
         chain.alpha = float(model.scal[1])
         chain.t += 1
@@ -160,7 +176,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
         if not ok:
             return state, n_done, {"diverged": f"MCMC produced non-finite values at sweep {n_done}"}
         _keep(chain, state, settings)
-        if callback is not None and callback(it, E, target):
+        if callback is not None and callback(it):
             break
     return state, n_done, {"diverged": None}
 

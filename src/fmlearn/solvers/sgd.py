@@ -73,35 +73,50 @@ def sgd_solver(csr, y, sw, state, t, settings, seed, callback=None, on_start=Non
     """
     indptr, indices, data = csr
     n = indptr.shape[0] - 1
-    limit = 1e10 * max(1.0, float(np.max(np.abs(y))) if n else 1.0)
-    cfg = SGDConfig(settings.loss_code, float(settings.learning_rate),
-                    SCHEDULE_CODES[settings.schedule], float(settings.power_t),
-                    float(settings.reg_bias), float(settings.reg_linear),
-                    float(settings.reg_pairwise), float(settings.clip_lo),
-                    float(settings.clip_hi), limit, bool(settings.implicit))
+    cfg = sgd_config(settings, y, settings.loss_code, settings.reg_bias, settings.clip_lo,
+                     settings.clip_hi)
     rows = Rows(indptr, indices, data, np.ascontiguousarray(y, dtype=np.float64),
                 np.ascontiguousarray(sw, dtype=np.float64))
     params = Params(state.w, state.V, np.array([state.w0], dtype=np.float64))
     work = sgd_work(state.V.shape[1])
-    in_order = np.arange(n, dtype=np.int64)
-    compile_for(sgd_epoch, rows, params, in_order, t, cfg, work)
+    compile_for(sgd_epoch, rows, params, np.arange(n, dtype=np.int64), t, cfg, work)
     if on_start is not None:
         on_start()
+    return run_epochs(n, t, settings, seed, state, params, cfg.limit, "row", callback,
+                      lambda order, t: sgd_epoch(rows, params, order, t, cfg, work))
+
+
+def sgd_config(settings, y, loss_code, reg_bias, clip_lo, clip_hi):
+    """The kernel's :class:`~fmlearn.kernels.sgd.SGDConfig` from ``settings``; the divergence
+    limit on |f| is 1e10 times the largest |target| (at least 1)."""
+    limit = 1e10 * max(1.0, float(np.max(np.abs(y))) if np.size(y) else 1.0)
+    return SGDConfig(loss_code, float(settings.learning_rate), SCHEDULE_CODES[settings.schedule],
+                     float(settings.power_t), float(reg_bias), float(settings.reg_linear),
+                     float(settings.reg_pairwise), float(clip_lo), float(clip_hi), limit,
+                     bool(settings.implicit))
+
+
+def run_epochs(n, t, settings, seed, state, params, limit, unit, callback, epoch):
+    """The epoch loop of :func:`sgd_solver` and of the contrast solver: ``epoch(order, t)``
+    runs one epoch of the ``n`` units (rows or targets) in ``order`` from step ``t`` and
+    returns ``(t, bad)``; the order is ``block_shuffle`` from ``default_rng([seed, t])`` (or
+    storage order without ``settings.shuffle``). Returns ``(state, t, n_iter, info)``."""
+    in_order = np.arange(n, dtype=np.int64)
     n_done = 0
-    for epoch in range(settings.n_iter):
+    for it in range(settings.n_iter):
         order = block_shuffle(n, np.random.default_rng([seed, t])) if settings.shuffle \
             else in_order
-        t, bad = sgd_epoch(rows, params, order, t, cfg, work)
-        n_done = epoch + 1
+        t, bad = epoch(order, t)
+        n_done = it + 1
         state.w0 = float(params.scal[0])
         if bad >= 0 or not state.is_finite():
             return state, t, n_done, {
                 "diverged": (
-                    f"SGD diverged in epoch {n_done} (row {bad}: the prediction became non-finite "
-                    f"or exceeded {limit:.3g}); lower learning_rate (now {settings.learning_rate})"
-                    " or raise the regularization"
+                    f"SGD diverged in epoch {n_done} ({unit} {bad}: its prediction became "
+                    f"non-finite or exceeded {limit:.3g}); lower learning_rate (now "
+                    f"{settings.learning_rate}) or raise the regularization"
                 )
             }
-        if callback is not None and callback(epoch):
+        if callback is not None and callback(it):
             break
     return state, t, n_done, {"diverged": None}
