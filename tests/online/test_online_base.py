@@ -15,6 +15,12 @@ from online_cases import (
     CRAFTED,
     ESTIMATORS,
     MUTATIONS,
+    CCFMClassifier,
+    CCFMRegressor,
+    OnlineCFMClassifier,
+    OnlineCFMRegressor,
+    OnlineFMClassifier,
+    OnlineFMRegressor,
     assert_same_dict,
     crafted,
     scores,
@@ -22,15 +28,7 @@ from online_cases import (
 )
 from sklearn.base import clone, is_classifier
 
-from fmlearn import (
-    CCFMClassifier,
-    CCFMRegressor,
-    OnlineCFMClassifier,
-    OnlineCFMRegressor,
-    OnlineFMClassifier,
-    OnlineFMRegressor,
-    load,
-)
+from fmlearn import load
 from fmlearn.datasets import make_ccfm_stream
 from fmlearn.exceptions import DivergenceError
 
