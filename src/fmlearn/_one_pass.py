@@ -10,6 +10,7 @@ cuts it into batches, records the history, warns and commits the state to the es
 so the estimator is written only by :meth:`OnePassRun.commit`, after the last batch succeeded.
 """
 
+import numbers
 import warnings
 
 import numpy as np
@@ -17,6 +18,7 @@ import scipy.sparse as sp
 from sklearn import config_context
 from sklearn.metrics import root_mean_squared_error
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import progress
@@ -38,7 +40,18 @@ from .solvers.one_pass import (
     predict_batch,
 )
 
-__all__ = ["OnePassMixin", "OnePassRun", "as_truth", "original_parameters", "train_rows"]
+__all__ = ["ONE_PASS_CONSTRAINTS", "OnePassFMMixin", "OnePassMixin", "OnePassRun", "as_truth",
+           "original_parameters", "train_rows"]
+
+#: Constraints of the parameters every one-pass estimator has (gFM, iFM, the sensing models).
+ONE_PASS_CONSTRAINTS = {
+    "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
+    "warm_start": ["boolean"],
+    "random_state": ["random_state"],
+    "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
+    "verbose": ["verbose"],
+}
 
 
 def train_rows(est, X, y, sample_weight, reset, solver_checks_finite=False):
@@ -454,3 +467,40 @@ class OnePassMixin:
                 raise ValueError(f"{name} contains NaN or infinity")
         if np.any(self.scale_ <= 0):
             raise ValueError("scale_ must be positive")
+
+
+class OnePassFMMixin(OnePassMixin):
+    """The parameters gFM and iFM share (:class:`fmlearn.GFMRegressor`,
+    :class:`fmlearn.IFMRegressor`; each documents them and constrains its own ``solver``)."""
+
+    _parameter_constraints = {
+        "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
+        "safeguard": ["boolean", StrOptions({"auto"})],
+        "fit_intercept": ["boolean"],
+        "standardize": ["boolean"],
+        **ONE_PASS_CONSTRAINTS,
+    }
+
+    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
+                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
+                 reg_pairwise=0.0):
+        self.n_factors = n_factors
+        self.solver = solver
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.safeguard = safeguard
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.init = init
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose

@@ -10,22 +10,21 @@ The estimator plumbing shared by every one-pass model lives in :mod:`fmlearn._on
 algorithm in :mod:`fmlearn.solvers.one_pass`.
 """
 
-import numbers
 import warnings
 
 import numpy as np
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic
 from ._contrasts import ContrastALSMixin
-from ._one_pass import OnePassMixin
+from ._one_pass import OnePassFMMixin
 from .exceptions import SmallBatchWarning
 
 __all__ = ["GFMRegressor", "SmallBatchWarning"]
 
 
-class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
+class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     """Generalized factorization machine (gFM) trained one pass over mini-batches.
 
     Model::
@@ -165,42 +164,9 @@ class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     """
 
     _parameter_constraints = {
-        "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "solver": [StrOptions({"auto", "one_pass", "moment", "als", "lm"})],
-        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
-        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "safeguard": ["boolean", StrOptions({"auto"})],
-        "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
-        "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
-        "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
-        "verbose": ["verbose"],
+        **OnePassFMMixin._parameter_constraints,
     }
-
-    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
-                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
-                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
-                 reg_pairwise=0.0):
-        self.n_factors = n_factors
-        self.solver = solver
-        self.reg_linear = reg_linear
-        self.reg_pairwise = reg_pairwise
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
 
     def _correction(self):
         return "moment" if self.solver == "moment" else "shift"
