@@ -13,10 +13,9 @@ algorithm in :mod:`fmlearn.solvers.one_pass`.
 import warnings
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic
+from ._base import BaseFM, FMRegressorMixin
 from ._contrasts import ContrastALSMixin
 from ._one_pass import OnePassFMMixin
 from .exceptions import SmallBatchWarning
@@ -175,41 +174,6 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         if self.solver == "moment":
             return "use IFMRegressor (no diagonal, no dependence on the moments)"
         return "use solver='moment' or IFMRegressor"
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
-        """Fit over X cut into mini-batches, each read once per pass (or by ALS).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights: the batch averages of the algorithm become weighted averages
-            (rows of weight 0 are dropped).
-        truth : (w, M) or an object with attributes ``w`` and ``M``, optional
-            Planted parameters (``M`` an array or LinearOperator); the recovery error after each
-            batch is recorded in ``history_["recovery_error"]``.
-        eval_set : (X_val, y_val), optional
-            Held-out data whose RMSE is recorded after every batch.
-        contrasts : sparse matrix of shape (n_targets, n_samples), optional
-            Fit y_g = sum_i C[g, i] f(x_i) (y and sample_weight then have n_targets entries)
-            with solver "lm" or "als"; see :meth:`predict_contrasts` and docs/vtec.md.
-        """
-        if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
-        return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None, *, truth=None):
-        """One step of the algorithm on the batch (X, y), read once.
-
-        The first call standardises, estimates moments (solver="moment") and initialises from
-        this batch; ``fit`` equals the same batches passed in order to ``partial_fit``.
-        """
-        return self._partial_fit_one_pass(X, y, sample_weight, truth)
 
     def _after_first_batch(self, state):
         from .diagnostics import TAU_CAUTION

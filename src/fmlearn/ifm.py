@@ -9,10 +9,9 @@ and the sampling complexity is O(k d) whatever the feature law (001 §3.3).
 """
 
 
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic
+from ._base import BaseFM, FMRegressorMixin
 from ._contrasts import ContrastALSMixin
 from ._one_pass import OnePassFMMixin
 
@@ -109,18 +108,3 @@ class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
 
     def _correction(self):
         return "zero_diagonal"
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
-        """Fit over X cut into mini-batches, or to ``contrasts`` of f by ALS (see
-        :meth:`fmlearn.GFMRegressor.fit`)."""
-        if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
-        return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None, *, truth=None):
-        """One step on the batch (X, y); the first call standardises and initialises."""
-        return self._partial_fit_one_pass(X, y, sample_weight, truth)
