@@ -10,16 +10,19 @@ cuts it into batches, records the history, warns and commits the state to the es
 so the estimator is written only by :meth:`OnePassRun.commit`, after the last batch succeeded.
 """
 
+import numbers
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn import config_context
+from sklearn.base import _fit_context
 from sklearn.metrics import root_mean_squared_error
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import progress
+from ._base import failure_atomic, progress
 from ._data import to_csr
 from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from .linalg import symmetric_low_rank
@@ -38,7 +41,18 @@ from .solvers.one_pass import (
     predict_batch,
 )
 
-__all__ = ["OnePassMixin", "OnePassRun", "as_truth", "original_parameters", "train_rows"]
+__all__ = ["ONE_PASS_CONSTRAINTS", "OnePassFMMixin", "OnePassMixin", "OnePassRun", "as_truth",
+           "original_parameters", "train_rows"]
+
+#: Constraints of the parameters every one-pass estimator has (gFM, iFM, the sensing models).
+ONE_PASS_CONSTRAINTS = {
+    "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
+    "warm_start": ["boolean"],
+    "random_state": ["random_state"],
+    "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
+    "verbose": ["verbose"],
+}
 
 
 def train_rows(est, X, y, sample_weight, reset, solver_checks_finite=False):
@@ -454,3 +468,77 @@ class OnePassMixin:
                 raise ValueError(f"{name} contains NaN or infinity")
         if np.any(self.scale_ <= 0):
             raise ValueError("scale_ must be positive")
+
+
+class OnePassFMMixin(OnePassMixin):
+    """The parameters, ``fit`` and ``partial_fit`` gFM and iFM share (:class:`fmlearn.GFMRegressor`,
+    :class:`fmlearn.IFMRegressor`; each documents the parameters and constrains its own
+    ``solver``). The class also mixes in :class:`fmlearn._contrasts.ContrastALSMixin`, which
+    resolves the solver and fits to contrasts."""
+
+    _parameter_constraints = {
+        "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
+        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
+        "safeguard": ["boolean", StrOptions({"auto"})],
+        "fit_intercept": ["boolean"],
+        "standardize": ["boolean"],
+        **ONE_PASS_CONSTRAINTS,
+    }
+
+    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
+                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
+                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
+                 reg_pairwise=0.0):
+        self.n_factors = n_factors
+        self.solver = solver
+        self.reg_linear = reg_linear
+        self.reg_pairwise = reg_pairwise
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.safeguard = safeguard
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.init = init
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @failure_atomic
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
+        """Fit over X cut into mini-batches, each read once per pass (or by ALS).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights: the batch averages of the algorithm become weighted averages
+            (rows of weight 0 are dropped).
+        truth : (w, M) or an object with attributes ``w`` and ``M``, optional
+            Planted parameters (``M`` an array or LinearOperator); the recovery error after each
+            batch is recorded in ``history_["recovery_error"]``.
+        eval_set : (X_val, y_val), optional
+            Held-out data whose RMSE is recorded after every batch.
+        contrasts : sparse matrix of shape (n_targets, n_samples), optional
+            Fit y_g = sum_i C[g, i] f(x_i) (y and sample_weight then have n_targets entries)
+            with solver "lm" or "als"; see :meth:`predict_contrasts` and docs/vtec.md.
+        """
+        if self._resolve_solver(contrasts) in ("als", "lm"):
+            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
+        return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
+
+    @failure_atomic
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None, *, truth=None):
+        """One step of the algorithm on the batch (X, y), read once.
+
+        The first call standardises, estimates moments (gFM's solver="moment") and initialises
+        from this batch; ``fit`` equals the same batches passed in order to ``partial_fit``.
+        """
+        return self._partial_fit_one_pass(X, y, sample_weight, truth)

@@ -10,22 +10,20 @@ The estimator plumbing shared by every one-pass model lives in :mod:`fmlearn._on
 algorithm in :mod:`fmlearn.solvers.one_pass`.
 """
 
-import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic
+from ._base import BaseFM, FMRegressorMixin
 from ._contrasts import ContrastALSMixin
-from ._one_pass import OnePassMixin
+from ._one_pass import OnePassFMMixin
 from .exceptions import SmallBatchWarning
 
 __all__ = ["GFMRegressor", "SmallBatchWarning"]
 
 
-class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
+class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     """Generalized factorization machine (gFM) trained one pass over mini-batches.
 
     Model::
@@ -165,42 +163,9 @@ class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     """
 
     _parameter_constraints = {
-        "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "solver": [StrOptions({"auto", "one_pass", "moment", "als", "lm"})],
-        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
-        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "safeguard": ["boolean", StrOptions({"auto"})],
-        "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
-        "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
-        "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
-        "verbose": ["verbose"],
+        **OnePassFMMixin._parameter_constraints,
     }
-
-    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
-                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
-                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
-                 reg_pairwise=0.0):
-        self.n_factors = n_factors
-        self.solver = solver
-        self.reg_linear = reg_linear
-        self.reg_pairwise = reg_pairwise
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
 
     def _correction(self):
         return "moment" if self.solver == "moment" else "shift"
@@ -209,41 +174,6 @@ class GFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
         if self.solver == "moment":
             return "use IFMRegressor (no diagonal, no dependence on the moments)"
         return "use solver='moment' or IFMRegressor"
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
-        """Fit over X cut into mini-batches, each read once per pass (or by ALS).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights: the batch averages of the algorithm become weighted averages
-            (rows of weight 0 are dropped).
-        truth : (w, M) or an object with attributes ``w`` and ``M``, optional
-            Planted parameters (``M`` an array or LinearOperator); the recovery error after each
-            batch is recorded in ``history_["recovery_error"]``.
-        eval_set : (X_val, y_val), optional
-            Held-out data whose RMSE is recorded after every batch.
-        contrasts : sparse matrix of shape (n_targets, n_samples), optional
-            Fit y_g = sum_i C[g, i] f(x_i) (y and sample_weight then have n_targets entries)
-            with solver "lm" or "als"; see :meth:`predict_contrasts` and docs/vtec.md.
-        """
-        if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
-        return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None, *, truth=None):
-        """One step of the algorithm on the batch (X, y), read once.
-
-        The first call standardises, estimates moments (solver="moment") and initialises from
-        this batch; ``fit`` equals the same batches passed in order to ``partial_fit``.
-        """
-        return self._partial_fit_one_pass(X, y, sample_weight, truth)
 
     def _after_first_batch(self, state):
         from .diagnostics import TAU_CAUTION

@@ -8,19 +8,17 @@ and fourth moments of the features disappear (001 Eq. 11), so no moment estimati
 and the sampling complexity is O(k d) whatever the feature law (001 §3.3).
 """
 
-import numbers
 
-from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic
+from ._base import BaseFM, FMRegressorMixin
 from ._contrasts import ContrastALSMixin
-from ._one_pass import OnePassMixin
+from ._one_pass import OnePassFMMixin
 
 __all__ = ["IFMRegressor"]
 
 
-class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
+class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     """Improved factorization machine (zero-diagonal, sign-indefinite) trained one pass.
 
     Model::
@@ -104,57 +102,9 @@ class IFMRegressor(ContrastALSMixin, OnePassMixin, FMRegressorMixin, BaseFM):
     """
 
     _parameter_constraints = {
-        "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "solver": [StrOptions({"auto", "one_pass", "als", "lm"})],
-        "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],
-        "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left")],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "safeguard": ["boolean", StrOptions({"auto"})],
-        "fit_intercept": ["boolean"],
-        "standardize": ["boolean"],
-        "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
-        "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
-        "verbose": ["verbose"],
+        **OnePassFMMixin._parameter_constraints,
     }
-
-    def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
-                 tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
-                 warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
-                 reg_pairwise=0.0):
-        self.n_factors = n_factors
-        self.solver = solver
-        self.reg_linear = reg_linear
-        self.reg_pairwise = reg_pairwise
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
 
     def _correction(self):
         return "zero_diagonal"
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, *, truth=None, eval_set=None, contrasts=None):
-        """Fit over X cut into mini-batches, or to ``contrasts`` of f by ALS (see
-        :meth:`fmlearn.GFMRegressor.fit`)."""
-        if self._resolve_solver(contrasts) in ("als", "lm"):
-            return self._fit_als(X, y, sample_weight, contrasts, truth, eval_set)
-        return self._fit_one_pass(X, y, sample_weight, truth, eval_set)
-
-    @failure_atomic
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None, *, truth=None):
-        """One step on the batch (X, y); the first call standardises and initialises."""
-        return self._partial_fit_one_pass(X, y, sample_weight, truth)

@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
-from ._one_pass import OnePassMixin, train_rows
+from ._one_pass import ONE_PASS_CONSTRAINTS, OnePassMixin, train_rows
 from .exceptions import DivergenceError
 from .linalg import LowRankOperator, low_rank_eigh
 from .solvers.asym_sensing import AsymState, asym_predict, asym_step_rows
@@ -30,15 +30,7 @@ from .solvers.one_pass import Batch, OnePassSettings, auto_batch_size, one_pass_
 
 __all__ = ["AsymmetricRankOneSensing", "PhaseRetrieval", "SymmetricRankOneSensing"]
 
-_COMMON_CONSTRAINTS = {
-    "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    "safeguard": ["boolean"],
-    "init": [StrOptions({"auto", "dense", "randomized", "lanczos"})],
-    "warm_start": ["boolean"],
-    "random_state": ["random_state"],
-    "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
-    "verbose": ["verbose"],
-}
+_COMMON_CONSTRAINTS = {"safeguard": ["boolean"], **ONE_PASS_CONSTRAINTS}
 
 
 class _SensingTags:

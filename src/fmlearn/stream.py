@@ -345,6 +345,82 @@ def _restore(estimator, loaded):
             setattr(estimator, key, value)
 
 
+def _check_arguments(estimator, n_epochs, batch_size, last_batch, eval_set):
+    """Refuse the arguments of :func:`fit_stream` that cannot stream; returns ``eval_set`` as a
+    pair (or None)."""
+    if not hasattr(estimator, "partial_fit"):
+        extra = ""
+        if getattr(estimator, "solver", None) not in (None, "sgd") and hasattr(
+                type(estimator), "partial_fit"):
+            extra = " (partial_fit needs solver='sgd')"
+        raise TypeError(f"{type(estimator).__name__} has no partial_fit{extra}; fit_stream "
+                        "feeds estimators batch by batch through it")
+    if isinstance(n_epochs, bool) or not isinstance(n_epochs, numbers.Integral) or n_epochs < 1:
+        raise ValueError(f"n_epochs must be a positive int, got {n_epochs!r}")
+    if batch_size is not None:
+        rebatch([], batch_size, last_batch)  # validates batch_size / last_batch
+    if last_batch not in _LAST_BATCH:
+        raise ValueError(f"last_batch must be one of {_LAST_BATCH}, got {last_batch!r}")
+    if eval_set is not None:
+        try:
+            X_val, y_val = eval_set
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
+        eval_set = (X_val, y_val)
+    return eval_set
+
+
+def _start(ck, estimator, eval_set):
+    """Where a :func:`fit_stream` call starts: the position and history of the checkpoint
+    ``ck`` holds (the estimator restored from it), else the beginning."""
+    history = {"rows": [], "batches": [], "seconds": []}
+    if eval_set is not None:
+        history["val"] = []
+    # where the call is: epochs done, and in the current epoch the batches and rows given to
+    # partial_fit, the seconds spent, and (offset, skip) of the next row (see _Position)
+    pos = {"calls": 0, "epoch": 0, "batches": 0, "rows": 0, "seconds": 0.0,
+           "offset": 0, "skip": 0}
+    found = ck.resume() if ck is not None else None
+    if found is not None:
+        _restore(estimator, found[0])
+        pos = found[1]["progress"]["position"]
+        history = found[1]["progress"]["history"]
+    return pos, history
+
+
+def _batch_hook(ck, estimator, pos, history, where, epoch, t0):
+    """The ``after_batch(n)`` of one epoch of :func:`fit_stream`: counts the call and the rows
+    and, when the checkpointer ``ck`` is due, writes the estimator and the position ``pos``."""
+    spent, batches0 = pos["seconds"], pos["batches"] - pos["calls"]
+
+    def after_batch(n):
+        pos["calls"] += 1
+        where.rows += n
+        if ck is None or not ck.due(pos["calls"], pos["calls"] + 1):
+            return
+        offset, skip = where.at()
+        pos.update(epoch=epoch, rows=where.rows, offset=offset, skip=skip,
+                   batches=batches0 + pos["calls"], seconds=spent + time.perf_counter() - t0)
+        # the stream's length is unknown: the record's total is "one step more"
+        ck.write(estimator, pos["calls"], pos["calls"] + 1,
+                 {"position": pos, "history": history})
+
+    return after_batch
+
+
+def _end_epoch(estimator, history, rows, batches, seconds, eval_set, bar):
+    """Record an epoch of :func:`fit_stream` in ``history`` (scored on ``eval_set``)."""
+    if rows == 0:
+        raise ValueError("the source yielded no rows" + (
+            "" if not history["rows"] else f" in epoch {len(history['rows']) + 1}"))
+    history["rows"].append(rows)
+    history["batches"].append(batches)
+    history["seconds"].append(seconds)
+    if eval_set is not None:
+        history["val"].append(_eval_metric(estimator, eval_set))
+        bar.set_postfix({"val": f"{history['val'][-1]:.4g}"})
+
+
 def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
                zero_based="auto", dtype=np.float64, checkpoint=None, checkpoint_every=10,
@@ -427,24 +503,7 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
     >>> m.n_batches_, m.stream_history_["rows"]
     (12, [12000])
     """
-    if not hasattr(estimator, "partial_fit"):
-        extra = ""
-        if getattr(estimator, "solver", None) not in (None, "sgd") and hasattr(
-                type(estimator), "partial_fit"):
-            extra = " (partial_fit needs solver='sgd')"
-        raise TypeError(f"{type(estimator).__name__} has no partial_fit{extra}; fit_stream "
-                        "feeds estimators batch by batch through it")
-    if isinstance(n_epochs, bool) or not isinstance(n_epochs, numbers.Integral) or n_epochs < 1:
-        raise ValueError(f"n_epochs must be a positive int, got {n_epochs!r}")
-    if batch_size is not None:
-        rebatch([], batch_size, last_batch)  # validates batch_size / last_batch
-    if last_batch not in _LAST_BATCH:
-        raise ValueError(f"last_batch must be one of {_LAST_BATCH}, got {last_batch!r}")
-    if eval_set is not None:
-        try:
-            X_val, y_val = eval_set
-        except (TypeError, ValueError):
-            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
+    eval_set = _check_arguments(estimator, n_epochs, batch_size, last_batch, eval_set)
     if n_features is None and hasattr(estimator, "n_features_in_"):
         n_features = int(estimator.n_features_in_)
     reopen = _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype)
@@ -457,18 +516,7 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
     is_file = isinstance(source, (str, os.PathLike))
     ck = _checkpointer(checkpoint, checkpoint_every, estimator, source, n_epochs, batch_size,
                        last_batch, chunk_size_bytes, n_features, zero_based, dtype)
-    history = {"rows": [], "batches": [], "seconds": []}
-    if eval_set is not None:
-        history["val"] = []
-    # where the call is: epochs done, and in the current epoch the batches and rows given to
-    # partial_fit, the seconds spent, and (offset, skip) of the next row (see _Position)
-    pos = {"calls": 0, "epoch": 0, "batches": 0, "rows": 0, "seconds": 0.0,
-           "offset": 0, "skip": 0}
-    found = ck.resume() if ck is not None else None
-    if found is not None:
-        _restore(estimator, found[0])
-        pos = found[1]["progress"]["position"]
-        history = found[1]["progress"]["history"]
+    pos, history = _start(ck, estimator, eval_set)
 
     with progress(verbose, None, f"fit_stream[{type(estimator).__name__}]") as bar:
         for epoch in range(pos["epoch"], n_epochs):
@@ -476,34 +524,12 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
             first_call = classes if (takes_classes and pos["calls"] == 0) else None
             where = _Position(pos["rows"], pos["offset"] if is_file else None, pos["skip"])
             start_rows, start_batches, spent = pos["rows"], pos["batches"], pos["seconds"]
-
-            def after_batch(n, where=where, epoch=epoch, t0=t0, spent=spent,
-                            batches0=start_batches - pos["calls"]):
-                pos["calls"] += 1
-                where.rows += n
-                if ck is None or not ck.due(pos["calls"], pos["calls"] + 1):
-                    return
-                offset, skip = where.at()
-                pos.update(epoch=epoch, rows=where.rows, offset=offset, skip=skip,
-                           batches=batches0 + pos["calls"],
-                           seconds=spent + time.perf_counter() - t0)
-                # the stream's length is unknown: the record's total is "one step more"
-                ck.write(estimator, pos["calls"], pos["calls"] + 1,
-                         {"position": pos, "history": history})
-
+            after_batch = _batch_hook(ck, estimator, pos, history, where, epoch, t0)
             chunks = where.chunks(reopen(pos["offset"] or 0), pos["skip"])
             rows, batches = _epoch(estimator, chunks, batch_size, last_batch, first_call, bar,
                                    after_batch)
-            rows, batches = rows + start_rows, batches + start_batches
-            if rows == 0:
-                raise ValueError("the source yielded no rows" + (
-                    "" if not history["rows"] else f" in epoch {len(history['rows']) + 1}"))
-            history["rows"].append(rows)
-            history["batches"].append(batches)
-            history["seconds"].append(spent + time.perf_counter() - t0)
-            if eval_set is not None:
-                history["val"].append(_eval_metric(estimator, (X_val, y_val)))
-                bar.set_postfix({"val": f"{history['val'][-1]:.4g}"})
+            _end_epoch(estimator, history, rows + start_rows, batches + start_batches,
+                       spent + time.perf_counter() - t0, eval_set, bar)
             pos.update(epoch=epoch + 1, batches=0, rows=0, seconds=0.0, offset=0, skip=0)
     if ck is not None:
         ck.finish()

@@ -3,15 +3,12 @@ conftest.py)."""
 
 import numpy as np
 
-from fmlearn import (
-    CCFMClassifier,
-    CCFMRegressor,
-    OnlineCFMClassifier,
-    OnlineCFMRegressor,
-    OnlineFMClassifier,
-    OnlineFMRegressor,
-)
 from fmlearn.losses import LOGISTIC, SQUARED
+from fmlearn.online import ESTIMATORS as _BY_MODEL
+
+CCFMRegressor, CCFMClassifier = _BY_MODEL["ccfm"]
+OnlineFMRegressor, OnlineFMClassifier = _BY_MODEL["fm"]
+OnlineCFMRegressor, OnlineCFMClassifier = _BY_MODEL["cfm"]
 
 LOSS = {"squared": SQUARED, "logistic": LOGISTIC}
 

@@ -22,17 +22,14 @@ from online_cases import (
 )
 from sklearn.base import clone, is_classifier
 
-from fmlearn import (
-    CCFMClassifier,
-    CCFMRegressor,
-    OnlineCFMClassifier,
-    OnlineCFMRegressor,
-    OnlineFMClassifier,
-    OnlineFMRegressor,
-    load,
-)
+from fmlearn import load
 from fmlearn.datasets import make_ccfm_stream
 from fmlearn.exceptions import DivergenceError
+from fmlearn.online import ESTIMATORS as _BY_MODEL
+
+CCFMRegressor, CCFMClassifier = _BY_MODEL["ccfm"]
+OnlineFMRegressor, OnlineFMClassifier = _BY_MODEL["fm"]
+OnlineCFMRegressor, OnlineCFMClassifier = _BY_MODEL["cfm"]
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=repr)

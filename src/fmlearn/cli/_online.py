@@ -102,35 +102,25 @@ def add_parser(sub):
 
 def build_online_estimator(args):
     """The online estimator described by the ``online`` arguments."""
-    from fmlearn import (
-        CCFMClassifier,
-        CCFMRegressor,
-        OnlineCFMClassifier,
-        OnlineCFMRegressor,
-        OnlineFMClassifier,
-        OnlineFMRegressor,
-    )
+    from fmlearn.online import ESTIMATORS
 
     learner = args.learner or _LEARNERS[args.model][0]
     if learner not in _LEARNERS[args.model]:
         raise CLIError(f"--model {args.model} has learners {', '.join(_LEARNERS[args.model])}; "
                        f"got --learner {learner}")
-    clf = args.loss == "logistic"
+    cls = ESTIMATORS[args.model][args.loss == "logistic"]
     kw = {}
     if args.learning_rate is not None:
         kw["learning_rate"] = args.learning_rate
     if args.model == "ccfm":
-        cls = CCFMClassifier if clf else CCFMRegressor
         return cls(learner, trace_bound=args.trace_bound, gamma_power=args.gamma_power,
                    power_t=args.power_t, self_interaction=not args.no_self_interaction,
                    random_state=args.seed, **kw)
     if args.no_self_interaction:
         raise CLIError("--no-self-interaction applies to --model ccfm")
     if args.model == "fm":
-        cls = OnlineFMClassifier if clf else OnlineFMRegressor
         return cls(learner, n_factors=args.n_factors, power_t=args.power_t,
                    random_state=args.seed, **kw)
-    cls = OnlineCFMClassifier if clf else OnlineCFMRegressor
     return cls(learner, trace_bound=args.trace_bound, power_t=args.power_t,
                random_state=args.seed, **kw)
 

@@ -15,16 +15,19 @@ perturbations, a single-layer ionosphere, and noise that is white per undifferen
 (ambiguities and receiver/satellite biases are assumed resolved, as double differencing does).
 """
 
-import csv
-import io
-import os
-from dataclasses import dataclass
-
 import numpy as np
-import scipy.sparse as sp
 from scipy.spatial import Delaunay
 
-from .._files import atomic_write
+from ._gnss_csv import GNSSObservations, load_gnss_csv, write_gnss_csv
+from ._gnss_windows import (
+    _DD_FIELDS,
+    POINT_FIELDS,
+    SECONDS_PER_DAY,
+    GNSSPart,
+    GNSSWindow,
+    _window,
+    _Windows,
+)
 
 __all__ = ["GNSSPart", "GNSSWindow", "GNSSObservations", "GNSSSimulation", "POINT_FIELDS",
            "make_gnss_vtec", "write_gnss_csv", "load_gnss_csv"]
@@ -35,171 +38,6 @@ EARTH_RADIUS_KM = 6371.0
 GM_KM3_S2 = 398600.4418
 #: Earth's rotation rate (rad/s), WGS-84.
 EARTH_ROTATION = 7.2921151467e-5
-SECONDS_PER_DAY = 86400
-
-#: Fields of a pierce-point table (a NumPy structured array): degrees for lat/lon, radians for
-#: zenith/azimuth (azimuth clockwise from north in [0, 2 pi)), integer ids, epoch in seconds since
-#: the start of day 0.
-POINT_FIELDS = [("lat", "f8"), ("lon", "f8"), ("zenith", "f8"), ("azimuth", "f8"),
-                ("station", "i8"), ("satellite", "i8"), ("epoch", "i8")]
-_DD_FIELDS = [("epoch", "i8"), ("satellite_a", "i8"), ("satellite_b", "i8"),
-              ("station_c", "i8"), ("station_d", "i8")]
-
-
-@dataclass
-class GNSSPart:
-    """One side of a window: pierce points, the contrasts that turn them into targets, targets.
-
-    Attributes
-    ----------
-    points : structured ndarray of shape (n_rows,), fields :data:`POINT_FIELDS`
-    contrasts : scipy.sparse.csr_matrix of shape (n_targets, n_rows)
-        Row g holds +1 at (a, c), -1 at (a, d), -1 at (b, c), +1 at (b, d) for the double
-        difference g = (a, b, c, d).
-    y : ndarray of shape (n_targets,)
-        Observed double differences (TECU, with measurement noise).
-    pairs : structured ndarray of shape (n_targets,)
-        (epoch, satellite_a, satellite_b, station_c, station_d) of each target.
-    truth : ndarray of shape (n_rows,) or None
-        The simulated observable at each pierce point (vTEC, or slant TEC with
-        ``observable="slant"``), so that ``contrasts @ truth`` is y without noise. None for
-        data read from files.
-    """
-
-    points: np.ndarray
-    contrasts: sp.csr_matrix
-    y: np.ndarray
-    pairs: np.ndarray
-    truth: np.ndarray = None
-
-    @property
-    def n_targets(self):
-        return int(self.y.shape[0])
-
-
-@dataclass
-class GNSSWindow:
-    """A window of the online protocol of seed 001 §4.2.
-
-    ``train`` holds the double differences among the training stations (what the model is
-    refitted on), ``test`` those that involve the test station (what is predicted and scored).
-    ``n_satellites`` counts the satellites seen by the training stations in the window (the m
-    of the pierce-point encoder). ``day`` is the day index, ``start`` the first epoch (seconds
-    since the start of day 0), ``validation`` whether the day is a validation day.
-    """
-
-    day: int
-    start: int
-    seconds: int
-    train: GNSSPart
-    test: GNSSPart
-    n_satellites: int
-    validation: bool
-
-
-def _keys(epoch, station, satellite):
-    return (np.asarray(epoch, np.int64) << 32) + (np.asarray(station, np.int64) << 16) \
-        + np.asarray(satellite, np.int64)
-
-
-def _part(points, pairs, y, truth):
-    """Keep the pierce points that ``pairs`` reference and build the contrast matrix."""
-    n_t = pairs.shape[0]
-    corners = [("satellite_a", "station_c", 1.0), ("satellite_a", "station_d", -1.0),
-               ("satellite_b", "station_c", -1.0), ("satellite_b", "station_d", 1.0)]
-    pkeys = _keys(points["epoch"], points["station"], points["satellite"])
-    order = np.argsort(pkeys, kind="stable")
-    sorted_keys = pkeys[order]
-    rows = np.empty((n_t, 4), dtype=np.int64)
-    for j, (sat, sta, _) in enumerate(corners):
-        k = _keys(pairs["epoch"], pairs[sta], pairs[sat])
-        pos = np.searchsorted(sorted_keys, k)
-        pos = np.minimum(pos, max(sorted_keys.shape[0] - 1, 0))
-        if n_t and (sorted_keys.shape[0] == 0 or np.any(sorted_keys[pos] != k)):
-            bad = int(np.flatnonzero(sorted_keys[pos] != k)[0]) if sorted_keys.shape[0] else 0
-            raise ValueError(
-                f"double difference {pairs[bad].tolist()} references a pierce point "
-                f"(epoch, station, satellite) = ({int(pairs['epoch'][bad])}, "
-                f"{int(pairs[sta][bad])}, {int(pairs[sat][bad])}) that is not in the points")
-        rows[:, j] = order[pos]
-    used, inverse = np.unique(rows.ravel(), return_inverse=True)
-    coef = np.tile(np.array([c for *_, c in corners]), n_t)
-    C = sp.csr_matrix((coef, inverse, np.arange(0, 4 * n_t + 1, 4)),
-                      shape=(n_t, used.shape[0]))
-    C.sum_duplicates()
-    C.eliminate_zeros()
-    return GNSSPart(points[used], C, np.asarray(y, np.float64), pairs,
-                    None if truth is None else truth[used])
-
-
-def _window(points, pairs, y, truth, test_station, training, day, start, seconds, validation):
-    """Split one window's observations into the train part and the test part."""
-    c, d = pairs["station_c"], pairs["station_d"]
-    is_test = (c == test_station) | (d == test_station)
-    in_train = np.isin(c, training) & np.isin(d, training)
-    tr, te = in_train & ~is_test, is_test
-    train = _part(points, pairs[tr], y[tr], truth)
-    test = _part(points, pairs[te], y[te], truth)
-    n_sat = int(np.unique(train.points["satellite"]).shape[0])
-    return GNSSWindow(day, start, seconds, train, test, n_sat, validation)
-
-
-class _Windows:
-    """``windows()`` shared by the simulator and the file reader."""
-
-    def _day_list(self, days):
-        if days is None:
-            return list(range(self.n_days))
-        if days == "validation":
-            return list(self.validation_days)
-        if days == "test":
-            return list(self.test_days)
-        days = [int(x) for x in np.atleast_1d(days)]
-        bad = [x for x in days if not 0 <= x < self.n_days]
-        if bad:
-            raise ValueError(f"days {bad} are outside 0..{self.n_days - 1}")
-        return days
-
-    def windows(self, seconds=60, *, days=None, start=0, stop=SECONDS_PER_DAY, every=None):
-        """Yield the windows of the online protocol (seed 001 §4.2: refit every 60 s).
-
-        Parameters
-        ----------
-        seconds : int, default=60
-            Window length (the paper collects 60 s of 1 Hz data per model update).
-        days : None, "validation", "test", int or list of int
-            Days to walk through (None: all, in order).
-        start, stop : int
-            Seconds of the day covered (default: the whole day).
-        every : int, optional
-            Seconds between window starts (default ``seconds``: consecutive windows). A larger
-            value samples the day, for quick runs.
-
-        Yields
-        ------
-        GNSSWindow
-        """
-        seconds = int(seconds)
-        if seconds < 1:
-            raise ValueError(f"seconds must be a positive number of seconds, got {seconds}")
-        every = seconds if every is None else int(every)
-        if every < 1:
-            raise ValueError(f"every must be positive, got {every}")
-        if not 0 <= start < stop <= SECONDS_PER_DAY:
-            raise ValueError(f"need 0 <= start < stop <= {SECONDS_PER_DAY}, got {start}, {stop}")
-        for day in self._day_list(days):
-            for t0 in range(int(start), int(stop) - seconds + 1, every):
-                w = self._window(day, day * SECONDS_PER_DAY + t0, seconds)
-                if w is not None:
-                    yield w
-
-    @property
-    def validation_days(self):
-        return list(range(self.n_validation_days))
-
-    @property
-    def test_days(self):
-        return list(range(self.n_validation_days, self.n_days))
 
 
 class GNSSSimulation(_Windows):
@@ -546,190 +384,35 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
     >>> bool(np.allclose(w.train.contrasts @ w.train.truth, w.train.y, atol=0.2))
     True
     """
-    if n_days < 1 or not 0 <= n_validation_days <= n_days:
-        raise ValueError(f"need n_days >= 1 and 0 <= n_validation_days <= n_days, got "
-                         f"n_days={n_days}, n_validation_days={n_validation_days}")
-    if observable not in ("vtec", "slant"):
-        raise ValueError(f"observable must be 'vtec' or 'slant', got {observable!r}")
-    if n_training_stations < 2:
-        raise ValueError("need at least two training stations to form double differences")
-    if not 0 <= elevation_mask_deg < 90:
-        raise ValueError("elevation_mask_deg must be in [0, 90)")
-    if semi_major_axis_km <= EARTH_RADIUS_KM + shell_height_km or shell_height_km <= 0:
-        raise ValueError("need 0 < shell_height_km and an orbit above the shell")
-    if noise < 0 or interval_s < 1 or station_spacing_km <= 0:
-        raise ValueError("noise must be >= 0, interval_s >= 1 and station_spacing_km > 0")
     params = {k: v for k, v in locals().items() if k != "random_state"}
+    _check_params(params)
     params["center"] = (float(center[0]), float(center[1]))
     params["n_days"], params["n_validation_days"] = int(n_days), int(n_validation_days)
+    return GNSSSimulation(params, _generator(random_state))
+
+
+def _check_params(p):
+    """Refuse the parameters of :func:`make_gnss_vtec` (a dict of them) that make no set-up."""
+    if p["n_days"] < 1 or not 0 <= p["n_validation_days"] <= p["n_days"]:
+        raise ValueError(f"need n_days >= 1 and 0 <= n_validation_days <= n_days, got "
+                         f"n_days={p['n_days']}, n_validation_days={p['n_validation_days']}")
+    if p["observable"] not in ("vtec", "slant"):
+        raise ValueError(f"observable must be 'vtec' or 'slant', got {p['observable']!r}")
+    if p["n_training_stations"] < 2:
+        raise ValueError("need at least two training stations to form double differences")
+    if not 0 <= p["elevation_mask_deg"] < 90:
+        raise ValueError("elevation_mask_deg must be in [0, 90)")
+    if p["semi_major_axis_km"] <= EARTH_RADIUS_KM + p["shell_height_km"] \
+            or p["shell_height_km"] <= 0:
+        raise ValueError("need 0 < shell_height_km and an orbit above the shell")
+    if p["noise"] < 0 or p["interval_s"] < 1 or p["station_spacing_km"] <= 0:
+        raise ValueError("noise must be >= 0, interval_s >= 1 and station_spacing_km > 0")
+
+
+def _generator(random_state):
+    """A NumPy Generator from ``random_state`` (a Generator is used as it is)."""
     if isinstance(random_state, np.random.Generator):
-        rng = random_state
-    else:
-        from sklearn.utils import check_random_state
+        return random_state
+    from sklearn.utils import check_random_state
 
-        rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
-    return GNSSSimulation(params, rng)
-
-
-# -- plain files ---------------------------------------------------------------------------------
-_POINT_COLUMNS = ["epoch", "station", "satellite", "lat", "lon", "zenith", "azimuth"]
-_DD_COLUMNS = ["epoch", "satellite_a", "satellite_b", "station_c", "station_d", "y"]
-
-
-def write_gnss_csv(directory, windows):
-    """Write windows as the plain file layout read by :func:`load_gnss_csv`.
-
-    Two CSV files with a header line, written atomically:
-
-    ``points.csv``: ``epoch, station, satellite, lat, lon, zenith, azimuth`` -- one line per
-    pierce point (epoch in integer seconds since the start of day 0; lat/lon in degrees;
-    zenith/azimuth of the satellite seen from the station in radians, azimuth clockwise from
-    north).
-
-    ``double_differences.csv``: ``epoch, satellite_a, satellite_b, station_c, station_d, y`` --
-    one line per observed double difference y = f(a, c) - f(a, d) - f(b, c) + f(b, d), each
-    corner being a line of ``points.csv`` at the same epoch.
-
-    Returns the two paths.
-    """
-    os.makedirs(directory, exist_ok=True)
-    pts, dds = [], []
-    for w in windows:
-        for part in (w.train, w.test):
-            pts.append(part.points)
-            rec = np.zeros(part.n_targets, dtype=_DD_FIELDS + [("y", "f8")])
-            for name, _ in _DD_FIELDS:
-                rec[name] = part.pairs[name]
-            rec["y"] = part.y
-            dds.append(rec)
-    pts = np.concatenate(pts) if pts else np.zeros(0, POINT_FIELDS)
-    _, first = np.unique(_keys(pts["epoch"], pts["station"], pts["satellite"]),
-                         return_index=True)
-    pts = pts[np.sort(first)]
-    dds = np.concatenate(dds) if dds else np.zeros(0, _DD_FIELDS + [("y", "f8")])
-    dds = np.unique(dds)
-    paths = []
-    for name, rows, cols in (("points.csv", pts, _POINT_COLUMNS),
-                             ("double_differences.csv", dds, _DD_COLUMNS)):
-        path = os.path.join(directory, name)
-        with atomic_write(path) as raw:
-            fh = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-            out = csv.writer(fh)
-            out.writerow(cols)
-            for r in rows:
-                out.writerow([repr(float(r[c])) if rows.dtype[c].kind == "f" else int(r[c])
-                              for c in cols])
-            fh.flush()
-            fh.detach()
-        paths.append(path)
-    return paths
-
-
-def _read_csv(path, columns, ints):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: missing (see fmlearn.datasets.write_gnss_csv)")
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header] != columns:
-            raise ValueError(f"{path}: the header must be {','.join(columns)}, got {header}")
-        rows = list(reader)
-    out = {}
-    for j, c in enumerate(columns):
-        try:
-            col = np.array([r[j] for r in rows], dtype=np.float64)
-        except (IndexError, ValueError) as exc:
-            raise ValueError(f"{path}: column {c!r} has a missing or non-numeric value ({exc})") \
-                from None
-        if not np.all(np.isfinite(col)):
-            raise ValueError(f"{path}: column {c!r} contains NaN or infinity")
-        if c in ints:
-            if np.any(col != np.round(col)) or np.any(col < 0):
-                raise ValueError(f"{path}: column {c!r} must hold non-negative integers")
-            col = col.astype(np.int64)
-        out[c] = col
-    return out
-
-
-class GNSSObservations(_Windows):
-    """Pierce points and double differences read from files (:func:`load_gnss_csv`)."""
-
-    def __init__(self, points, pairs, y, test_station, training_stations, n_validation_days):
-        self.points, self.pairs, self.y = points, pairs, y
-        self.test_station = int(test_station)
-        self.training_stations = np.asarray(training_stations, np.int64)
-        last = int(max(points["epoch"].max(initial=0), pairs["epoch"].max(initial=0)))
-        self.n_days = last // SECONDS_PER_DAY + 1
-        if not 0 <= n_validation_days <= self.n_days:
-            raise ValueError(f"n_validation_days={n_validation_days} but the files span "
-                             f"{self.n_days} day(s)")
-        self.n_validation_days = int(n_validation_days)
-        self._p_order = np.argsort(points["epoch"], kind="stable")
-        self._d_order = np.argsort(pairs["epoch"], kind="stable")
-
-    def _slice(self, arr, order, a, b):
-        ep = arr["epoch"][order]
-        return order[np.searchsorted(ep, a):np.searchsorted(ep, b)]
-
-    def _window(self, day, start, seconds):
-        pi = self._slice(self.points, self._p_order, start, start + seconds)
-        di = self._slice(self.pairs, self._d_order, start, start + seconds)
-        if di.shape[0] == 0:
-            return None
-        return _window(self.points[pi], self.pairs[di], self.y[di], None, self.test_station,
-                       self.training_stations, day, start, seconds,
-                       day < self.n_validation_days)
-
-
-def load_gnss_csv(directory, test_station, *, training_stations=None, n_validation_days=1):
-    """Read the file layout of :func:`write_gnss_csv` (real data or a simulation).
-
-    Parameters
-    ----------
-    directory : str
-        Folder holding ``points.csv`` and ``double_differences.csv``.
-    test_station : int
-        Station whose double differences are predicted (never trained on).
-    training_stations : sequence of int, optional
-        Stations whose double differences are trained on (default: all the others).
-    n_validation_days : int, default=1
-        The first days are for tuning, the rest for testing.
-
-    Returns
-    -------
-    GNSSObservations
-        With the same ``windows(seconds=60)`` as the simulation.
-    """
-    p = _read_csv(os.path.join(directory, "points.csv"), _POINT_COLUMNS,
-                  {"epoch", "station", "satellite"})
-    d = _read_csv(os.path.join(directory, "double_differences.csv"), _DD_COLUMNS,
-                  {"epoch", "satellite_a", "satellite_b", "station_c", "station_d"})
-    pts = np.zeros(p["epoch"].shape[0], POINT_FIELDS)
-    for c in _POINT_COLUMNS:
-        pts[c] = p[c]
-    if np.any(np.abs(pts["lat"]) > 90) or np.any(pts["zenith"] < 0) \
-            or np.any(pts["zenith"] > np.pi / 2):
-        raise ValueError("points.csv: lat must be in [-90, 90] deg and zenith in [0, pi/2] rad")
-    for c in ("station", "satellite"):
-        if pts[c].max(initial=0) >= 2**16:
-            raise ValueError(f"points.csv: {c} ids must be below 65536")
-    keys = _keys(pts["epoch"], pts["station"], pts["satellite"])
-    if np.unique(keys).shape[0] != keys.shape[0]:
-        raise ValueError("points.csv: a (epoch, station, satellite) appears twice")
-    pairs = np.zeros(d["epoch"].shape[0], _DD_FIELDS)
-    for c, _ in _DD_FIELDS:
-        pairs[c] = d[c]
-    if np.any(pairs["satellite_a"] == pairs["satellite_b"]) \
-            or np.any(pairs["station_c"] == pairs["station_d"]):
-        raise ValueError("double_differences.csv: a double difference needs two distinct "
-                         "satellites and two distinct stations")
-    stations = np.unique(np.concatenate([pts["station"], pairs["station_c"],
-                                         pairs["station_d"]]))
-    if test_station not in stations:
-        raise ValueError(f"test_station {test_station} does not appear in the files")
-    if training_stations is None:
-        training_stations = stations[stations != test_station]
-    elif test_station in np.asarray(training_stations):
-        raise ValueError("the test station cannot also be a training station")
-    return GNSSObservations(pts, pairs, d["y"], test_station, training_stations,
-                            n_validation_days)
+    return np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))

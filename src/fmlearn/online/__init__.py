@@ -21,5 +21,11 @@ from .ccfm import CCFMClassifier, CCFMRegressor
 from .cfm import OnlineCFMClassifier, OnlineCFMRegressor
 from .fm import OnlineFMClassifier, OnlineFMRegressor
 
-__all__ = ["CCFMClassifier", "CCFMRegressor", "OnlineCFMClassifier", "OnlineCFMRegressor",
-           "OnlineFMClassifier", "OnlineFMRegressor"]
+#: The online estimator classes by model family, each as ``(regressor, classifier)``: the one
+#: list the CLI (``fmlearn online --model``), ``fmlearn reproduce occfm`` and the tests use.
+ESTIMATORS = {"ccfm": (CCFMRegressor, CCFMClassifier),
+              "fm": (OnlineFMRegressor, OnlineFMClassifier),
+              "cfm": (OnlineCFMRegressor, OnlineCFMClassifier)}
+
+__all__ = ["CCFMClassifier", "CCFMRegressor", "ESTIMATORS", "OnlineCFMClassifier",
+           "OnlineCFMRegressor", "OnlineFMClassifier", "OnlineFMRegressor"]

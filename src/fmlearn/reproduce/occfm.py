@@ -30,15 +30,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from fmlearn import (
-    CCFMClassifier,
-    CCFMRegressor,
-    OnlineCFMClassifier,
-    OnlineCFMRegressor,
-    OnlineFMClassifier,
-    OnlineFMRegressor,
-    evaluate_prequential,
-)
+from fmlearn import evaluate_prequential
+from fmlearn.online import ESTIMATORS
 from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ALGORITHMS = ("FM-FTRL", "CFM-FTRL", "CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM")
@@ -103,16 +96,15 @@ def grid(alg, name):
 
 
 def make(alg, task, name, params):
-    reg = task == "regression"
+    clf = task != "regression"
     if alg == "FM-FTRL":
-        cls = OnlineFMRegressor if reg else OnlineFMClassifier
-        return cls("ftrl", n_factors=RANKS[name], random_state=0, **params)
+        return ESTIMATORS["fm"][clf]("ftrl", n_factors=RANKS[name], random_state=0, **params)
     if alg == "CFM-FTRL":
-        cls = OnlineCFMRegressor if reg else OnlineCFMClassifier
+        cls = ESTIMATORS["cfm"][clf]
         # on wide data the PSD projection uses a partial eigendecomposition: 3 refinement
         # products per round to a 1e-4 residual keep it near 100 rounds/s on MovieLens
         return cls("ftrl", eig_max_iter=3, eig_tol=1e-4, **params)
-    cls = CCFMRegressor if reg else CCFMClassifier
+    cls = ESTIMATORS["ccfm"][clf]
     learner = {"CCFM-OGD": "ogd", "CCFM-PA": "pa", "CCFM-FTRL": "ftrl", "OCCFM": "ocg"}[alg]
     return cls(learner, **params)
 
