@@ -443,6 +443,13 @@ class CCFMMatrixLearner(OnlineLearner):
         from ..kernels.eigtrack import refresh
 
         tr, C = self.state.tr, self.state.C
+        if C.ident:
+            # a dense C keeps its previous top eigenvector in UB[0], the next Lanczos start
+            # (kernels.ocg._dense_step): a unit vector, or zeros before the first step
+            norm = float(np.linalg.norm(tr.UB[0]))
+            if norm != 0.0 and abs(norm - 1.0) > 1e-6:
+                raise ValueError("state array 'tr_UB' (the previous eigenvector of a dense C) "
+                                 "is not a unit vector")
         nb = int(tr.nb[0])
         if nb == 0:
             return
