@@ -157,7 +157,7 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
 _CLIENT_SCRIPT = """
 import sys, time
 sys.path.insert(0, {tests!r})
-from fmlearn.distributed import _checkpoint
+from fmlearn import _checkpoint
 from test_distributed_fm import resumable_fit
 
 if {hang}:  # the first checkpoint written, the client hangs until it is killed

@@ -20,8 +20,6 @@ from fmlearn.datasets import make_gfm, save_svmlight
 from fmlearn.stream import fit_stream
 from test_atomicity import _same
 
-pytest.importorskip("dask")  # the checkpoint writer lives in fmlearn.distributed
-
 # Run in a child process: the same fit_stream call, logging the y of every batch given to
 # partial_fit (one JSON line per batch, flushed), killing itself with SIGKILL when it is
 # about to give batch number KILL_AT (counted in this process), and saving the final model.
@@ -214,3 +212,39 @@ def test_positioned_chunks_cover_the_file_and_restart_at_their_boundaries(tmp_pa
                                  chunks[-1][3])) == []
     with pytest.raises(ValueError, match="not where a chunk begins"):
         list(_iter_positioned(path, 40_000, 12, np.float64, True, None, chunks[k][2] + 1))
+
+
+_NO_DASK_SCRIPT = r"""
+import sys
+import numpy as np
+
+class NoDask:  # any import of dask fails, as without the extra installed
+    def find_spec(self, name, path=None, target=None):
+        if name == "dask" or name.startswith(("dask.", "distributed")):
+            raise ImportError(f"{name} is blocked")
+
+sys.meta_path.insert(0, NoDask())
+from fmlearn import FMRegressor
+from fmlearn.stream import fit_stream
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(60, 4))
+y = X[:, 0] - X[:, 1]
+batches = [(X[i:i + 10], y[i:i + 10]) for i in range(0, 60, 10)]
+est = FMRegressor(2, solver="sgd", random_state=0)
+ck = sys.argv[1]
+fit_stream(est, batches, n_epochs=2, checkpoint=ck, checkpoint_every=2)
+loaded = sorted(m for m in sys.modules if m == "dask" or m.startswith(("dask.", "distributed")))
+print("dask modules:", loaded)
+print("fitted:", bool(np.isfinite(est.predict(X)).all()))
+"""
+
+
+def test_checkpointed_fit_stream_needs_no_dask(tmp_path):
+    """The checkpoint writer is Dask-free: a checkpointed fit_stream runs in a process where
+    importing Dask fails, and leaves no Dask module loaded."""
+    out = subprocess.run([sys.executable, "-c", _NO_DASK_SCRIPT, str(tmp_path / "ck")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "dask modules: []" in out.stdout
+    assert "fitted: True" in out.stdout

@@ -313,14 +313,14 @@ def _epoch(estimator, chunks, batch_size, last_batch, classes, bar, after_batch)
 
 def _checkpointer(directory, every, estimator, source, n_epochs, batch_size, last_batch,
                   chunk_size_bytes, n_features, zero_based, dtype):
-    """The :class:`~fmlearn.distributed._checkpoint.Checkpointer` of a ``fit_stream`` call, or
+    """The :class:`~fmlearn._checkpoint.Checkpointer` of a ``fit_stream`` call, or
     None. The fingerprint holds what fixes the stream's rows and batches (a file's name and
     size; an iterable cannot be identified: the caller must pass the same one)."""
     if directory is None:
         if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
             raise ValueError(f"checkpoint_every must be a positive int, got {every!r}")
         return None
-    from .distributed._checkpoint import Checkpointer
+    from ._checkpoint import Checkpointer
 
     if isinstance(source, (str, os.PathLike)):
         src = {"file": os.path.basename(os.fspath(source)),

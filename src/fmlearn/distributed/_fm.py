@@ -52,10 +52,10 @@ from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
 from .._base import failure_atomic
+from .._checkpoint import Checkpointer
 from .._data import check_sparse_structure, raw, to_csr
 from ..kernels.cd import greedy_coloring
 from ..kernels.cd_rows import Rows, row_pairs
-from ._checkpoint import Checkpointer
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
@@ -360,7 +360,7 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     checkpoint : str or os.PathLike, optional
         A directory: every ``checkpoint_every`` sweeps the estimator (model, MCMC chain and
         kept samples, sweep counter, random seed) is written there atomically in the safe
-        model format (:mod:`fmlearn.distributed._checkpoint`); the same call run again after
+        model format (:mod:`fmlearn._checkpoint`); the same call run again after
         the client was killed resumes from it and ends bit-identical to an uninterrupted run.
         The file is removed when the fit ends.
     checkpoint_every : int, default=10

@@ -37,8 +37,8 @@ import os
 
 import numpy as np
 
-from ..exceptions import ModelFileError
-from ..io import _json_value, load, save_model
+from .exceptions import ModelFileError
+from .io import _json_value, load, save_model
 
 __all__ = ["CHECKPOINT_FILE", "Checkpointer"]
 
