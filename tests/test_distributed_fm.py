@@ -289,6 +289,20 @@ def test_svmlight_partitions_read_on_the_workers(client, tmp_path):
     assert_same_model(m, FMRegressor(**kw).fit(Xm, y))
 
 
+@pytest.mark.parametrize("bad, problem", [("4 1:1 2:nan", "NaN or infinite"),
+                                          ("4 0:1 2:1", "Invalid index 0")])
+def test_svmlight_bad_line_names_file_and_line(client, tmp_path, bad, problem):
+    """A file is read on its worker by fmlearn's validating reader: a NaN value or an index
+    outside the file's base in one part file is refused naming that file and line."""
+    good, broken = tmp_path / "part0.svm", tmp_path / "part1.svm"
+    good.write_text("3 1:1 5:1\n2 2:1 4:1\n")
+    broken.write_text("1 1:1 4:1\n2 3:1 5:1\n" + bad + "\n")
+    est = FMRegressor(2, solver="als", n_iter=2)
+    with pytest.raises(ValueError, match=f"part1.svm'?, line 3.*{problem}"):
+        fd.fit(est, fd.read_svmlight([str(good), str(broken)], n_features=6), client=client)
+    assert not hasattr(est, "w_")
+
+
 def test_rejects_other_estimators_and_solvers():
     X, y = one_hot(100)
     Xd, yd = dask_rows(X, y, (100,))

@@ -27,18 +27,20 @@ class SvmlightFiles:
 
 
 def _read_svmlight_file(path, n_features, zero_based, dtype):
-    from sklearn.datasets import load_svmlight_file
+    # fmlearn's validating reader: a malformed line, a NaN or a bad index is refused with the
+    # file and the line named (sklearn's parser names neither).
+    from ..datasets import load_svmlight
 
-    X, y = load_svmlight_file(path, n_features=n_features, zero_based=zero_based, dtype=dtype)
-    return X, y
+    return load_svmlight(path, n_features=n_features, dtype=dtype, zero_based=zero_based)
 
 
 def read_svmlight(paths, n_features=None, *, zero_based=False, dtype=np.float64):
     """Files in svmlight / libsvm format as the partitions of a distributed fit.
 
     Nothing is read on the client: each file is one partition, read on a worker by
-    :func:`sklearn.datasets.load_svmlight_file` when :func:`fit` needs it (and read again
-    there if its worker is lost).
+    :func:`fmlearn.datasets.load_svmlight` when :func:`fit` needs it (and read again
+    there if its worker is lost): a malformed line, a NaN or infinite value or an index
+    outside the file's base is refused with an error naming the file and the line.
 
     Parameters
     ----------
