@@ -306,8 +306,8 @@ def test_svmlight_bad_line_names_file_and_line(client, tmp_path, bad, problem):
 def test_rejects_other_estimators_and_solvers():
     X, y = one_hot(100)
     Xd, yd = dask_rows(X, y, (100,))
-    with pytest.raises(ValueError, match="solver='als' or 'mcmc'"):
-        fd.fit(FMRegressor(solver="sgd"), Xd, yd)
+    with pytest.raises(ValueError, match="solver='sgd' has no per-group"):
+        fd.fit(FMRegressor(solver="sgd", groups=[N_USERS, N_ITEMS, N_CTX]), Xd, yd)
     from fmlearn import GFMRegressor
 
     with pytest.raises(TypeError, match="FMRegressor or FMClassifier"):

@@ -53,7 +53,7 @@ from sklearn.utils import check_random_state
 
 from .._base import failure_atomic
 from .._checkpoint import Checkpointer
-from .._data import check_sparse_structure, raw, to_csr
+from .._data import check_sparse_structure, merge_duplicate_rows, raw, to_csr
 from ..kernels.cd import greedy_coloring
 from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays
@@ -109,6 +109,19 @@ def _load_part(X, y, sw, p, n_features, dtype, classes):
     keep = np.flatnonzero(sw > 0)
     if keep.shape[0] < X.shape[0]:
         X, y, sw = X[keep], y[keep], sw[keep]
+    indptr, indices, data = raw(X)
+    return Rows(indptr, indices, data, np.ascontiguousarray(y), np.ascontiguousarray(sw),
+                bool(np.all(sw == 1.0)))
+
+
+def _merged(rows, d):
+    """A partition's rows with its duplicates merged, in the canonical (hash) order of the
+    in-memory SGD fit."""
+    n = rows.indptr.shape[0] - 1
+    if n == 0:
+        return rows
+    X = sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(n, d))
+    X, y, sw = merge_duplicate_rows(X, rows.y, rows.sw, group_by_first=False)
     indptr, indices, data = raw(X)
     return Rows(indptr, indices, data, np.ascontiguousarray(y), np.ascontiguousarray(sw),
                 bool(np.all(sw == 1.0)))
@@ -289,9 +302,13 @@ def _coloring(pairs, d):
     return color.astype(np.int64)
 
 
-def _load_partitions(client, X, y, sample_weight, classifier):
+def _load_partitions(client, X, y, sample_weight, classifier, merge=None):
     """The validated partitions (persisted), the width, the dtype, the classes (classifier;
-    else None), each partition's :func:`_scan` and the colouring of the features."""
+    else None), each partition's :func:`_scan` and the colouring of the features.
+
+    With ``merge`` (a bool: SGD's rows) there is no colouring (None); with ``merge=True`` each
+    partition's duplicate rows are merged into its canonical order as the in-memory SGD fit
+    merges its rows (:func:`fmlearn._data.merge_duplicate_rows`)."""
     blocks, width, dtype = _partitions(X, y, sample_weight)
     if width is None:  # svmlight without n_features: the widths of the files
         widths = _run(client, [delayed(_width, pure=True)(b[0]) for b in blocks])
@@ -310,8 +327,14 @@ def _load_partitions(client, X, y, sample_weight, classifier):
                              f"{labels.shape[0]} ({labels.tolist()[:10]})")
         classes = labels
     load = delayed(_load_part, pure=True)
-    parts = _persist(client, [load(xb, yb, wb, p, d, dtype, classes)
-                              for p, (xb, yb, wb) in enumerate(blocks)])
+    parts = [load(xb, yb, wb, p, d, dtype, classes) for p, (xb, yb, wb) in enumerate(blocks)]
+    if merge is not None:
+        if merge:
+            parts = [delayed(_merged, pure=True)(r, d) for r in parts]
+        parts = _persist(client, parts)
+        scans = _run(client, [delayed(_scan, pure=True)(r) for r in parts])
+        return parts, d, dtype, classes, scans, None
+    parts = _persist(client, parts)
     coloring = delayed(_color_task, pure=True)([delayed(_pairs, pure=True)(r, d)
                                                  for r in parts], d)
     *scans, color = _run(client, [delayed(_scan, pure=True)(r) for r in parts] + [coloring])
@@ -325,9 +348,9 @@ def _check_estimator(est):
         raise TypeError(f"fmlearn.distributed.fit trains FMRegressor or FMClassifier, got "
                         f"{type(est).__name__} (fit_one_pass trains the one-pass estimators)")
     est._validate_params()
-    if est.solver not in ("als", "mcmc"):
-        raise ValueError(f"fmlearn.distributed.fit runs solver='als' or 'mcmc', the estimator "
-                         f"has solver={est.solver!r}")
+    if est.solver not in ("als", "mcmc", "sgd"):
+        raise ValueError(f"fmlearn.distributed.fit runs solver='als', 'mcmc' or 'sgd', the "
+                         f"estimator has solver={est.solver!r}")
 
 
 @failure_atomic
@@ -407,9 +430,13 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     if (done := dispatch_convex(estimator, X, y, sample_weight, client, checkpoint)) is not None:
         return done
     _check_estimator(estimator)
+    client = active_client(client)
+    if estimator.solver == "sgd":  # data-parallel epochs, parameter mixing: _fm_sgd
+        from ._fm_sgd import fit_sgd
+
+        return fit_sgd(estimator, X, y, sample_weight, client, checkpoint, checkpoint_every)
     est = estimator
     classifier = is_classifier(est)
-    client = active_client(client)
     parts, d, dtype, classes, scans, color = _load_partitions(client, X, y, sample_weight,
                                                               classifier)
     n_rows = [s[0] for s in scans]
