@@ -17,10 +17,10 @@ from fmlearn._data import merge_duplicate_rows
 from fmlearn.exceptions import DivergenceError
 from fmlearn.solvers._fm_common import init_state
 from fmlearn.solvers.sgd import SGDSettings, sgd_solver
-from test_distributed_fm import dask_rows, one_hot
+from test_distributed_fm import dask_rows, one_hot, two_workers
 
 dask = pytest.importorskip("dask")
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 
 from fmlearn import distributed as fd  # noqa: E402
 from fmlearn.distributed import _fm_sgd  # noqa: E402
@@ -30,9 +30,7 @@ KW = dict(n_factors=3, solver="sgd", n_iter=6, learning_rate=0.05, random_state=
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
+    with two_workers() as c:
         yield c
 
 

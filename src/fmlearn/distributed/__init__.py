@@ -16,7 +16,9 @@ Two ways to train on data that lives on a Dask cluster:
 * :func:`fit` runs the classic FM's ALS and MCMC (:class:`fmlearn.FMRegressor`,
   :class:`fmlearn.FMClassifier`) exactly, data-parallel: rows and their caches stay on the
   workers, each colour class of a sweep costs one round of class-length sums; checkpoints
-  and lost workers are survived (see :mod:`fmlearn.distributed._fm`). :func:`read_svmlight`
+  and lost workers are survived (see :mod:`fmlearn.distributed._fm`). With
+  ``solver="sgd"`` it runs data-parallel epochs with iterative parameter mixing, an
+  approximation of sequential SGD (:mod:`fmlearn.distributed._fm_sgd`). :func:`read_svmlight`
   gives it files read on the workers.
 
 Importing :mod:`fmlearn` never imports Dask; this subpackage does.

@@ -356,7 +356,7 @@ def _check_estimator(est):
 @failure_atomic
 def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=None,
         checkpoint_every=10):
-    """Fit a classic FM by ALS or MCMC over data that stays on a Dask cluster.
+    """Fit a classic FM by ALS, MCMC or SGD over data that stays on a Dask cluster.
 
     The same sweeps as ``estimator.fit`` in memory (see the module docstring: per colour
     class, the workers apply the last change to their rows' caches and return class-length
@@ -366,11 +366,19 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     latent targets on the workers: the same model, another chain. The result is an ordinary
     fitted estimator (``predict``, ``save``, ``load``).
 
+    ``solver="sgd"`` is not exact: data-parallel epochs with iterative parameter mixing (each
+    partition runs one epoch of the in-memory SGD kernel from the current model on its
+    worker, the client averages the models weighted by the partitions' sample weight), an
+    approximation of sequential SGD whose result depends on the partitioning (with one
+    partition it is the in-memory fit). See :mod:`fmlearn.distributed._fm_sgd` and
+    ``docs/distributed.md`` for its measured accuracy cost.
+
     Parameters
     ----------
     estimator : FMRegressor or FMClassifier
-        With ``solver="als"`` or ``"mcmc"``; its parameters apply (``groups`` included),
-        ``n_jobs`` does not (the parallelism is the cluster's). Fitted in place, returned.
+        With ``solver="als"``, ``"mcmc"`` or ``"sgd"``; its parameters apply (``groups``
+        with ALS and MCMC), ``n_jobs`` does not (the parallelism is the cluster's). Fitted in
+        place, returned.
     X : dask.array.Array, Dask DataFrame or :func:`read_svmlight` files
         Rows in partitions (dense or scipy.sparse blocks; one column chunk, or the columns are
         joined). Partitions may be empty; all must have the same width.
@@ -387,8 +395,8 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
         the client was killed resumes from it and ends bit-identical to an uninterrupted run.
         The file is removed when the fit ends.
     checkpoint_every : int, default=10
-        Sweeps between checkpoints. The caches are also rebuilt from the model at those
-        sweeps, so that a resumed run repeats exactly what the uninterrupted one computes.
+        Sweeps (SGD: epochs) between checkpoints. The caches are also rebuilt from the model
+        at those sweeps, so that a resumed run repeats exactly what the uninterrupted one computes.
 
     Returns
     -------
@@ -436,27 +444,11 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
 
         return fit_sgd(estimator, X, y, sample_weight, client, checkpoint, checkpoint_every)
     est = estimator
-    classifier = is_classifier(est)
-    parts, d, dtype, classes, scans, color = _load_partitions(client, X, y, sample_weight,
-                                                              classifier)
-    n_rows = [s[0] for s in scans]
-    sw_total = float(sum(s[1] for s in scans))
-    if sum(n_rows) == 0:
-        raise ValueError("there is nothing to fit: no row (of positive weight) in any "
-                         "partition")
+    parts, scans, color, groups, seed, state, fingerprint = _start(est, client, X, y,
+                                                                   sample_weight)
+    sw_total = fingerprint["weight"]
     pos, classes_of = _classes(color)
-    groups = est._check_groups(d)
-    est.n_features_in_ = d
-    est.dtype_ = dtype.name
-    if classifier:
-        est.classes_ = classes
-    else:
-        est._update_clip_range(np.array([min(s[2] for s in scans), max(s[3] for s in scans)]),
-                               extend=est.warm_start)
-    rs = check_random_state(est.random_state)
-    seed = int(rs.randint(np.iinfo(np.int32).max))
-    state = est._prepare_state(d, dtype, rs)
-    fingerprint = {"n_features": d, "partitions": n_rows, "weight": sw_total}
+    classifier = is_classifier(est)
     ck = Checkpointer(checkpoint, checkpoint_every, f"fd.fit/{est.solver}", est, fingerprint)
     sweeper = _Sweeper(est, state, groups, color, pos, classes_of, sw_total, seed)
     start = 0
@@ -476,6 +468,34 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     est.solver_ = est.solver
     est.distributed_ = _report(cluster, sweeper, start)
     return est
+
+
+def _start(est, client, X, y, sample_weight, merge=None):
+    """The partitions loaded (see :func:`_load_partitions`; ``merge`` for SGD) and the
+    estimator's data attributes set as its in-memory fit sets them: returns the partitions,
+    their scans, the colouring (None for SGD), the groups, the random seed, the initial model
+    and the checkpoint fingerprint of the data."""
+    classifier = is_classifier(est)
+    parts, d, dtype, classes, scans, color = _load_partitions(client, X, y, sample_weight,
+                                                              classifier, merge)
+    n_rows = [s[0] for s in scans]
+    if sum(n_rows) == 0:
+        raise ValueError("there is nothing to fit: no row (of positive weight) in any "
+                         "partition")
+    groups = est._check_groups(d)
+    est.n_features_in_ = d
+    est.dtype_ = dtype.name
+    if classifier:
+        est.classes_ = classes
+    else:
+        est._update_clip_range(np.array([min(s[2] for s in scans), max(s[3] for s in scans)]),
+                               extend=est.warm_start)
+    rs = check_random_state(est.random_state)
+    seed = int(rs.randint(np.iinfo(np.int32).max))
+    state = est._prepare_state(d, dtype, rs)
+    fingerprint = {"n_features": d, "partitions": n_rows,
+                   "weight": float(sum(s[1] for s in scans))}
+    return parts, scans, color, groups, seed, state, fingerprint
 
 
 def _report(cluster, sweeper, start):

@@ -155,36 +155,21 @@ def _snapshot(est, run, n_done):
 def fit_sgd(est, X, y, sample_weight, client, checkpoint, checkpoint_every):
     """:func:`fmlearn.distributed.fit` for ``solver="sgd"`` (see the module docstring)."""
     from sklearn.base import is_classifier
-    from sklearn.utils import check_random_state
 
-    from ._fm import _load_partitions
+    from ._fm import _start
 
-    classifier = is_classifier(est)
-    parts, d, dtype, classes, scans, _ = _load_partitions(client, X, y, sample_weight,
-                                                          classifier, merge=bool(est.shuffle))
-    weights = [s[1] for s in scans]
-    if sum(s[0] for s in scans) == 0:
-        raise ValueError("there is nothing to fit: no row (of positive weight) in any "
-                         "partition")
-    est._check_groups(d)
     t = int(est.t_) if est.warm_start and hasattr(est, "t_") else 0
-    est.n_features_in_ = d
-    est.dtype_ = dtype.name
-    if classifier:
-        est.classes_ = classes
-    else:
-        est._update_clip_range(np.array([min(s[2] for s in scans), max(s[3] for s in scans)]),
-                               extend=est.warm_start)
-    rs = check_random_state(est.random_state)
-    seed = int(rs.randint(np.iinfo(np.int32).max))
-    state = est._prepare_state(d, dtype, rs)
-    fingerprint = {"n_features": d, "partitions": [s[0] for s in scans], "weight": weights}
+    parts, scans, _, _, seed, state, fingerprint = _start(est, client, X, y, sample_weight,
+                                                          merge=bool(est.shuffle))
+    weights = [s[1] for s in scans]
+    classifier = is_classifier(est)
     ck = Checkpointer(checkpoint, checkpoint_every, "fd.fit/sgd", est, fingerprint)
     start = 0
     found = ck.resume()
     if found is not None:
         saved, info = found
-        state = FMState(float(saved.w0_), saved.w_.astype(dtype), saved.V_.astype(dtype))
+        state = FMState(float(saved.w0_), saved.w_.astype(state.w.dtype),
+                        saved.V_.astype(state.V.dtype))
         seed, t, start = int(info["progress"]["seed"]), int(info["progress"]["t"]), info["step"]
     run = _Epochs(client, parts, weights, state, _settings(est), seed, t)
     history = {"metric": "error_rate" if classifier else "rmse", "train": [], "val": [],
