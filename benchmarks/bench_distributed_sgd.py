@@ -15,10 +15,13 @@ Run (MovieLens from ``--data``, else ``$FMLEARN_DATA/ml-100k`` or ``~/.cache/fml
 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed_sgd.py
 
-``--quick`` (10 epochs, one seed) is a smoke test; ``--json PATH`` also writes the rows.
+``--quick`` (10 epochs, one seed) is a smoke test; ``--json PATH`` also writes the rows;
+``--local`` fits without a cluster (Dask's synchronous scheduler in this process: the same
+models bit for bit, so the same RMSEs; the seconds are not the cluster's).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -45,12 +48,16 @@ def _split(data, seed):
     return X[tr], y[tr], X[te], y[te]
 
 
+def _workers_cpu(client):
+    return 0.0 if client is None else sum(client.run(_cpu).values())
+
+
 def _timed(client, fit):
-    workers0 = sum(client.run(_cpu).values())
+    workers0 = _workers_cpu(client)
     cpu0, wall0 = _cpu(), time.perf_counter()
     model = fit()
     wall = time.perf_counter() - wall0
-    return model, wall, _cpu() - cpu0, sum(client.run(_cpu).values()) - workers0
+    return model, wall, _cpu() - cpu0, _workers_cpu(client) - workers0
 
 
 def _fitter(client, params, Xtr, ytr, p):
@@ -68,12 +75,26 @@ def _fitter(client, params, Xtr, ytr, p):
     return lambda: fd.fit(FMRegressor(**params), Xd, yd, client=client)
 
 
-def run(data, seeds, n_iter, parts):
+@contextlib.contextmanager
+def _cluster(local):
+    """A client of 2 single-threaded worker processes, or None (``local``: Dask's synchronous
+    scheduler in this process, which gives the same models bit for bit)."""
+    if local:
+        import dask
+
+        with dask.config.set(scheduler="synchronous"):
+            yield None
+        return
     from distributed import Client, LocalCluster
 
-    rows = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def run(data, seeds, n_iter, parts, local=False):
+    rows = []
+    with _cluster(local) as client:
         # Warm-up, untimed: numba's kernels compiled or loaded in the client and the workers.
         Xtr, ytr, _, _ = _split(data, seeds[0])
         for p in (0, 2):
@@ -88,7 +109,9 @@ def run(data, seeds, n_iter, parts):
                 load0 = _load()
                 model, wall, cpu, wcpu = _timed(client, _fitter(client, params, Xtr, ytr, p))
                 rmse = float(np.sqrt(np.mean((model.predict(Xte) - yte) ** 2)))
-                row = {"seed": seed, "partitions": p, "rmse": rmse, "wall_s": wall,
+                train = float(np.sqrt(np.mean((model.predict(Xtr) - ytr) ** 2)))
+                row = {"seed": seed, "partitions": p, "rmse": rmse, "train_rmse": train,
+                       "wall_s": wall,
                        "client_cpu_s": cpu, "workers_cpu_s": wcpu, "load_before": load0,
                        "load_after": _load()}
                 if p == 0:
@@ -101,12 +124,13 @@ def run(data, seeds, n_iter, parts):
 
 
 def table(rows):
-    print("\n| seed | fit | test RMSE | wall s | client CPU s | workers CPU s | load before"
-          " / after |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| seed | fit | test RMSE | train RMSE | wall s | client CPU s | workers CPU s |"
+          " load before / after |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         fit = "in memory" if r["partitions"] == 0 else f"fd.fit, {r['partitions']} part."
-        print(f"| {r['seed']} | {fit} | {r['rmse']:.4f} | {r['wall_s']:.1f} | "
+        print(f"| {r['seed']} | {fit} | {r['rmse']:.4f} | {r['train_rmse']:.4f} | "
+              f"{r['wall_s']:.1f} | "
               f"{r['client_cpu_s']:.1f} | {r['workers_cpu_s']:.1f} | {r['load_before']} / "
               f"{r['load_after']} |")
     print("\n| fit | mean test RMSE (3 seeds) | vs in memory |")
@@ -123,9 +147,11 @@ def main():
     ap.add_argument("--data", default=None, help="MovieLens-100K folder or ratings file")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--local", action="store_true",
+                    help="no cluster: the synchronous scheduler (same models, RMSE only)")
     args = ap.parse_args()
     seeds, n_iter = ([0], 10) if args.quick else ([0, 1, 2], None)
-    rows = run(args.data, seeds, n_iter, [1, 2, 4])
+    rows = run(args.data, seeds, n_iter, [1, 2, 4], args.local)
     table(rows)
     if args.json:
         with open(args.json, "w") as f:
