@@ -112,8 +112,8 @@ class _Epochs:
         t0 = time.perf_counter()
         for p, o in zip(self.live, out, strict=True):
             if o[4]:
-                raise DivergenceError(f"partition {p}: {o[4]}; the estimator keeps its "
-                                      "previous state")
+                raise DivergenceError(f"epoch {e + 1}, partition {p} (its rows' own epoch): "
+                                      f"{o[4]}; the estimator keeps its previous state")
         self._mix(out)
         self.t_client += time.perf_counter() - t0
         if not self.state.is_finite():
