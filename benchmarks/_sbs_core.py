@@ -17,6 +17,8 @@ import tempfile
 import threading
 import time
 
+from _sbs_child import RESULT_TAG
+
 # Every system runs on one thread unless a scenario is about threads.
 ONE_THREAD = {
     "NUMBA_NUM_THREADS": "1",
@@ -25,8 +27,7 @@ ONE_THREAD = {
     "MKL_NUM_THREADS": "1",
     "VECLIB_MAXIMUM_THREADS": "1",
 }
-# A child reports its own measurements on one stdout line starting with this tag.
-RESULT_TAG = "SBS-RESULT "
+# A child reports its own measurements on one stdout line starting with RESULT_TAG.
 LIBFM_VERSION = "1.4.4"
 
 

@@ -39,16 +39,11 @@ import time
 
 _CPU0 = time.process_time()
 
-import argparse  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
-TAG = "SBS-RESULT "
-
-
-def report(rec):
-    print(TAG + json.dumps(rec), flush=True)
+from _sbs_child import files_mode, parser, report  # noqa: E402
 
 
 class Clock:
@@ -270,12 +265,8 @@ def mode_memory(a):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="mode", required=True)
-    s = sub.add_parser("fit")
-    s.add_argument("--train", required=True)
-    s.add_argument("--test", required=True)
-    s.add_argument("--out", required=True)
+    p, sub = parser(__doc__)
+    s = files_mode(sub, "fit")
     s.add_argument("--params", required=True)
     s.add_argument("--groups", default=None)
     s = sub.add_parser("epochs")

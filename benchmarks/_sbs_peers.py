@@ -19,17 +19,10 @@ one thread; predictions are written unclipped (the harness clips every system al
 its progressive loss is the prequential loss.
 """
 
-import argparse
-import json
 import time
 
 import numpy as np
-
-TAG = "SBS-RESULT "
-
-
-def report(rec):
-    print(TAG + json.dumps(rec), flush=True)
+from _sbs_child import files_mode, parser, report
 
 
 def mode_myfm(a):
@@ -119,12 +112,8 @@ def mode_vw(a):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="mode", required=True)
-    s = sub.add_parser("myfm")
-    s.add_argument("--train", required=True)
-    s.add_argument("--test", required=True)
-    s.add_argument("--out", required=True)
+    p, sub = parser(__doc__)
+    s = files_mode(sub, "myfm")
     s.add_argument("--rank", type=int, default=8)
     s.add_argument("--n-iter", type=int, required=True)
     s.add_argument("--n-kept", type=int, required=True)

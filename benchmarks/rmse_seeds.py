@@ -8,15 +8,25 @@ remains is judged against the init-seed spread::
 
     python benchmarks/rmse_seeds.py run ml-mcmc500-groups --system libfm --out a.jsonl
     python benchmarks/rmse_seeds.py run ml-mcmc500-groups --system fmlearn --out b.jsonl
-    python benchmarks/rmse_seeds.py summary a.jsonl b.jsonl
+    python benchmarks/rmse_seeds.py run ml-mcmc100-groups --system myfm --out c.jsonl
+    python benchmarks/rmse_seeds.py summary a.jsonl b.jsonl c.jsonl
 
 ``run`` appends one JSON line per fit (system, scenario, split, init seed, RMSE), skipping
 fits already in ``--out``, so the two systems can run in two processes and a run can be
 resumed. libFM's ``-seed 0`` and ``-seed 1`` give the same stream, so init seeds start at 1.
+myFM runs in the peers' Python (``$FMLEARN_PEERS_PYTHON``) through the harness's child, with the
+harness's settings (the first ``min(10, n_iter // 10)`` sweeps burnt in). ``summary`` compares
+fmlearn with every other system found in the files, among them fmlearn variants run with
+``--set JSON --label NAME`` (estimator parameters over the harness's), e.g. the posterior
+average of 100 thinned samples against all of them::
+
+    python benchmarks/rmse_seeds.py run ml-mcmc500 --system fmlearn \
+        --set '{"n_kept_samples": 100}' --label fmlearn-kept100 --out b.jsonl
 Accuracy only: no timing is taken here (the harness measures speed).
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -53,13 +63,20 @@ def _fit_libfm(ctx, conf, tr, te, seed, meta):
     return pred, {}
 
 
-def _fit_fmlearn(ctx, conf, tr, te, seed, meta):
+def _fit_myfm(ctx, conf, tr, te, seed, meta):
+    pred = ctx.path(f"pred-myfm-{os.getpid()}.txt")
+    cmd = sbs.myfm_command(ctx, (tr, te, pred), conf["n_iter"], seed, meta)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ctx.env)
+    return pred, {}
+
+
+def _fit_fmlearn(ctx, conf, tr, te, seed, meta, overrides=None):
     from _sbs_fmlearn import _read_pair  # the harness's reading (model sized for both files)
 
     from fmlearn import FMRegressor
 
     X, y, Xt, _ = _read_pair(tr, te)
-    params = {"n_jobs": 1, **sbs._fmlearn_params(conf, seed, conf["n_iter"])}
+    params = {"n_jobs": 1, **sbs._fmlearn_params(conf, seed, conf["n_iter"]), **(overrides or {})}
     if meta:
         params["groups"] = np.loadtxt(meta, dtype=np.int64)
     pred = ctx.path(f"pred-fmlearn-{os.getpid()}.txt")
@@ -77,22 +94,27 @@ def _fit_fmlearn(ctx, conf, tr, te, seed, meta):
 def cmd_run(a):
     ctx = sbs.Context(argparse.Namespace(
         reps=1, seeds=a.splits, fmlearn_python=None, also=None, libfm=a.libfm,
-        libfm_tarball=None, peers_python=None, workdir=a.workdir, data=a.data,
+        libfm_tarball=None, peers_python=a.peers_python, workdir=a.workdir, data=a.data,
         libsvm_data=None))
-    if a.system == "libfm" and ctx.libfm is None:
-        raise SystemExit("libFM not found (--libfm or $FMLEARN_LIBFM)")
-    fit = {"libfm": _fit_libfm, "fmlearn": _fit_fmlearn}[a.system]
+    if a.system != "fmlearn" and ctx.missing(a.system):
+        raise SystemExit(ctx.missing(a.system))
+    if a.set and a.system != "fmlearn":
+        raise SystemExit("--set applies to fmlearn only")
+    label = a.label or a.system
+    overrides = json.loads(a.set) if a.set else None
+    fit = {"libfm": _fit_libfm, "myfm": _fit_myfm,
+           "fmlearn": functools.partial(_fit_fmlearn, overrides=overrides)}[a.system]
     for name in a.scenarios:
         sc = _scenario(name)
         meta = ctx.movielens_meta() if sc.conf.get("groups") else None
         done = _done(a.out)
         for seed in a.init_seeds:
             for split in a.splits:
-                if (a.system, name, split, seed) in done:
+                if (label, name, split, seed) in done:
                     continue
                 tr, te, y_tr, y_te = ctx.movielens_split(split)
                 pred, extra = fit(ctx, sc.conf, tr, te, seed, meta)
-                rec = {"system": a.system, "scenario": name, "split": split, "seed": seed,
+                rec = {"system": label, "scenario": name, "split": split, "seed": seed,
                        "rmse": sbs._rmse(pred, y_tr, y_te)}
                 rec.update({k: sbs._rmse(p, y_tr, y_te) for k, p in extra.items()})
                 with open(a.out, "a") as fh:
@@ -133,7 +155,9 @@ def cmd_summary(a):
         with open(path) as fh:
             records += [json.loads(line) for line in fh if line.strip()]
     for name in sorted({r["scenario"] for r in records}):
-        print(f"### {name}\n\n{compare(records, name)}\n")
+        peers = sorted({r["system"] for r in records if r["scenario"] == name} - {"fmlearn"})
+        for peer in peers:
+            print(f"### {name}: fmlearn - {peer}\n\n{compare(records, name, b=peer)}\n")
 
 
 def main(argv=None):
@@ -141,11 +165,16 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("scenarios", nargs="+")
-    r.add_argument("--system", choices=["libfm", "fmlearn"], required=True)
+    r.add_argument("--system", choices=["libfm", "myfm", "fmlearn"], required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--init-seeds", type=int, nargs="+", default=list(range(1, 11)))
     r.add_argument("--libfm", help="libFM binary (or $FMLEARN_LIBFM)")
+    r.add_argument("--set", metavar="JSON",
+                   help='fmlearn only: FMRegressor parameters over the harness\'s, e.g. '
+                        '\'{"n_kept_samples": 100}\' (give the variant a --label)')
+    r.add_argument("--label", help="the system's name in the records (default: --system)")
+    r.add_argument("--peers-python", help="Python with myfm (or $FMLEARN_PEERS_PYTHON)")
     r.add_argument("--data", help="MovieLens-100K folder or ratings file")
     r.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "fmlearn-rmse-seeds"),
                    help="where the split files are written (and reused)")

@@ -296,6 +296,16 @@ def _burn_in(n_iter):
     return min(10, n_iter // 10)  # fmlearn's default, used for myFM's kept samples too
 
 
+def myfm_command(ctx, files, n_iter, seed, meta=None):
+    """The peers' child fitting myFM on ``files`` = (train, test, predictions) with the
+    harness's settings (rank, burn-in, ``-meta`` groups)."""
+    tr, te, pred = files
+    cmd = [ctx.peers_py, PEERS_CHILD, "myfm", "--train", tr, "--test", te, "--out", pred,
+           "--rank", str(RANK), "--n-iter", str(n_iter),
+           "--n-kept", str(n_iter - _burn_in(n_iter)), "--seed", str(seed)]
+    return cmd + (["--groups", meta] if meta else [])
+
+
 def _progress(sc, label, run):
     p = run.get("payload", {})
     bits = [f"cpu {run['cpu_s']:.2f} s", f"wall {run['wall_s']:.2f} s",
@@ -335,10 +345,7 @@ def run_fit(sc, ctx):
                 cmd += ["-meta", meta]
             return cmd, pred, rlog
         if label == "myfm":
-            cmd = [ctx.peers_py, PEERS_CHILD, "myfm", "--train", tr, "--test", te, "--out", pred,
-                   "--rank", str(RANK), "--n-iter", str(n_iter),
-                   "--n-kept", str(n_iter - _burn_in(n_iter)), "--seed", str(seed)]
-            return cmd + (["--groups", meta] if meta else []), pred, None
+            return myfm_command(ctx, (tr, te, pred), n_iter, seed, meta), pred, None
         cmd = [py, FMLEARN_CHILD, "fit", "--train", tr, "--test", te, "--out", pred,
                "--params", json.dumps(_fmlearn_params(conf, seed, n_iter))]
         return cmd + (["--groups", meta] if meta else []), pred, None
