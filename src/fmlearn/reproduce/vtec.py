@@ -394,7 +394,8 @@ def run(out_dir, quick=False, protocol=None):
     def log(msg):
         print(msg, flush=True)
 
-    log(f"seed 001 §4.2 / Table 1 on simulated GNSS data ({'quick' if quick else 'full'}): "
+    kind = {id(QUICK): "quick", id(FULL): "full"}.get(id(protocol), "custom protocol")
+    log(f"seed 001 §4.2 / Table 1 on simulated GNSS data ({kind}): "
         f"{protocol.n_validation_days} validation days ({protocol.tune_segments_per_day} "
         f"tuning segment(s) of {protocol.run_length} windows per day), "
         f"{protocol.n_days - protocol.n_validation_days} test days ({len(protocol.test_starts)} "
