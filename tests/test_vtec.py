@@ -7,6 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fmlearn.datasets import make_gnss_vtec
+from fmlearn.reproduce import _vtec_methods as methods
 from fmlearn.reproduce import vtec
 
 
@@ -22,7 +23,7 @@ def test_kernel_on_identity_contrasts_is_kernel_ridge():
     X, Xt = rng.standard_normal((80, 5)), rng.standard_normal((30, 5))
     y = np.sin(X[:, 0]) + X[:, 1] ** 2
     w = _window(X, np.eye(80), y, Xt, np.eye(30), np.zeros(30))
-    m = vtec.KernelContrast(0.1, max_targets=80).fit(w)
+    m = methods.KernelContrast(0.1, max_targets=80).fit(w)
     ref = KernelRidge(alpha=0.1, kernel="rbf", gamma=m.gamma).fit(X, y)
     np.testing.assert_allclose(m.predict(w), ref.predict(Xt), rtol=1e-9, atol=1e-10)
 
@@ -34,7 +35,7 @@ def test_kernel_on_contrasts_uses_the_target_kernel():
     C = sp.csr_matrix(np.eye(40)[:30] - np.eye(40)[1:31])
     y = C @ np.cos(X[:, 0])
     w = _window(X, C, y, X, C, y)
-    m = vtec.KernelContrast(1e-10, max_targets=30).fit(w)
+    m = methods.KernelContrast(1e-10, max_targets=30).fit(w)
     np.testing.assert_allclose(m.predict(w), y, atol=1e-5)
 
 
@@ -46,7 +47,7 @@ def test_linear_baselines_fit_contrasts_exactly():
     C = sp.csr_matrix(np.eye(60)[:50] - np.eye(60)[5:55])
     beta = np.array([1.0, -2.0, 0.5, 3.0])
     w = _window(X, C, C @ (X @ beta + 7.0), X, C, None)
-    m = vtec.LinearContrast(Ridge(alpha=1e-10, fit_intercept=False)).fit(w)
+    m = methods.LinearContrast(Ridge(alpha=1e-10, fit_intercept=False)).fit(w)
     np.testing.assert_allclose(m.est.coef_, beta, rtol=1e-7)
 
 
@@ -85,3 +86,66 @@ def test_doctests_of_the_gnss_module():
     from fmlearn.datasets import _gnss
 
     assert doctest.testmod(_gnss).failed == 0
+
+
+# A protocol small enough for a test: 10 s windows, 1 validation and 1 test day, tiny grids.
+TINY = vtec.Protocol(n_days=2, n_validation_days=1, tune_start_grid=(5 * 3600, 9 * 3600),
+                     tune_segments_per_day=1, test_starts=(5 * 3600,), run_length=2,
+                     reg_grid=(1e-2, 1.0), rank_grid=(2, 3), kernel_max_targets=100,
+                     seconds=10, random_state=3)
+TABLE1 = ["Ridge", "LASSO", "ElasticNet", "Kernel", "FM", "iFM"]  # seed 001, Table 1's columns
+
+
+def _noisy_test_days(protocol, part):
+    import dataclasses
+
+    wins = vtec.load_windows(protocol, part)
+    if part == "validation":
+        return wins
+    rng = np.random.default_rng(part)
+    return [dataclasses.replace(w, ytr=rng.standard_normal(w.ytr.shape),
+                                yte=rng.standard_normal(w.yte.shape), cache={}) for w in wins]
+
+
+def test_every_table1_method_is_tuned_on_validation_days_only(tmp_path, capsys):
+    clean = vtec.run(str(tmp_path), protocol=TINY)
+    out = capsys.readouterr().out
+    assert list(clean["rmse"]) == TABLE1 and not clean["skipped"]
+    assert any(line.split() == TABLE1 for line in out.splitlines())  # the table's header
+    assert "TestDay1" in out and "chosen on validation days" in out
+    # Replacing every target of the test days by noise changes the table, not the choices.
+    noisy = vtec.run_protocol(TINY, log=lambda msg: None, load=_noisy_test_days)
+    assert noisy["params"] == clean["params"]
+    for name in TABLE1:
+        assert noisy["rmse"][name][1] > 2 * clean["rmse"][name][1], name
+    # Each method learns something on the (clean) test day: below predicting 0.
+    for name in TABLE1:
+        assert clean["rmse"][name][1] < clean["rmse_zero"], name
+
+
+def test_tune_refuses_test_day_windows():
+    import pytest
+
+    wins = vtec.load_windows(TINY, 1)
+    with pytest.raises(ValueError, match="validation-day windows only"):
+        vtec.tune(vtec.METHODS["Ridge"], wins, [1.0], [None], print)
+
+
+def test_tuning_subsample_is_seeded_and_on_the_grid():
+    starts = [vtec.FULL.tuning_starts(d) for d in range(vtec.FULL.n_validation_days)]
+    assert starts == [vtec.FULL.tuning_starts(d) for d in range(vtec.FULL.n_validation_days)]
+    assert all(len(s) == vtec.FULL.tune_segments_per_day for s in starts)
+    assert all(t in vtec.FULL.tune_start_grid for s in starts for t in s)
+    assert vtec.QUICK.tuning_starts(0) == [3 * 3600, 7 * 3600]
+
+
+def test_shared_window_cache_gives_the_results_of_separate_runs():
+    wins = vtec.load_windows(TINY, "validation")
+    settings = [{"reg": 1e-3, "max_targets": 60}, {"reg": 1e-1, "max_targets": 60}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("Ridge", "LASSO", "Kernel"):
+            together = vtec.evaluate_many(vtec.METHODS[name], settings, wins)
+            for s, res in zip(settings, together, strict=True):
+                alone = vtec.evaluate(vtec.METHODS[name], s, wins)
+                assert [r[:3] for r in res] == [r[:3] for r in alone], name
