@@ -57,12 +57,14 @@ def _left_out(j, self_inter, d):
 
 
 @njit(cache=True, nogil=True)
-def _exact_pos(S, idx, a, b, self_inter, d):
-    """Where the pair (a, b) of a sparse row's entries sits in the EXACT pattern of S: its
-    position, -1 when the pattern lacks it, or ``_LEFT_OUT`` when G(x) leaves it out."""
-    if a == b and _left_out(idx[a], self_inter, d):
+def _exact_pos(Sp, Si, j, l, same, self_inter, d):
+    """Where the pair (j, l) of a sparse row's features (``same``: one entry twice) sits in
+    the EXACT pattern (Sp, Si) of S: its position, -1 when the pattern lacks it, or
+    ``_LEFT_OUT`` when G(x) leaves it out. (Scalars and the pattern's arrays, not the record
+    S: every array passed per pair costs a reference count per call.)"""
+    if same and _left_out(j, self_inter, d):
         return _LEFT_OUT
-    return find_entry(S.indptr, S.indices, idx[a], idx[b])
+    return find_entry(Sp, Si, j, l)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -73,7 +75,7 @@ def sacc_add(S, idx, val, n, coef, self_inter, d):
     if S.mode == EXACT:
         for a in range(n):
             for b in range(n):
-                pos = _exact_pos(S, idx, a, b, self_inter, d)
+                pos = _exact_pos(S.indptr, S.indices, idx[a], idx[b], a == b, self_inter, d)
                 if pos == -1:
                     return -1
                 if pos >= 0:
@@ -182,7 +184,7 @@ def sacc_quad(S, alpha, idx, val, n, self_inter, d):
     if S.mode == EXACT:
         for a in range(n):
             for b in range(n):
-                pos = _exact_pos(S, idx, a, b, self_inter, d)
+                pos = _exact_pos(S.indptr, S.indices, idx[a], idx[b], a == b, self_inter, d)
                 if pos >= 0:
                     quad += alpha * S.data[pos] * val[a] * val[b]
         return quad
