@@ -19,29 +19,32 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _add_scaled_row(out, a, x, B, b):
-    # out[a, :] += x * B[b, :]: the products of one stored value x = A[i, j] in A @ B
-    # (a = i, b = j) and in A^T @ B (a = j, b = i).
-    for f in range(B.shape[1]):
-        out[a, f] += x * B[b, f]
-
-
-@njit(cache=True, nogil=True)
 def csr_matmat(indptr, indices, data, B, out):
     """``out = A @ B`` for the CSR rows ``indptr`` (``n + 1`` offsets into ``indices``/``data``),
     B of shape (d, c), out of shape (n, c)."""
-    for i in range(indptr.shape[0] - 1):
-        out[i, :B.shape[1]] = 0.0
+    n = indptr.shape[0] - 1
+    c = B.shape[1]
+    for i in range(n):
+        for f in range(c):
+            out[i, f] = 0.0
         for p in range(indptr[i], indptr[i + 1]):
-            _add_scaled_row(out, i, data[p], B, indices[p])
+            j = indices[p]
+            x = data[p]
+            for f in range(c):
+                out[i, f] += x * B[j, f]
 
 
 @njit(cache=True, nogil=True)
 def csr_tmatmat(indptr, indices, data, R, out):
     """``out += A^T @ R`` for the CSR rows ``indptr``, R of shape (n, c), out of shape (d, c)."""
-    for i in range(indptr.shape[0] - 1):
+    n = indptr.shape[0] - 1
+    c = R.shape[1]
+    for i in range(n):
         for p in range(indptr[i], indptr[i + 1]):
-            _add_scaled_row(out, indices[p], data[p], R, i)
+            j = indices[p]
+            x = data[p]
+            for f in range(c):
+                out[j, f] += x * R[i, f]
 
 
 @njit(cache=True, nogil=True)
