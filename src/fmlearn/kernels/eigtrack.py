@@ -14,6 +14,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .dense import combine_rows, dot, matvec
 from .symacc import sacc_matvec
 
 # B, SB (m_max, D); GS (m_max, m_max); UB (max(r_max, 1), m_max); nb: 1-array, the size in
@@ -144,15 +145,9 @@ def gram_c(C, r, UB, B, nb, GC, kb):
 def _congruence(K, M, r, nb, out, kb):
     """out[:nb, :nb] = M[:r, :nb]' K[:r, :r] M[:r, :nb] (symmetric K)."""
     for b in range(nb):
-        for k in range(r):
-            s = 0.0
-            for l in range(r):
-                s += K[k, l] * M[l, b]
-            kb[k] = s
+        matvec(K, M[:, b], r, kb)
         for a in range(b + 1):
-            s = 0.0
-            for k in range(r):
-                s += M[k, a] * kb[k]
+            s = dot(M[:, a], kb, r)
             out[a, b] = s
             out[b, a] = s
 
@@ -174,14 +169,8 @@ def rotate(tr, nb, r, ident, Y, sel, n_sel):
     D = B.shape[1]
     nB = np.zeros((n_sel, D))
     nS = np.zeros((n_sel, D))
-    for k in range(n_sel):
-        col = sel[k]
-        for a in range(nb):
-            c = Y[a, col]
-            if c != 0.0:
-                for j in range(D):
-                    nB[k, j] += c * B[a, j]
-                    nS[k, j] += c * SB[a, j]
+    combine_rows(Y, sel, nb, B, D, nB)
+    combine_rows(Y, sel, nb, SB, D, nS)
     gS = np.zeros((n_sel, n_sel))
     for k in range(n_sel):
         for l in range(n_sel):

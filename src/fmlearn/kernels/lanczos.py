@@ -13,6 +13,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .dense import dot, matvec
+
 # Weight of the pseudo-random part of the start vector: the warm start usually lies near the
 # new eigenvector, but after a conditional-gradient step the extreme eigenvalue often moves to
 # another eigenvector, which the start vector must not miss.
@@ -147,9 +149,7 @@ def _reorthogonalize(V, k, w):
     """w -= sum_{i <= k} (V_i . w) V_i."""
     D = w.shape[0]
     for i in range(k + 1):
-        c = 0.0
-        for j in range(D):
-            c += V[i, j] * w[j]
+        c = dot(V[i], w, D)
         for j in range(D):
             w[j] -= c * V[i, j]
 
@@ -184,15 +184,8 @@ def lanczos_top(S, K, eta, q0, h, tol, lw, q):
     theta = 0.0
     kk = 0
     for k in range(D):
-        for j in range(D):
-            s = 0.0
-            for l in range(D):
-                s += H[j, l] * V[k, l]
-            w[j] = s
-        s = 0.0
-        for j in range(D):
-            s += V[k, j] * w[j]
-        a[k] = s
+        matvec(H, V[k], D, w)
+        a[k] = dot(V[k], w, D)
         _reorthogonalize(V, k, w)  # full reorthogonalization (includes the three-term recurrence)
         beta = np.sqrt(np.sum(w * w))
         kk = k + 1

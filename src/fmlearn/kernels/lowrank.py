@@ -15,6 +15,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
+from .dense import combine_rows
 from .steps import load_xhat
 
 # U (r_max, D) or (0, D) with ident; K (r_max, r_max) or (D, D); r: 1-array, the rank in use;
@@ -98,15 +99,8 @@ def lr_compress(U, K, r, keep, UB, nb):
         dropped += abs(lam[order[k]])
     Unew = np.zeros((n_keep, D))
     UBnew = np.zeros((n_keep, max(nb, 1)))
-    for k in range(n_keep):
-        col = order[k]
-        for a in range(r):
-            c = Q[a, col]
-            if c != 0.0:
-                for j in range(D):
-                    Unew[k, j] += c * U[a, j]
-                for b in range(nb):
-                    UBnew[k, b] += c * UB[a, b]
+    combine_rows(Q, order, r, U, D, Unew)
+    combine_rows(Q, order, r, UB, nb, UBnew)
     K[:r, :r] = 0.0
     for k in range(n_keep):
         U[k, :] = Unew[k, :]

@@ -45,6 +45,28 @@ def find_entry(Sp, Si, row, col):
     return -1
 
 
+# _exact_pos's answer for a pair G(x) leaves out (a self-interaction, see _left_out).
+_LEFT_OUT = -2
+
+
+@njit(cache=True, nogil=True)
+def _left_out(j, self_inter, d):
+    """True when G(x) leaves out the self-interaction x_j^2: j is one of the first d
+    coordinates and ``self_inter`` is off."""
+    return not self_inter and j < d
+
+
+@njit(cache=True, nogil=True)
+def _exact_pos(Sp, Si, j, l, same, self_inter, d):
+    """Where the pair (j, l) of a sparse row's features (``same``: one entry twice) sits in
+    the EXACT pattern (Sp, Si) of S: its position, -1 when the pattern lacks it, or
+    ``_LEFT_OUT`` when G(x) leaves it out. (Scalars and the pattern's arrays, not the record
+    S: every array passed per pair costs a reference count per call.)"""
+    if same and _left_out(j, self_inter, d):
+        return _LEFT_OUT
+    return find_entry(Sp, Si, j, l)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def sacc_add(S, idx, val, n, coef, self_inter, d):
     """S += coef * G(x) for the sparse row (idx, val); G(x) = x x' minus diag(x o x) on the
@@ -52,19 +74,16 @@ def sacc_add(S, idx, val, n, coef, self_inter, d):
     with S kept elsewhere must be recomputed) or -1 if an EXACT pattern entry is missing."""
     if S.mode == EXACT:
         for a in range(n):
-            j = idx[a]
             for b in range(n):
-                if a == b and not self_inter and j < d:
-                    continue
-                pos = find_entry(S.indptr, S.indices, j, idx[b])
-                if pos < 0:
+                pos = _exact_pos(S.indptr, S.indices, idx[a], idx[b], a == b, self_inter, d)
+                if pos == -1:
                     return -1
-                S.data[pos] += coef * val[a] * val[b]
+                if pos >= 0:
+                    S.data[pos] += coef * val[a] * val[b]
         return 0
-    if not self_inter:
-        for a in range(n):
-            if idx[a] < d:
-                S.diag[idx[a]] += coef * val[a] * val[a]
+    for a in range(n):
+        if _left_out(idx[a], self_inter, d):
+            S.diag[idx[a]] += coef * val[a] * val[a]
     side = 0 if coef > 0.0 else 1
     B = S.P if side == 0 else S.N
     row = S.fill[side]
@@ -164,11 +183,8 @@ def sacc_quad(S, alpha, idx, val, n, self_inter, d):
     quad = 0.0
     if S.mode == EXACT:
         for a in range(n):
-            j = idx[a]
             for b in range(n):
-                if a == b and not self_inter and j < d:
-                    continue
-                pos = find_entry(S.indptr, S.indices, j, idx[b])
+                pos = _exact_pos(S.indptr, S.indices, idx[a], idx[b], a == b, self_inter, d)
                 if pos >= 0:
                     quad += alpha * S.data[pos] * val[a] * val[b]
         return quad
@@ -181,11 +197,11 @@ def sacc_quad(S, alpha, idx, val, n, self_inter, d):
             for a in range(n):
                 c = B[k, idx[a]] * val[a]
                 s += c
-                if not self_inter and idx[a] < d:
+                if _left_out(idx[a], self_inter, d):
                     dg += c * c
             quad += sign * alpha * (s * s - dg)
     for a in range(n):
-        if self_inter or idx[a] >= d:
+        if not _left_out(idx[a], self_inter, d):
             quad -= alpha * S.diag[idx[a]] * val[a] * val[a]
     return quad
 

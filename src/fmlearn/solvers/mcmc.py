@@ -121,12 +121,12 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
         Called after each sweep with the row cache (``E[:, 0] + target`` are the training
         predictions of the new sample, ``state`` holds it); returning True stops.
     on_start : callable(), optional
-        Called once the sweep is compiled (or loaded from numba's cache), right before the
-        first sweep: a caller timing the sweeps starts its clock there.
+        As in :func:`~fmlearn.solvers.als.als_solver` (called right before the first sweep).
 
     Returns
     -------
-    state, n_iter, info : info has ``"diverged"`` (None or a message).
+    state, n_iter, info : ``state`` holds the last sample; info has ``"diverged"`` (None or a
+        message).
     """
     d, k = state.V.shape
     group, size = settings.groups if settings.groups is not None else group_index(None, d)
