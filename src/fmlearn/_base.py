@@ -120,6 +120,15 @@ def failure_atomic(method):
     return wrapper
 
 
+def store_params(est, params):
+    """The whole body of an estimator's ``__init__``: ``store_params(self, locals())`` stores
+    each argument under its own name, unchanged (scikit-learn's convention: no logic, no
+    validation in ``__init__``)."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(est, name, value)
+
+
 def float_array(value, name, ndim, layout):
     """``value`` as a float64 array of ``ndim`` dimensions; else a ValueError naming ``name``
     and the expected ``layout`` (e.g. ``"1-D"``)."""
