@@ -166,18 +166,29 @@ def _onehot_X(n, sizes, rng):
     return to_csr(X)
 
 
+def _sweep_case(monkeypatch, layout, seed, shape, density, field_sizes, max_weight):
+    """A coordinate sweep's test problem: rng, X, y and weights in [0.5, max_weight]. X is
+    "sparse" (the column-wise sweep) or "onehot" over fields of ``field_sizes`` features (the
+    row-wise class sweep, kernels.cd._class_rows: used on large one-hot data, here forced on)."""
+    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
+    rng = np.random.default_rng(seed)
+    n, d = shape
+    if layout == "sparse":
+        X = to_csr(_sparse_X(n, d, density, rng))
+    else:
+        X = _onehot_X(n, field_sizes, rng)
+    y = rng.normal(size=n)
+    return rng, X, y, rng.uniform(0.5, max_weight, size=n)
+
+
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
 @pytest.mark.parametrize("grouped", [False, True])
 def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, monkeypatch):
     # "onehot" takes the row-wise class sweep (kernels.cd._class_rows, used on large one-hot
     # data, here forced on small data), "sparse" the column-wise one; "grouped" gives three
     # groups of features their own penalties.
-    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
-    rng = np.random.default_rng(3)
     n, d, k = 40, 9, 2
-    X = to_csr(_sparse_X(n, d, 0.35, rng)) if layout == "sparse" else _onehot_X(n, [4, 5], rng)
-    y = rng.normal(size=n)
-    sw = rng.uniform(0.5, 2.0, size=n)
+    rng, X, y, sw = _sweep_case(monkeypatch, layout, 3, (n, d), 0.35, [4, 5], 2.0)
     w0, w, V = _random_model(d, k, rng)
     reg, groups, oracle_reg = (0.1, 0.2, 0.3), None, (0.1, 0.2, 0.3)
     if grouped:
@@ -243,12 +254,8 @@ def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, n_groups, 
     # mean + noise / sqrt(precision) of its full conditional, computed here from the
     # quadratic log-posterior along that coordinate (evaluated on the full model); with two
     # groups each feature uses its group's (lambda, mu).
-    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
-    rng = np.random.default_rng(6)
     n, d, k = 30, 5, 2
-    X = to_csr(_sparse_X(n, d, 0.5, rng)) if layout == "sparse" else _onehot_X(n, [2, 3], rng)
-    y = rng.normal(size=n)
-    sw = rng.uniform(0.5, 1.5, size=n)
+    rng, X, y, sw = _sweep_case(monkeypatch, layout, 6, (n, d), 0.5, [2, 3], 1.5)
     data = column_data(X, y, sw)
     w0, w, V = _random_model(d, k, rng)
     group = np.array([0, 1, 1, 0, 1]) if n_groups == 2 else np.zeros(d, dtype=np.int64)

@@ -101,6 +101,14 @@ def test_identity_contrasts_equal_the_plain_fit(solver, grouped):
 
 # -- kernels against the oracles ---------------------------------------------------------------
 
+def _half_dense_case(seed, n, d, n_targets):
+    """A kernel's test problem: its generator, X (n x d, about half its entries non-zero, as a
+    dense array) and ``n_targets`` double differences of its rows."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.5, random_state=seed, format="csr").toarray()
+    return rng, X, double_differences(n, n_targets, rng)
+
+
 def _records(X, C, y, sw, bias, groups=None):
     data = contrast_data(to_csr(sp.csr_matrix(X), np.float64), C, y, sw, bias)
     return data, data.cols
@@ -109,17 +117,13 @@ def _records(X, C, y, sw, bias, groups=None):
 @pytest.mark.parametrize("sample", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
 def test_contrast_sweep_equals_the_coordinate_oracle(sample, bias):
-    rng = np.random.default_rng(5)
     n, d, k = 40, 6, 2
-    X = sp.random(n, d, density=0.5, random_state=5, format="csr").toarray()
+    rng, X, C = _half_dense_case(5, n, d, 50)
     X[X != 0] = rng.standard_normal(np.count_nonzero(X))
-    C = double_differences(n, 50, rng)
-    if bias:
-        C = sp.vstack([C, sp.csr_matrix(rng.standard_normal((5, n)) * (rng.random((5, n)) < .2))
-                       ]).tocsr()
-        C = C[np.diff(C.indptr) > 0]
-    y = rng.standard_normal(C.shape[0])
-    sw = rng.uniform(0.5, 2.0, C.shape[0])
+    if bias:  # sparse random targets, those left empty dropped
+        extra = rng.standard_normal((5, n)) * (rng.random((5, n)) < .2)
+        C = sp.vstack([C, sp.csr_matrix(extra[np.any(extra != 0, axis=1)])]).tocsr()
+    y, sw = rng.standard_normal(C.shape[0]), rng.uniform(0.5, 2.0, C.shape[0])
     w0, w, V = 0.3, rng.standard_normal(d), 0.5 * rng.standard_normal((d, k))
     reg = (0.2, 0.3, 0.7)
     alpha = 1.7 if sample else 1.0
@@ -148,11 +152,9 @@ def test_contrast_sweep_equals_the_coordinate_oracle(sample, bias):
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("implicit", [True, False])
 def test_sgd_target_epoch_equals_the_oracle(bias, implicit):
-    rng = np.random.default_rng(6)
     n, d, k = 30, 7, 3
-    X = sp.random(n, d, density=0.5, random_state=6, format="csr").toarray()
+    rng, X, C = _half_dense_case(6, n, d, 40)
     X[:, 0] = 1.0                     # a feature present in every row of every target
-    C = double_differences(n, 40, rng)
     if bias:
         C = sp.vstack([C, sp.identity(n, format="csr")[:6]]).tocsr()
     y = rng.standard_normal(C.shape[0])

@@ -120,18 +120,34 @@ def failure_atomic(method):
     return wrapper
 
 
+def store_params(est, params):
+    """The whole body of an estimator's ``__init__``: ``store_params(self, locals())`` stores
+    each argument under its own name, unchanged (scikit-learn's convention: no logic, no
+    validation in ``__init__``)."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(est, name, value)
+
+
+def float_array(value, name, ndim, layout):
+    """``value`` as a float64 array of ``ndim`` dimensions; else a ValueError naming ``name``
+    and the expected ``layout`` (e.g. ``"1-D"``)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be numeric: {exc}") from None
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be {layout}, got an array of shape {arr.shape}")
+    return arr
+
+
 def check_sample_weight(sample_weight, n_samples):
     """Validate ``sample_weight`` and return it as a float64 array (ones when None)."""
     if sample_weight is None:
         return np.ones(n_samples, dtype=np.float64)
     if isinstance(sample_weight, numbers.Number):
         sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
-    try:
-        sw = np.asarray(sample_weight, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"sample_weight must be numeric: {exc}") from None
-    if sw.ndim != 1:
-        raise ValueError(f"sample_weight must be 1-D, got an array of shape {sw.shape}")
+    sw = float_array(sample_weight, "sample_weight", 1, "1-D")
     if sw.shape[0] != n_samples:
         raise ValueError(
             f"sample_weight has {sw.shape[0]} entries but X has {n_samples} samples"

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted, validate_data
 
-from ._base import FLOAT_DTYPES, check_sample_weight
+from ._base import FLOAT_DTYPES, check_sample_weight, float_array
 from ._data import to_csr
 from ._threads import blas_single_thread
 from .exceptions import ConvergenceWarning, DivergenceError
@@ -53,12 +53,7 @@ def check_contrasts(C, n_rows, n_targets=None):
     if C is None:
         raise ValueError("contrasts is None")
     if not sp.issparse(C):
-        try:
-            C = np.asarray(C, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"contrasts must be a numeric (sparse) matrix: {exc}") from None
-        if C.ndim != 2:
-            raise ValueError(f"contrasts must be 2-D (n_targets, n_rows), got shape {C.shape}")
+        C = float_array(C, "contrasts", 2, "a 2-D (n_targets, n_rows) matrix")
     if C.shape[0] == 0:
         raise ValueError("contrasts has no rows: there are no targets to fit")
     if C.shape[1] != n_rows:

@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import failure_atomic, progress
+from ._base import failure_atomic, progress, store_params
 from ._data import to_csr
 from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from .linalg import symmetric_low_rank
@@ -492,21 +492,7 @@ class OnePassFMMixin(OnePassMixin):
                  tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
                  reg_pairwise=0.0):
-        self.n_factors = n_factors
-        self.solver = solver
-        self.reg_linear = reg_linear
-        self.reg_pairwise = reg_pairwise
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.fit_intercept = fit_intercept
-        self.standardize = standardize
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        store_params(self, locals())
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)

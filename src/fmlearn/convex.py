@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
+from ._docs import fill_doc
 from .exceptions import ConvergenceWarning, DivergenceError
 from .kernels.predict import fm_predict_csr
 from .solvers.hazan import (
@@ -357,6 +358,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
                          random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
+    @fill_doc
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None):
@@ -364,10 +366,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; a weight of m counts like m repeated rows.
+        %(fit_data)s
         eval_set : (X_val, y_val), optional
             Held-out data whose RMSE is recorded in ``history_["val"]`` each iteration
             (tracked in O(nnz) per iteration).

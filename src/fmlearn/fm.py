@@ -19,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from ._data import merge_duplicate_rows, raw, to_csr
+from ._docs import fill_doc
 from ._fm_contrasts import ClassicFMContrastMixin
 from ._fm_history import FMHistoryMixin
 from ._fm_mcmc import MCMCChainMixin
@@ -473,6 +474,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
                          verbose=verbose)
         self.clip_predictions = clip_predictions
 
+    @fill_doc
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None, contrasts=None, callback=None):
@@ -480,10 +482,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights; a weight of m counts like m repeated rows.
+        %(fit_data)s
         eval_set : (X_val, y_val), optional
             Held-out data whose RMSE is recorded in ``history_`` after each iteration.
         contrasts : sparse matrix of shape (n_targets, n_samples), optional

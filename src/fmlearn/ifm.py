@@ -13,11 +13,13 @@ from sklearn.utils._param_validation import StrOptions
 
 from ._base import BaseFM, FMRegressorMixin
 from ._contrasts import ContrastALSMixin
+from ._docs import fill_doc
 from ._one_pass import OnePassFMMixin
 
 __all__ = ["IFMRegressor"]
 
 
+@fill_doc
 class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     """Improved factorization machine (zero-diagonal, sign-indefinite) trained one pass.
 
@@ -67,12 +69,7 @@ class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     standardize : bool, default=True
         Fit on features standardised with the first batch's mean and standard deviation (an
         exact reparametrisation; a diagonal scaling keeps the diagonal of M zero).
-    init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
-    warm_start : bool, default=False
-    random_state : int, RandomState or None, default=None
-    n_jobs : int or None, default=None
-        Threads for the batch products (results do not depend on it).
-    verbose : int, default=0
+    %(one_pass_run)s
     reg_linear, reg_pairwise : float, default=0.0
         solver="als" or "lm": ridge penalties on w and on (U, V) (working coordinates), added to
         the weighted sum of squared residuals.

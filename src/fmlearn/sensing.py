@@ -21,7 +21,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress
+from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress, store_params
+from ._docs import fill_doc
 from ._one_pass import ONE_PASS_CONSTRAINTS, OnePassMixin, train_rows
 from .exceptions import DivergenceError
 from .linalg import LowRankOperator, low_rank_eigh
@@ -41,6 +42,7 @@ class _SensingTags:
         return tags
 
 
+@fill_doc
 class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, BaseFM):
     """Symmetric rank-one matrix sensing y = x^T M x, one pass over mini-batches.
 
@@ -68,12 +70,7 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
         designs far from isotropic (e.g. features with a large mean) the plain step explodes;
         the safeguard makes such fits stall instead. On isotropic designs at the theory's batch
         sizes the step decreases the batch loss and the safeguard does not change the result.
-    init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
-    warm_start : bool, default=False
-    random_state : int, RandomState or None, default=None
-    n_jobs : int or None, default=None
-        Threads for the batch products (results do not depend on it).
-    verbose : int, default=0
+    %(one_pass_run)s
 
     Attributes
     ----------
@@ -104,16 +101,7 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     def __init__(self, n_factors=5, *, batch_size="auto", max_iter="auto", tol=1e-4,
                  safeguard=True, init="auto", warm_start=False, random_state=None,
                  n_jobs=None, verbose=0):
-        self.n_factors = n_factors
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        store_params(self, locals())
 
     def _correction(self):
         return "shift"
@@ -174,15 +162,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
 
     def __init__(self, *, batch_size="auto", max_iter="auto", tol=1e-4, safeguard=True,
                  init="auto", warm_start=False, random_state=None, n_jobs=None, verbose=0):
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.safeguard = safeguard
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        store_params(self, locals())
 
     @property
     def signal_(self):
@@ -191,6 +171,7 @@ class PhaseRetrieval(SymmetricRankOneSensing):
         return np.sqrt(max(float(vals[0]), 0.0)) * vecs[:, 0]
 
 
+@fill_doc
 class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
     """Asymmetric rank-one sensing (inductive matrix completion) y = u^T M v, one pass.
 
@@ -215,12 +196,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
     safeguard : bool, default=True
         Halve a step that would increase its own batch's loss (see
         :class:`SymmetricRankOneSensing`).
-    init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
-    warm_start : bool, default=False
-    random_state : int, RandomState or None, default=None
-    n_jobs : int or None, default=None
-        Threads for the batch products (results do not depend on it).
-    verbose : int, default=0
+    %(one_pass_run)s
 
     Attributes
     ----------
@@ -248,15 +224,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
 
     def __init__(self, n_factors=5, *, n_left=None, batch_size="auto", safeguard=True,
                  init="auto", warm_start=False, random_state=None, n_jobs=None, verbose=0):
-        self.n_factors = n_factors
-        self.n_left = n_left
-        self.batch_size = batch_size
-        self.safeguard = safeguard
-        self.init = init
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        store_params(self, locals())
 
     # -- helpers ------------------------------------------------------------------------------
     def _split(self, d):

@@ -16,51 +16,34 @@ import os
 import sys
 import warnings
 
-from ._common import CLIError, add_max_features
+from ._common import (
+    CLIError,
+    add_command,
+    add_max_features,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["main", "build_parser"]
 
 _DEBUG = "--debug"
 
 
-def _number(kind, low, strict=False):
-    """argparse type: a finite ``kind`` (int or float) >= ``low`` (> ``low`` if ``strict``)."""
-    what = "an integer" if kind is int else "a finite number"
-    bound = f"{'>' if strict else '>='} {low}"
-
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not (value > low if strict else value >= low) or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, 1)
-_nonneg_int = _number(int, 0)
-_nonneg_float = _number(float, 0.0)
-_positive_float = _number(float, 0.0, strict=True)
-
-
 def _add_fit(sub):
     from ._commands import parse_reg
 
-    p = sub.add_parser(
-        "fit", help="train an FM on an svmlight/libFM file",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
-                    "svmlight/libFM file (feature indices are used as written).",
-        epilog="examples:\n"
-               "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
-               "      --n-iter 100 --model model.fmz\n"
-               "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
-               "      -train train.libfm -test test.libfm -out pred.txt\n\n"
-               "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
-               "-regular -learn_rate -seed -meta -verbosity -save_model -rlog (see docs/cli.md)")
+    p = add_command(
+        sub, "fit", "train an FM on an svmlight/libFM file",
+        "Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
+        "svmlight/libFM file (feature indices are used as written).",
+        "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
+        "      --n-iter 100 --model model.fmz\n"
+        "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
+        "      -train train.libfm -test test.libfm -out pred.txt\n\n"
+        "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
+        "-regular -learn_rate -seed -meta -verbosity -save_model -rlog (see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
@@ -69,11 +52,11 @@ def _add_fit(sub):
                    help="r: regression (RMSE), c: binary classification (error rate); default r")
     p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default="mcmc",
                    help="default mcmc (no regularization to tune)")
-    p.add_argument("--n-factors", type=_nonneg_int, default=8, metavar="K",
+    p.add_argument("--n-factors", type=nonneg_int, default=8, metavar="K",
                    help="number of factors k (default 8)")
-    p.add_argument("--n-iter", type=_positive_int, default=100, metavar="N",
+    p.add_argument("--n-iter", type=positive_int, default=100, metavar="N",
                    help="sweeps (MCMC, ALS) or epochs (SGD); default 100")
-    p.add_argument("--init-stdev", type=_nonneg_float, default=0.1, metavar="S",
+    p.add_argument("--init-stdev", type=nonneg_float, default=0.1, metavar="S",
                    help="standard deviation of the initial factors (default 0.1)")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
@@ -81,11 +64,11 @@ def _add_fit(sub):
     p.add_argument("--groups", metavar="FILE",
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
-    p.add_argument("--learning-rate", type=_positive_float, default=0.01, metavar="LR",
+    p.add_argument("--learning-rate", type=positive_float, default=0.01, metavar="LR",
                    help="SGD step size (default 0.01)")
-    p.add_argument("--n-burn-in", type=_nonneg_int, default=None, metavar="N",
+    p.add_argument("--n-burn-in", type=nonneg_int, default=None, metavar="N",
                    help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
-    p.add_argument("--seed", type=_nonneg_int, default=None, metavar="S",
+    p.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
                    help="random seed (default: fresh randomness)")
     p.add_argument("--n-jobs", type=int, default=None, metavar="N",
                    help="threads for the compiled loops (results do not depend on it)")
@@ -94,7 +77,7 @@ def _add_fit(sub):
     p.add_argument("--stream", action="store_true",
                    help="read TRAIN in chunks instead of whole (out of core, --solver sgd): "
                         "each epoch re-reads the file; memory holds one chunk")
-    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help="with --stream: rows per SGD call (default: the chunks as read)")
     p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
     p.add_argument("--out", metavar="PRED.txt",
@@ -147,7 +130,7 @@ def build_parser():
                        description="Fit FMs with every solver on generated data and on a small "
                                    "generated recommendation set; print test metrics and times.")
     p.add_argument("--quick", action="store_true", help="tiny data and few iterations (smoke test)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, metavar="S", help="default 0")
+    p.add_argument("--seed", type=nonneg_int, default=0, metavar="S", help="default 0")
     p.add_argument("--n-jobs", type=int, default=None, metavar="N",
                    help="threads for the compiled loops (default: numba's)")
 

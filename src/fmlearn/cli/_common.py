@@ -30,15 +30,35 @@ def _check_readable(path, what):
         raise CLIError(f"{what} path is a directory, not a file: {path}")
 
 
-def positive_int(text):
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def number_type(kind, low, strict=False):
+    """argparse type: a finite ``kind`` (int or float) >= ``low`` (> ``low`` if ``strict``)."""
+    what = "an integer" if kind is int else "a finite number"
+    bound = f"{'>' if strict else '>='} {low}"
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (value > low if strict else value >= low) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = number_type(int, 1)
+nonneg_int = number_type(int, 0)
+nonneg_float = number_type(float, 0.0)
+positive_float = number_type(float, 0.0, strict=True)
+
+
+def add_command(sub, name, summary, description, examples):
+    """Register the subcommand ``name`` on ``sub``: its one-line ``summary`` (in ``fmlearn
+    --help``), a ``description`` and an epilog of ``examples``, both printed as written."""
+    return sub.add_parser(name, help=summary, description=description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog="examples:\n" + examples)
 
 
 def add_max_features(parser):

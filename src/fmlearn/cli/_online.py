@@ -5,7 +5,6 @@ batches and reports the prequential metrics (each row predicted before it is lea
 learning speed, optionally held-out metrics on TEST, a learning curve and the saved model.
 """
 
-import argparse
 import json
 import os
 import time
@@ -15,8 +14,11 @@ import numpy as np
 
 from ._common import (
     CLIError,
+    add_command,
     add_max_features,
+    nonneg_float,
     note,
+    positive_float,
     positive_int,
     print_pairs,
     read_svmlight,
@@ -26,70 +28,22 @@ from ._common import (
 _LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
 
 
-def _float(strict):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not np.isfinite(value) or value < 0 or (strict and value == 0):
-            raise argparse.ArgumentTypeError(
-                f"expected a finite number {'>' if strict else '>='} 0, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_float = _float(True)
-_nonneg_float = _float(False)
-
-
 def add_parser(sub):
     """Register ``fmlearn online`` on the ``fmlearn`` subparsers."""
-    p = sub.add_parser(
-        "online", help="learn an online FM (OCCFM, FTRL, OGD, PA) predict-then-learn",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Feed the rows of TRAIN to an online factorization machine, each row\n"
-                    "predicted before it is learned (prequential evaluation, seed 002 §4.1).\n"
-                    "Models: ccfm (compact convexified FM: learners ocg = OCCFM, ogd, pa,\n"
-                    "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
-        epilog="examples:\n"
-               "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"
-               "      --trace-bound 300 --shuffle --seed 0\n"
-               "  fmlearn online ratings.libfm --model fm --learner ftrl --n-factors 8 \\\n"
-               "      --test test.libfm --save model.fmz --curve curve.tsv")
+    p = add_command(
+        sub, "online", "learn an online FM (OCCFM, FTRL, OGD, PA) predict-then-learn",
+        "Feed the rows of TRAIN to an online factorization machine, each row\n"
+        "predicted before it is learned (prequential evaluation, seed 002 §4.1).\n"
+        "Models: ccfm (compact convexified FM: learners ocg = OCCFM, ogd, pa,\n"
+        "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
+        "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"
+        "      --trace-bound 300 --shuffle --seed 0\n"
+        "  fmlearn online ratings.libfm --model fm --learner ftrl --n-factors 8 \\\n"
+        "      --test test.libfm --save model.fmz --curve curve.tsv")
     p.add_argument("train", metavar="TRAIN", help="svmlight/libFM stream (rows in file order)")
     p.add_argument("--test", metavar="TEST", help="held-out file scored after learning")
-    p.add_argument("--model", choices=sorted(_LEARNERS), default="ccfm",
-                   help="model family (default ccfm)")
-    p.add_argument("--learner", default=None,
-                   help="ccfm: ocg (default), ogd, pa, ftrl; fm: ftrl (default), ogd, pa; "
-                        "cfm: ftrl")
-    p.add_argument("--loss", choices=["squared", "logistic"], default="squared",
-                   help="squared: regression (RMSE); logistic: binary classification (error "
-                        "rate, AUC); default squared")
-    p.add_argument("--trace-bound", type=_positive_float, default=10.0, metavar="D",
-                   help="ccfm, cfm: trace-norm bound (default 10)")
-    p.add_argument("--learning-rate", type=_positive_float, default=None, metavar="E",
-                   help="the estimator's learning_rate: ccfm ocg: weight of the accumulated "
-                        "gradient; ccfm ogd/ftrl, fm ogd: step size; fm ftrl, cfm: FTRL alpha "
-                        "of w0 and w (default: the estimator's)")
-    p.add_argument("--gamma-power", type=_nonneg_float, default=0.5, metavar="P",
-                   help="ccfm ocg: gamma_t = t^-P (default 0.5, the paper's)")
-    p.add_argument("--power-t", type=_nonneg_float, default=0.5, metavar="P",
-                   help="ogd, ftrl: step size eta / t^P (default 0.5)")
-    p.add_argument("--no-self-interaction", action="store_true",
-                   help="ccfm: leave out the x_j^2 terms")
-    p.add_argument("--n-factors", type=positive_int, default=8, metavar="K",
-                   help="fm: number of factors (default 8)")
-    p.add_argument("--n-iter", type=positive_int, default=1, metavar="N",
-                   help="passes over TRAIN; metrics are those of every prediction made")
-    p.add_argument("--shuffle", action="store_true",
-                   help="visit the rows in a random order (--seed) instead of file order")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="random seed (row order, initial factors)")
-    p.add_argument("--batch-size", type=positive_int, default=10000, metavar="B",
-                   help="rows per compiled call and per point of the learning curve")
+    _add_model_arguments(p)
+    _add_stream_arguments(p)
     p.add_argument("--save", metavar="OUT.fmz", help="save the model after learning")
     p.add_argument("--curve", metavar="FILE.tsv",
                    help="write the learning curve: rows, seconds, metric values")
@@ -98,6 +52,44 @@ def add_parser(sub):
     p.add_argument("-v", "--verbose", action="count", default=0, help="progress bar")
     add_max_features(p)
     return p
+
+
+def _add_model_arguments(p):
+    """The estimator: model family, learner, loss and their settings."""
+    p.add_argument("--model", choices=sorted(_LEARNERS), default="ccfm",
+                   help="model family (default ccfm)")
+    p.add_argument("--learner", default=None,
+                   help="ccfm: ocg (default), ogd, pa, ftrl; fm: ftrl (default), ogd, pa; "
+                        "cfm: ftrl")
+    p.add_argument("--loss", choices=["squared", "logistic"], default="squared",
+                   help="squared: regression (RMSE); logistic: binary classification (error "
+                        "rate, AUC); default squared")
+    p.add_argument("--trace-bound", type=positive_float, default=10.0, metavar="D",
+                   help="ccfm, cfm: trace-norm bound (default 10)")
+    p.add_argument("--learning-rate", type=positive_float, default=None, metavar="E",
+                   help="the estimator's learning_rate: ccfm ocg: weight of the accumulated "
+                        "gradient; ccfm ogd/ftrl, fm ogd: step size; fm ftrl, cfm: FTRL alpha "
+                        "of w0 and w (default: the estimator's)")
+    p.add_argument("--gamma-power", type=nonneg_float, default=0.5, metavar="P",
+                   help="ccfm ocg: gamma_t = t^-P (default 0.5, the paper's)")
+    p.add_argument("--power-t", type=nonneg_float, default=0.5, metavar="P",
+                   help="ogd, ftrl: step size eta / t^P (default 0.5)")
+    p.add_argument("--no-self-interaction", action="store_true",
+                   help="ccfm: leave out the x_j^2 terms")
+    p.add_argument("--n-factors", type=positive_int, default=8, metavar="K",
+                   help="fm: number of factors (default 8)")
+
+
+def _add_stream_arguments(p):
+    """How the rows are fed: passes, order, seed, batches."""
+    p.add_argument("--n-iter", type=positive_int, default=1, metavar="N",
+                   help="passes over TRAIN; metrics are those of every prediction made")
+    p.add_argument("--shuffle", action="store_true",
+                   help="visit the rows in a random order (--seed) instead of file order")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="random seed (row order, initial factors)")
+    p.add_argument("--batch-size", type=positive_int, default=10000, metavar="B",
+                   help="rows per compiled call and per point of the learning curve")
 
 
 def build_online_estimator(args):

@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 
-from ._common import CLIError, positive_int, read_svmlight
-from ._online import _positive_float
+from ._common import CLIError, add_command, positive_float, positive_int, read_svmlight
 
 
 def _block(text):
@@ -38,16 +37,14 @@ def _ids(text):
 
 def add_parser(sub):
     """Register ``fmlearn recommend`` on the ``fmlearn`` subparsers."""
-    p = sub.add_parser(
-        "recommend", help="top-k items per user from a saved model",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Score every user against every item with the model's decomposition\n"
-                    "(exact; one matrix product per batch of users) and print the k best\n"
-                    "items per user as a table: user, rank, item, score (tab-separated).",
-        epilog="examples:\n"
-               "  fmlearn recommend model.fmz --user-block 0:943 --item-block 943:2625 \\\n"
-               "      --user-ids 0,1,2 -k 10 --exclude seen.txt\n"
-               "  fmlearn recommend model.fmz --users users.libfm --items items.libfm -k 5")
+    p = add_command(
+        sub, "recommend", "top-k items per user from a saved model",
+        "Score every user against every item with the model's decomposition\n"
+        "(exact; one matrix product per batch of users) and print the k best\n"
+        "items per user as a table: user, rank, item, score (tab-separated).",
+        "  fmlearn recommend model.fmz --user-block 0:943 --item-block 943:2625 \\\n"
+        "      --user-ids 0,1,2 -k 10 --exclude seen.txt\n"
+        "  fmlearn recommend model.fmz --users users.libfm --items items.libfm -k 5")
     p.add_argument("model", metavar="MODEL", help="model file written by fmlearn (.fmz)")
     users = p.add_mutually_exclusive_group(required=True)
     users.add_argument("--users", metavar="FILE",
@@ -66,7 +63,7 @@ def add_parser(sub):
     p.add_argument("--exclude", metavar="FILE",
                    help="one line per user (in output order): the item indices never to "
                         "recommend to that user, separated by spaces or commas")
-    p.add_argument("--memory-budget-mb", type=_positive_float, default=256.0, metavar="MB",
+    p.add_argument("--memory-budget-mb", type=positive_float, default=256.0, metavar="MB",
                    help="memory of one batch of scores (default 256)")
     p.add_argument("--out", metavar="FILE", help="output file (default: stdout)")
 

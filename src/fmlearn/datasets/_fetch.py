@@ -57,23 +57,27 @@ class LibsvmDataset:
 # file). IJCNN1 and Abalone are LIBSVM's files (ijcnn1, ijcnn1.t: 49,990 and 91,701 rows;
 # abalone_scale: 4,177 rows); the Adult copy is a zero-based re-encoding of LIBSVM's a9a / a9a.t
 # (32,560 and 16,280 rows), so a download of a9a is refused by its checksum: place the files.
+_SHA256 = {
+    "ijcnn1.trn": "7fe291672c3fefe6a7e3c51529becd23f0e985ba05ffb8d53c9c648c1e91cc19",
+    "ijcnn1.tst": "e7b0bbd518641980dc322746c6bc59d019d3153934e6258e48f9d8cfae2c4bb8",
+    "adult.trn": "64bf51ab7ce8101364b2d6b569c7bad8f04a4f9684527ff232a0f06474ae35c2",
+    "adult.tst": "8de2963e337b73465257c78c8b4b1dbba40c07b0e56a58308f3f10cbde8ed7b8",
+    "abalone.trn": "7f1f6ca7f636e684949fc3f6388fc4f7503083717f776876bbdd11098fc5378b",
+}
+# data set: its files (stem, path below LIBSVM_URL; training first), zero_based, task, page
+_LIBSVM_TABLE = {
+    "ijcnn1": ((("ijcnn1.trn", "binary/ijcnn1.bz2"), ("ijcnn1.tst", "binary/ijcnn1.t.bz2")),
+               False, "classification", "binary.html#ijcnn1"),
+    "adult": ((("adult.trn", "binary/a9a"), ("adult.tst", "binary/a9a.t")),
+              True, "classification", "binary.html#a9a"),
+    "abalone": ((("abalone.trn", "regression/abalone_scale"),),
+                False, "regression", "regression.html#abalone"),
+}
 LIBSVM_DATASETS = {
-    "ijcnn1": LibsvmDataset(
-        files=(RemoteFile("ijcnn1.trn", LIBSVM_URL + "binary/ijcnn1.bz2",
-                          "7fe291672c3fefe6a7e3c51529becd23f0e985ba05ffb8d53c9c648c1e91cc19"),
-               RemoteFile("ijcnn1.tst", LIBSVM_URL + "binary/ijcnn1.t.bz2",
-                          "e7b0bbd518641980dc322746c6bc59d019d3153934e6258e48f9d8cfae2c4bb8")),
-        zero_based=False, task="classification", page=LIBSVM_URL + "binary.html#ijcnn1"),
-    "adult": LibsvmDataset(
-        files=(RemoteFile("adult.trn", LIBSVM_URL + "binary/a9a",
-                          "64bf51ab7ce8101364b2d6b569c7bad8f04a4f9684527ff232a0f06474ae35c2"),
-               RemoteFile("adult.tst", LIBSVM_URL + "binary/a9a.t",
-                          "8de2963e337b73465257c78c8b4b1dbba40c07b0e56a58308f3f10cbde8ed7b8")),
-        zero_based=True, task="classification", page=LIBSVM_URL + "binary.html#a9a"),
-    "abalone": LibsvmDataset(
-        files=(RemoteFile("abalone.trn", LIBSVM_URL + "regression/abalone_scale",
-                          "7f1f6ca7f636e684949fc3f6388fc4f7503083717f776876bbdd11098fc5378b"),),
-        zero_based=False, task="regression", page=LIBSVM_URL + "regression.html#abalone"),
+    name: LibsvmDataset(
+        files=tuple(RemoteFile(stem, LIBSVM_URL + path, _SHA256[stem]) for stem, path in files),
+        zero_based=zero_based, task=task, page=LIBSVM_URL + page)
+    for name, (files, zero_based, task, page) in _LIBSVM_TABLE.items()
 }
 
 

@@ -17,6 +17,14 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ._movielens import user_item_onehot
 
+_COUNT = [Interval(Integral, 1, None, closed="left")]
+_NONNEG = [Interval(Real, 0, None, closed="left")]
+
+
+def _checked(**constraints):
+    # scikit-learn's parameter validation of a public generator (its errors name the argument)
+    return validate_params(constraints, prefer_skip_nested_validation=True)
+
 
 def fm_scores(X, w0, w, V):
     """Noiseless FM scores ``f(x_i)`` of the rows of ``X`` (dense or sparse), in float64.
@@ -35,22 +43,11 @@ def fm_scores(X, w0, w, V):
     return w0 + np.asarray(X @ w).ravel() + pair
 
 
-@validate_params(
-    {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_features": [Interval(Integral, 1, None, closed="left")],
-        "n_factors": [Interval(Integral, 1, None, closed="left")],
-        "x": [StrOptions({"gaussian", "onehot", "sparse"})],
-        "n_fields": [Interval(Integral, 1, None, closed="left")],
-        "density": [Interval(Real, 0, 1, closed="right")],
-        "noise": [Interval(Real, 0, None, closed="left")],
-        "task": [StrOptions({"regression", "classification"})],
-        "w_scale": [Interval(Real, 0, None, closed="left"), None],
-        "v_scale": [Interval(Real, 0, None, closed="left"), None],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
+@_checked(n_samples=_COUNT, n_features=_COUNT, n_factors=_COUNT,
+          x=[StrOptions({"gaussian", "onehot", "sparse"})], n_fields=_COUNT,
+          density=[Interval(Real, 0, 1, closed="right")], noise=_NONNEG,
+          task=[StrOptions({"regression", "classification"})], w_scale=[*_NONNEG, None],
+          v_scale=[*_NONNEG, None], random_state=["random_state"])
 def make_fm(
     n_samples=1000,
     n_features=20,
@@ -172,19 +169,8 @@ def make_fm(
 _MEAN, _USER_SD, _ITEM_SD, _INTERACTION_SD = 3.5, 0.4, 0.5, 0.6
 
 
-@validate_params(
-    {
-        "n_users": [Interval(Integral, 1, None, closed="left")],
-        "n_items": [Interval(Integral, 1, None, closed="left")],
-        "n_ratings": [Interval(Integral, 1, None, closed="left")],
-        "rank": [Interval(Integral, 1, None, closed="left")],
-        "noise": [Interval(Real, 0, None, closed="left")],
-        "integer_ratings": ["boolean"],
-        "unique_pairs": ["boolean"],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
+@_checked(n_users=_COUNT, n_items=_COUNT, n_ratings=_COUNT, rank=_COUNT, noise=_NONNEG,
+          integer_ratings=["boolean"], unique_pairs=["boolean"], random_state=["random_state"])
 def make_recommendation(
     n_users=200,
     n_items=150,

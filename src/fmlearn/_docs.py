@@ -1,0 +1,59 @@
+"""Docstring paragraphs shared by several estimators, written once and composed into ``__doc__``.
+
+A docstring names a paragraph by a line that holds only ``%(name)s``; :func:`fill_doc` replaces
+that line with the paragraph of :data:`PARAGRAPHS`, each of its lines indented like the marker,
+so the rendered docstring reads as if it were written out (numpydoc sections, doctests and all).
+"""
+
+import re
+
+__all__ = ["PARAGRAPHS", "fill_doc"]
+
+PARAGRAPHS = {
+    # The data arguments of a batch estimator's ``fit``.
+    "fit_data": """\
+X : {array-like, sparse matrix} of shape (n_samples, n_features)
+y : array-like of shape (n_samples,)
+sample_weight : array-like of shape (n_samples,), default=None
+    Non-negative weights; a weight of m counts like m repeated rows.""",
+    # The run settings of the one-pass estimators whose batch products are thread-independent.
+    "one_pass_run": """\
+init : {"auto", "dense", "randomized", "lanczos"}, default="auto"
+warm_start : bool, default=False
+random_state : int, RandomState or None, default=None
+n_jobs : int or None, default=None
+    Threads for the batch products (results do not depend on it).
+verbose : int, default=0""",
+}
+
+_MARKER = re.compile(r"( *)%\((\w+)\)s")
+
+
+def fill_doc(obj):
+    """Replace each marker line ``%(name)s`` of ``obj.__doc__`` with ``PARAGRAPHS[name]``,
+    indented as the marker; returns ``obj`` (usable as a class or function decorator).
+
+    Examples
+    --------
+    >>> from fmlearn._docs import fill_doc
+    >>> @fill_doc
+    ... def f():
+    ...     '''Parameters
+    ...     ----------
+    ...     %(fit_data)s
+    ...     '''
+    >>> print(f.__doc__.splitlines()[2].strip())
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    """
+    if obj.__doc__ is None:  # python -OO strips docstrings
+        return obj
+    lines = []
+    for line in obj.__doc__.split("\n"):
+        marker = _MARKER.fullmatch(line)
+        if marker is None:
+            lines.append(line)
+            continue
+        indent, name = marker.groups()
+        lines.extend(indent + part if part else part for part in PARAGRAPHS[name].split("\n"))
+    obj.__doc__ = "\n".join(lines)
+    return obj
