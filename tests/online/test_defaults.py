@@ -108,3 +108,32 @@ def test_intercept_is_the_running_constant_of_the_targets(cls):
         assert np.isclose(m.intercept_, np.log((y.sum() + 1) / ((1 - y).sum() + 1)))
     off = cls(fit_intercept=False, trace_bound=m.trace_bound_, random_state=0).fit(X, y)
     assert off.intercept_ == 0.0
+
+
+@pytest.mark.parametrize("cls", [CCFMRegressor, OnlineCFMRegressor])
+def test_resolved_values_round_trip_and_crafted_ones_are_refused(cls, tmp_path):
+    import json
+    import zipfile
+
+    import fmlearn
+    from fmlearn.exceptions import ModelFileError
+    from fmlearn.io import manifest_digest
+
+    Xtr, ytr, Xte, _ = _split(*regression(1e3, 1e2))
+    m = cls(random_state=0).fit(Xtr[:500], ytr[:500])
+    m.save(tmp_path / "m.fmz")
+    back = fmlearn.load(tmp_path / "m.fmz")
+    assert (back.trace_bound_, back.x_scale_) == (m.trace_bound_, m.x_scale_)
+    np.testing.assert_array_equal(back.predict(Xte), m.predict(Xte))
+    with zipfile.ZipFile(tmp_path / "m.fmz") as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    for name, bad in [("trace_bound_", -1.0), ("x_scale_", 0.0), ("intercept_stats_", [-1.0, 0.0])]:
+        meta = json.loads(members["fmlearn.json"])
+        meta["attributes"][name] = bad
+        meta["digest"] = manifest_digest(meta)
+        path = tmp_path / f"{name}.fmz"
+        with zipfile.ZipFile(path, "w") as zf:
+            for n, blob in members.items():
+                zf.writestr(n, json.dumps(meta) if n == "fmlearn.json" else blob)
+        with pytest.raises(ModelFileError, match=name):
+            fmlearn.load(path)

@@ -270,6 +270,11 @@ class _OnlineBase(BaseFM):
                 self.__dict__.pop("x_scale_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             rng = check_random_state(self.random_state)
+            if self.shuffle:
+                # An exact rewriting of the weighted stream: duplicates become one weighted row,
+                # visited as consecutive rounds, in an order independent of the input order
+                # (the "auto" parameters are derived from it: repeated rows and weights agree).
+                Xv, yv, sw = merge_duplicate_rows(Xv, yv, sw)
             if warm:
                 learner = self._learner()
                 snapshot(learner, Xv.indices)
@@ -278,10 +283,6 @@ class _OnlineBase(BaseFM):
                 learner = self._new_learner(Xv.shape[1], rng)
                 self.__dict__.pop("y_range_", None)
                 self.__dict__.pop("intercept_stats_", None)
-            if self.shuffle:
-                # An exact rewriting of the weighted stream: duplicates become one weighted row,
-                # visited as consecutive rounds, in an order independent of the input order.
-                Xv, yv, sw = merge_duplicate_rows(Xv, yv, sw)
             n = Xv.shape[0]
             out = np.empty(n)
             bar = progress(self.verbose, n * self.n_iter, f"{type(self).__name__}[{self.learner}]")
