@@ -54,7 +54,7 @@ def test_protocol_repeats_weighted_rows_and_records_the_prediction_before_updati
     st = State(np.zeros(1, np.int64), np.zeros(1))
     sw = np.array([1.0, 2.5, 0.0, 1.0])
     rows = Rows(np.arange(5, dtype=np.int64), np.zeros(4, np.int32), np.zeros(4), np.zeros(4),
-                sw, np.arange(4, dtype=np.int64), np.empty(4))
+                sw, np.arange(4, dtype=np.int64), np.empty(4), np.zeros(4))
     status, row = _learn(rows, st, 1e10)
     assert (status, row) == (OK, -1)
     # row 1 (weight 2.5) is 3 rounds of 2.5 / 3; row 2 (weight 0) is predicted, not learned

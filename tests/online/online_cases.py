@@ -21,7 +21,7 @@ ESTIMATORS = [
     OnlineFMRegressor(n_factors=3),
     OnlineFMRegressor("ogd", n_factors=3),
     OnlineFMRegressor("pa", n_factors=3),
-    OnlineCFMRegressor(trace_bound=3.0),
+    OnlineCFMRegressor(trace_bound=3.0, learning_rate=0.1),
 ]
 
 
@@ -29,7 +29,7 @@ CLASSIFIERS = [
     CCFMClassifier(trace_bound=20.0, gamma_power=1.0),
     CCFMClassifier("ftrl", trace_bound=20.0),
     OnlineFMClassifier(n_factors=3),
-    OnlineCFMClassifier(trace_bound=20.0),
+    OnlineCFMClassifier(trace_bound=20.0, learning_rate=0.1),
 ]
 
 

@@ -271,10 +271,10 @@ def _dense_oracle(m, X):
         quad = np.einsum("ij,jk,ik->i", Xh, C, Xh)
         if not m.self_interaction:
             quad -= (Xd * Xd) @ np.diag(C)[:-1]
-        return 0.5 * quad
+        return m.intercept_ + 0.5 * quad
     W = m.interaction_matrix()
     quad = np.einsum("ij,jk,ik->i", Xd, W, Xd) - (Xd * Xd) @ np.diag(W)
-    return m.w0_ + Xd @ m.w_ + 0.5 * quad
+    return m.intercept_ + m.w0_ + Xd @ m.w_ + 0.5 * quad
 
 
 @pytest.mark.parametrize("est", [CCFMRegressor(trace_bound=3.0),

@@ -253,13 +253,15 @@ def test_self_interaction_switch_changes_only_the_diagonal_terms(regression_data
     m = CCFMRegressor(trace_bound=3.0, self_interaction=False, shuffle=False).fit(X, y)
     C = m.augmented_matrix()
     Xh = np.column_stack([X, np.ones(len(X))])
-    expected = 0.5 * np.einsum("ij,jk,ik->i", Xh, C, Xh) - 0.5 * (X**2) @ np.diag(C)[:-1]
+    expected = (m.intercept_ + 0.5 * np.einsum("ij,jk,ik->i", Xh, C, Xh)
+                - 0.5 * (X**2) @ np.diag(C)[:-1])
     np.testing.assert_allclose(m._raw_predict(X), expected, atol=1e-10)
     # the bias entry is kept: a model on constant targets learns the mean through C_dd (rows
     # without features after a first row with one: an all-zero X is refused by fit)
     Xz = np.zeros((200, 3))
     Xz[0, 0] = 1.0
-    mz = CCFMRegressor(trace_bound=3.0, self_interaction=False, gamma_power=1.0, shuffle=False)
+    mz = CCFMRegressor(trace_bound=3.0, self_interaction=False, gamma_power=1.0, shuffle=False,
+                       fit_intercept=False)
     mz.fit(Xz, np.ones(200))
     assert mz.predict(np.zeros((1, 3)))[0] == pytest.approx(1.0, abs=0.05)
 

@@ -7,10 +7,12 @@ beyond ``limit``, visit a row of weight s ceil(s) times with its gradient scaled
 (so a weight of m equals m repeated rows), count the round and hand it to the learner's
 ``update``. A learner is three records -- its state, its settings and its work buffers -- and
 two compiled functions ``predict(state, cfg, work, rows, i)`` and
-``update(state, cfg, work, rows, i, pred, scale) -> status``. Each learner module has a
-two-line cached ``learn_rows`` that calls :func:`run_rows` with its pair; ``run_rows`` is inlined
-there (numba IR inlining), so each learner's loop calls its step directly and is cached (a
-compiled function taking compiled functions as run-time arguments cannot be cached).
+``update(state, cfg, work, rows, i, pred, scale) -> status``; ``pred`` includes the row's
+offset ``rows.off[i]``, so that the loss and its derivative are those of the full model.
+Each learner module has a two-line cached ``learn_rows`` that calls :func:`run_rows` with its
+pair; ``run_rows`` is inlined there (numba IR inlining), so each learner's loop calls its step
+directly and is cached (a compiled function taking compiled functions as run-time arguments
+cannot be cached).
 
 Also here: reading a row into index/value buffers (with the CCFM's bias coordinate),
 FTRL-Proximal on one coordinate and the inverse-scaling step size.
@@ -21,9 +23,11 @@ from collections import namedtuple
 
 from numba import njit
 
-# A batch being learned: CSR arrays, targets, weights, the visiting order and the buffer that
-# receives each row's prediction made before its update.
-Rows = namedtuple("Rows", "indptr indices data y sw order out")
+# A batch being learned: CSR arrays, targets, weights, the visiting order, the buffer that
+# receives each row's prediction made before its update, and each row's offset: a constant
+# added to the learner's prediction (the estimator's intercept kept outside the learner's
+# constrained parameters; zeros when there is none).
+Rows = namedtuple("Rows", "indptr indices data y sw order out off")
 
 # status codes of ``update`` and ``run_rows``
 OK = 0
@@ -40,12 +44,12 @@ def run_rows(rows, state, cfg, work, predict, update, limit):
         i = rows.order[rr]
         swi = rows.sw[i]
         if swi <= 0.0:
-            rows.out[i] = predict(state, cfg, work, rows, i)
+            rows.out[i] = predict(state, cfg, work, rows, i) + rows.off[i]
             continue
         reps = max(1, int(math.ceil(swi)))
         scale = swi / reps
         for rep in range(reps):
-            pred = predict(state, cfg, work, rows, i)
+            pred = predict(state, cfg, work, rows, i) + rows.off[i]
             if rep == 0:
                 rows.out[i] = pred
             if not (abs(pred) <= limit):

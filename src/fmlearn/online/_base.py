@@ -38,18 +38,34 @@ _CHUNK = 8192
 MAX_WEIGHT = 2.0**31
 
 
-def check_trace_bounded_scale(X, trace_bound):
-    """Refuse rows whose prediction could overflow float64 under a trace-norm bound: for every
-    matrix C with ||C||_tr <= trace_bound, |x^T C x| / 2 <= trace_bound / 2 ||x||^2 (CCFM's
-    augmented x^ = (1, x) adds the 1). Overflowing x_j x_l would otherwise reach the
-    eigendecompositions as inf."""
-    if X.nnz:
-        with np.errstate(over="ignore"):
-            norm2 = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
-                                weights=X.data ** 2, minlength=X.shape[0]) + 1.0
-        if not np.all(np.isfinite(norm2)) or trace_bound * norm2.max() > 1e300:
-            raise ValueError("feature values are too large for the trace-norm bound "
-                             "(predictions would overflow float64); rescale X")
+def running_intercepts(y, sw, order, stats, classifier):
+    """The intercept b before each round of ``order`` (indexed by row) and the statistics
+    after them, from ``stats`` (two weights) before: for regression the weighted mean of the
+    targets seen (0 before any; ``stats`` = [sum of weights, weighted sum of targets]), for
+    classification the add-one log-odds log((w+ + 1) / (w- + 1)) of the class weights seen
+    (``stats`` = [w-, w+]). Both are the minimizers of the loss over a constant model of the
+    rows seen, so b depends on the targets of earlier rows only (prequential)."""
+    w, t = sw[order], y[order]
+    if classifier:
+        a, b = w * (t <= 0), w * (t > 0)
+    else:
+        a, b = w, w * t
+    ca = stats[0] + np.cumsum(a) - a
+    cb = stats[1] + np.cumsum(b) - b
+    if classifier:
+        before = np.log((cb + 1.0) / (ca + 1.0))
+    else:
+        before = np.divide(cb, ca, out=np.zeros_like(cb), where=ca > 0)
+    off = np.zeros(y.shape[0])
+    off[order] = before
+    return off, [float(stats[0] + a.sum()), float(stats[1] + b.sum())]
+
+
+def intercept_of(stats, classifier):
+    """The intercept of the statistics of :func:`running_intercepts` after the rows seen."""
+    if classifier:
+        return float(np.log((stats[1] + 1.0) / (stats[0] + 1.0)))
+    return float(stats[1] / stats[0]) if stats[0] > 0 else 0.0
 
 
 class _OnlineBase(BaseFM):
@@ -172,17 +188,35 @@ class _OnlineBase(BaseFM):
     def _check_scale(self, X):
         """Hook: refuse inputs whose scale would overflow a bounded model."""
 
+    def _resolve_auto(self, X, y, sw):
+        """Hook: resolve the parameters derived from the data before a new learner is made
+        from the rows X (validated, in the given order)."""
+
     # -- running the learner ----------------------------------------------------------------
+    def _x_scale(self):
+        """The factor the learner's rows are multiplied by (1.0 unless derived from the data)."""
+        return float(self.__dict__.get("x_scale_", 1.0))
+
+    def _rows(self, X):
+        """The raw CSR arrays the learner sees: X's, its values times :meth:`_x_scale`."""
+        indptr, indices, data = raw(X)
+        c = self._x_scale()
+        return (indptr, indices, data * c) if c != 1.0 else (indptr, indices, data)
+
     def _run(self, learner, X, y, sw, order, out, bar=None):
-        csr = raw(X)
+        csr = self._rows(X)
         limit = self._limit(y)
         step = _CHUNK if bar is not None else max(1, order.shape[0])
         info = {}
+        off, stats = None, None
+        if self._intercept_outside():
+            off, stats = running_intercepts(y, sw, order, self._intercept_stats(),
+                                            self._is_classifier())
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
             with blas_single_thread():
                 try:
-                    status, row, info = learner.learn(csr, y, sw, part, out, limit)
+                    status, row, info = learner.learn(csr, y, sw, part, out, limit, off)
                 except np.linalg.LinAlgError as exc:  # a non-finite gradient reached eigh
                     raise DivergenceError(
                         f"{type(self).__name__}(learner={learner.name!r}) diverged: an "
@@ -195,7 +229,17 @@ class _OnlineBase(BaseFM):
                     f"estimator keeps its previous state")
             if bar is not None:
                 bar.update(part.shape[0])
+        if stats is not None:
+            self.intercept_stats_ = stats
         return info
+
+    def _intercept_outside(self):
+        """Whether the estimator keeps an intercept outside the learner (``fit_intercept``)."""
+        return bool(getattr(self, "fit_intercept", False))
+
+    def _intercept_stats(self):
+        return list(self.__dict__.get("intercept_stats_", [0.0, 0.0]))
+
 
     def _divergence_hint(self):
         return "lower the learning rate or rescale the features"
@@ -221,18 +265,24 @@ class _OnlineBase(BaseFM):
     def _fit(self, X, y, sample_weight, classes=None):
         def work(snapshot):
             warm = self.warm_start and hasattr(self, "learner_")
+            if not warm:  # a fresh fit resolves the "auto" parameters again
+                self.__dict__.pop("trace_bound_", None)
+                self.__dict__.pop("x_scale_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             rng = check_random_state(self.random_state)
+            if self.shuffle:
+                # An exact rewriting of the weighted stream: duplicates become one weighted row,
+                # visited as consecutive rounds, in an order independent of the input order
+                # (the "auto" parameters are derived from it: repeated rows and weights agree).
+                Xv, yv, sw = merge_duplicate_rows(Xv, yv, sw)
             if warm:
                 learner = self._learner()
                 snapshot(learner, Xv.indices)
             else:
+                self._resolve_auto(Xv, yv, sw)
                 learner = self._new_learner(Xv.shape[1], rng)
                 self.__dict__.pop("y_range_", None)
-            if self.shuffle:
-                # An exact rewriting of the weighted stream: duplicates become one weighted row,
-                # visited as consecutive rounds, in an order independent of the input order.
-                Xv, yv, sw = merge_duplicate_rows(Xv, yv, sw)
+                self.__dict__.pop("intercept_stats_", None)
             n = Xv.shape[0]
             out = np.empty(n)
             bar = progress(self.verbose, n * self.n_iter, f"{type(self).__name__}[{self.learner}]")
@@ -256,6 +306,7 @@ class _OnlineBase(BaseFM):
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=first, classes=classes)
             if first:
                 rng = check_random_state(self.random_state)
+                self._resolve_auto(Xv, yv, sw)
                 learner = self._new_learner(Xv.shape[1], rng)
             else:
                 learner = self._learner()
@@ -286,8 +337,10 @@ class _OnlineBase(BaseFM):
 
     # -- prediction -------------------------------------------------------------------------
     def _raw_predict(self, X):
-        csr = raw(to_csr(X, np.float64))
-        return self._learner().predict(csr)
+        scores = self._learner().predict(self._rows(to_csr(X, np.float64)))
+        if self._intercept_outside():
+            scores += intercept_of(self._intercept_stats(), self._is_classifier())
+        return scores
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -310,6 +363,13 @@ class _OnlineBase(BaseFM):
         learner = self._learner()
         template = self._new_learner(int(self.n_features_in_), None)
         learner.check_state(template)
+        stats = self.__dict__.get("intercept_stats_")
+        if stats is not None and (not isinstance(stats, list) or len(stats) != 2
+                                  or not all(isinstance(v, float) and np.isfinite(v)
+                                             for v in stats)
+                                  or stats[0] < 0 or (self._is_classifier() and stats[1] < 0)):
+            raise ValueError("intercept_stats_ must be two finite floats, the weights "
+                             "non-negative")
         d = int(self.n_features_in_)
         probe = np.ones(d) / np.sqrt(d)
         scores = learner.predict(raw(to_csr(probe[None, :], np.float64)))
@@ -379,4 +439,7 @@ class _LinearPart:
 
     @property
     def w_(self):
-        return fitted_array(self, "w")
+        """The linear weights of the original features (the learner's times ``x_scale_``)."""
+        w = fitted_array(self, "w")
+        c = self._x_scale()
+        return w * c if c != 1.0 else w

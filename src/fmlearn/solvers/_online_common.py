@@ -137,25 +137,28 @@ class OnlineLearner:
         """Rows per compiled call (None: the whole batch)."""
         return None
 
-    def learn(self, csr, y, sw, order, out, limit=np.inf):
+    def learn(self, csr, y, sw, order, out, limit=np.inf, off=None):
         """Run the rounds ``order`` of a CSR batch; returns ``(status, row, info)``: status
-        ``OK``, or ``BAD_PREDICTION`` / ``BAD_STEP`` at ``row``."""
+        ``OK``, or ``BAD_PREDICTION`` / ``BAD_STEP`` at ``row``. ``off`` (per row, default
+        zeros) is added to the learner's predictions (an intercept kept outside it)."""
         indptr, indices, data = csr
+        if off is None:
+            off = np.zeros(y.shape[0])
         step = self.chunk() or max(1, order.shape[0])
         status, row = OK, -1
         for start in range(0, order.shape[0], step):
             part = order[start:start + step]
             self.prepare(*_rows_of(indptr, indices, part))
-            status, row = self._learn_rows(indptr, indices, data, y, sw, part, out, limit)
+            status, row = self._learn_rows(indptr, indices, data, y, sw, part, out, limit, off)
             if status != OK:
                 break
         if status not in (OK, BAD_PREDICTION, BAD_STEP):  # pragma: no cover - prevented
             raise RuntimeError(f"internal error: {type(self).__name__} status {status}")
         return status, row, self.info()
 
-    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit):
+    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit, off):
         """One compiled call over the rounds ``order``: ``(status, row)``."""
-        rows = Rows(indptr, indices, data, y, sw, order, out)
+        rows = Rows(indptr, indices, data, y, sw, order, out, off)
         return type(self).learn_fn(rows, self.state, self.config(indptr), self.work(indptr),
                                    float(limit))
 
@@ -530,10 +533,10 @@ class FMStateLearner(OnlineLearner):
         fm_predict_csr(indptr, indices, data, float(st.w0[0]), st.w, st.V, out)
         return out
 
-    def learn(self, csr, y, sw, order, out, limit=np.inf):
+    def learn(self, csr, y, sw, order, out, limit=np.inf, off=None):
         """As :meth:`OnlineLearner.learn`, then the rows of w and V the batch touched must be
         finite (an overflow in the last row's update is not seen by a later prediction)."""
-        status, row, info = super().learn(csr, y, sw, order, out, limit)
+        status, row, info = super().learn(csr, y, sw, order, out, limit, off)
         if status == OK and order.shape[0]:
             cols = self._touched(csr[1])
             if not (np.isfinite(self.state.w0[0]) and np.isfinite(self.state.w[cols]).all()

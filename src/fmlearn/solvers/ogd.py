@@ -81,9 +81,9 @@ class CCFMProjectedLearner(CCFMMatrixLearner):
                                   np.zeros(1, np.int64), np.zeros(max(r_max, D)),
                                   np.zeros(max(r_max, 1)), np.zeros(D), np.zeros((1, 1)))
 
-    def learn(self, csr, y, sw, order, out, limit=np.inf):
+    def learn(self, csr, y, sw, order, out, limit=np.inf, off=None):
         self._row_cap(csr[0])
-        return super().learn(csr, y, sw, order, out, limit)
+        return super().learn(csr, y, sw, order, out, limit, off)
 
     def info(self):
         return {"dropped_mass": float(self.state.C.dropped[0])}
@@ -116,7 +116,8 @@ class FMOGDLearner(FMStateLearner):
                          float(s.reg_pairwise), -np.inf, np.inf, float(limit),
                          bool(s.implicit_sgd))
 
-    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit):
+    def _learn_rows(self, indptr, indices, data, y, sw, order, out, limit, off):
+        # the classic FM learns its own unconstrained w0: its estimators pass no offset
         st = self.state
         work = sgd_work(st.V.shape[1], order.shape[0])
         t, bad = sgd_epoch(SGDRows(indptr, indices, data, y, sw), Params(st.w, st.V, st.w0),

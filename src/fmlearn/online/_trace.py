@@ -1,0 +1,203 @@
+"""The trace-norm bound of the trace-bounded online estimators (CCFM, OnlineCFM): the shared
+parameters, the scale check and ``trace_bound="auto"`` (not an estimator module).
+
+``trace_bound="auto"`` (issue 14): the right bound depends on the scale of the targets and of
+the rows, and the printed settings of seed 002 differ by a factor of 30 between its data sets
+(delta = 10 on MovieLens, 300 on IJCNN1). Two steps, both derived from the first batch:
+
+1. The rows are rescaled to a mean squared norm of 1: the learner sees c x with
+   c = 1 / sqrt(mean ||x||^2) (the fitted ``x_scale_``; predictions apply it too). Without it
+   a bound cannot suit both the features and CCFM's constant coordinate of x^ = (x, 1): on
+   features of size 1e-3 a bound large enough for the interactions lets each conditional-
+   gradient step put that much mass on the constant coordinate.
+2. A matrix C of trace norm delta predicts at most delta / 2 ||x^||^2 on a row x^, so a
+   rank-one C reaches a prediction of the size s of the targets' spread on a typical row
+   (||x^||^2 = 2 for CCFM, ||x||^2 = 1 for the convex FM) when delta = delta0 = 2 s / 2 (or
+   2 s); s is the standard deviation of the targets for regression, 1 (a unit of log-odds)
+   for classification. A fitted C spreads its mass over many directions (one per feature
+   for a linear term: 2 ||w||_2 for the part [[0, w], [w', 0]]), so the bound is chosen
+   among delta0 x 1, 4, ..., 4^5 by running the learner with each of them side by side on up
+   to 8,000 rows spread evenly over the first batch (``fit``: after identical rows are merged,
+   so that weights and repeated rows agree), visited in a fixed pseudo-random order (seed 0,
+   whatever ``random_state``), and keeping the
+   one of the smallest prequential loss on the last three quarters of them (ties: the
+   smallest bound). Fewer rows favour small bounds, which learn faster but less (measured
+   on IJCNN1: 2,000 rows chose 16 delta0, 8,000 rows 64 delta0, the better one).
+
+The selection depends on the data only (no draw from random_state, no threads); every candidate is a
+deterministic online learner. It is equivariant where the model is: for squared loss the
+learners are equivariant in y (C -> a C when y -> a y: the gradients, the iterates and the
+bound scale together), and with step 1 the rows X -> b X give the same learner and the same
+predictions. The resolved values are the fitted attributes ``trace_bound_`` (the given value
+when ``trace_bound`` is a number) and ``x_scale_`` (1.0 then), stored in model files.
+"""
+
+import numbers
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._threads import blas_single_thread
+from ..kernels.steps import OK
+from ..losses import loss_value_np
+from ._base import intercept_of, running_intercepts
+
+# rows of the first batch on which trace_bound="auto" compares its candidates
+AUTO_TRACE_ROWS = 8000
+# the candidates are delta0 times these factors (module docstring)
+AUTO_TRACE_FACTORS = (1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
+# a bound (or a bound times a squared row norm) beyond this would overflow float64 predictions
+MAX_BOUND = 1e300
+
+TRACE_BOUND_CONSTRAINT = [Interval(numbers.Real, 0, None, closed="neither"),
+                          StrOptions({"auto"})]
+
+
+def check_trace_bounded_scale(X, trace_bound, x_scale=1.0):
+    """Refuse rows whose prediction could overflow float64 under a trace-norm bound: for every
+    matrix C with ||C||_tr <= trace_bound, |x^T C x| / 2 <= trace_bound / 2 ||x||^2 (CCFM's
+    augmented x^ = (1, x) adds the 1). Overflowing x_j x_l would otherwise reach the
+    eigendecompositions as inf."""
+    if X.nnz:
+        norm2 = row_norms2(X) * x_scale ** 2 + 1.0
+        if not np.all(np.isfinite(norm2)) or trace_bound * norm2.max() > MAX_BOUND:
+            raise ValueError("feature values are too large for the trace-norm bound "
+                             "(predictions would overflow float64); rescale X")
+
+
+def row_norms2(X):
+    """||x_i||^2 of every row of a CSR matrix."""
+    with np.errstate(over="ignore"):
+        return np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
+                           weights=X.data ** 2, minlength=X.shape[0])
+
+
+def _weights(sw):
+    total = sw.sum()
+    return sw / total if total > 0 else np.full(sw.shape[0], 1.0 / max(sw.shape[0], 1))
+
+
+def auto_x_scale(X, sw):
+    """1 / sqrt(mean ||x||^2) of the rows (weighted; module docstring)."""
+    norm2 = float(np.dot(_weights(sw), row_norms2(X)))
+    if not np.isfinite(norm2):
+        raise ValueError("feature values are too large for the trace-norm bound (their "
+                         "squares overflow float64); rescale X")
+    if not norm2 > 0:
+        raise ValueError("trace_bound='auto' needs rows with non-zero features (of positive "
+                         "weight); give trace_bound")
+    return float(1.0 / np.sqrt(norm2))
+
+
+def target_spread(y, sw, classifier):
+    """The scale s of the targets: their weighted standard deviation (regression; |mean| or
+    1 when they are constant), 1 (a unit of log-odds) for a classifier."""
+    if classifier:
+        return 1.0
+    w = _weights(sw)
+    mean = float(np.dot(w, y))
+    spread = float(np.sqrt(np.dot(w, (y - mean) ** 2)))
+    if not spread > 0:
+        spread = abs(mean) if mean != 0 else 1.0
+    return spread
+
+
+def auto_candidates(y, sw, classifier, augment):
+    """The candidate bounds delta0 x AUTO_TRACE_FACTORS for rows of mean ||x||^2 = 1
+    (module docstring)."""
+    delta0 = 2.0 * target_spread(y, sw, classifier) / (2.0 if augment else 1.0)
+    return [delta0 * f for f in AUTO_TRACE_FACTORS]
+
+
+def sample_rows(n):
+    """Up to AUTO_TRACE_ROWS row indices spread evenly over n rows, in order."""
+    return np.unique(np.linspace(0, n - 1, min(n, AUTO_TRACE_ROWS)).round().astype(np.int64))
+
+
+class TraceBounded:
+    """``trace_bound`` (a number or ``"auto"``) and ``trace_bound_`` of CCFM and OnlineCFM."""
+
+    _augment = True  # the rows are x^ = (x, 1) (CCFM); the convex FM sets False
+
+    def _trace_bound(self):
+        """The bound the learner uses: the parameter, or the value ``"auto"`` resolved to."""
+        if isinstance(self.trace_bound, str):
+            return float(self.trace_bound_)
+        return float(self.trace_bound)
+
+    def _check_scale(self, X):
+        if not isinstance(self.trace_bound, str) or "trace_bound_" in self.__dict__:
+            check_trace_bounded_scale(X, self._trace_bound(), self._x_scale())
+
+    def _resolve_auto(self, X, y, sw):
+        """Set ``trace_bound_`` before a new learner is made from the rows X."""
+        if isinstance(self.trace_bound, str):
+            self.x_scale_ = auto_x_scale(X, sw)
+            self.trace_bound_ = self._select_trace_bound(X, y, sw)
+            check_trace_bounded_scale(X, self.trace_bound_, self.x_scale_)
+        else:
+            self.x_scale_ = 1.0
+            self.trace_bound_ = float(self.trace_bound)
+
+    def _select_trace_bound(self, X, y, sw):
+        """The candidate of smallest prequential loss (module docstring)."""
+        rows = sample_rows(X.shape[0])
+        # visited in a fixed pseudo-random order: ``fit`` hands the rows over sorted (merged
+        # duplicates, grouped by their first feature), and a sorted stream is not the shuffled
+        # one the learner will see
+        rows = rows[np.random.RandomState(0).permutation(rows.shape[0])]
+        Xs, ys, ws = X[rows], y[rows], sw[rows]
+        csr = self._rows(Xs)
+        order = np.arange(rows.shape[0], dtype=np.int64)
+        classifier = self._is_classifier()
+        off = None
+        if self._intercept_outside():
+            off, _ = running_intercepts(ys, ws, order, [0.0, 0.0], classifier)
+        scored = order[rows.shape[0] // 4:]
+        loss = "logistic" if classifier else "squared"
+        best, best_loss = None, np.inf
+        for cand in auto_candidates(ys, ws, classifier, self._augment):
+            self.trace_bound_ = cand
+            learner = self._new_learner(X.shape[1], None)
+            out = np.zeros(rows.shape[0])
+            with blas_single_thread():
+                try:
+                    status, _, _ = learner.learn(csr, ys, ws, order, out, self._limit(ys), off)
+                except np.linalg.LinAlgError:
+                    continue
+            if status != OK:
+                continue
+            value = float(np.dot(ws[scored], loss_value_np(loss, out[scored], ys[scored])))
+            if value < best_loss:
+                best, best_loss = cand, value
+        if best is None:
+            raise ValueError("trace_bound='auto': every candidate bound diverged on the first "
+                             "rows; rescale X or give trace_bound")
+        return best
+
+    @property
+    def intercept_(self):
+        """The intercept b kept outside the learner (0.0 when ``fit_intercept=False``)."""
+        check_is_fitted(self)
+        if not self._intercept_outside():
+            return 0.0
+        return intercept_of(self._intercept_stats(), self._is_classifier())
+
+    def _publish(self, learner):
+        super()._publish(learner)
+        if not isinstance(self.trace_bound, str):
+            self.trace_bound_ = float(self.trace_bound)
+
+    def _check_loaded_state(self):
+        """A loaded ``trace_bound_`` is a finite positive float (the resolved bound), then the
+        learner's state."""
+        tb = self.__dict__.get("trace_bound_")
+        if tb is None and isinstance(self.trace_bound, str):
+            raise ValueError("trace_bound='auto' but the model has no trace_bound_")
+        if tb is not None and (not isinstance(tb, float) or not 0 < tb < MAX_BOUND):
+            raise ValueError(f"trace_bound_ = {tb!r} must be a positive finite float")
+        c = self.__dict__.get("x_scale_", 1.0)
+        if not isinstance(c, float) or not 0 < c < MAX_BOUND or not 1 / c < MAX_BOUND:
+            raise ValueError(f"x_scale_ = {c!r} must be a positive finite float")
+        super()._check_loaded_state()
