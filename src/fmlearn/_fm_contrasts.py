@@ -18,6 +18,7 @@ from ._contrasts import PredictContrastsMixin, bias_identifiable, check_contrast
 from ._data import check_sparse_structure, to_csr
 from ._threads import n_threads
 from .losses import LOSS_CODES, SQUARED
+from .solvers._fm_common import square_stats
 
 #: Attributes that only a fit on contrasts sets (a plain fit removes them).
 CONTRAST_ATTRIBUTES = ("contrasts_fitted_", "intercept_fitted_")
@@ -109,7 +110,11 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         data = contrast_data(X, C, y, sw, bias)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))  # as the plain fit draws them
-        state = self._prepare_state(X.shape[1], X.dtype, rs)
+        # Each row weighs sum_t s_t |C_tr| in the initial scale: identity contrasts give the
+        # plain fit's weights, and a row no contrast uses changes nothing.
+        row_weight = np.asarray(abs(C).T @ sw, dtype=np.float64).ravel()
+        squares = square_stats(X.indptr, X.data, row_weight)
+        state = self._prepare_state(X.shape[1], X.dtype, rs, squares)
         history = {"metric": "rmse", "train": [], "iter_time": []}
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
         record = self._contrast_recorder(history, bar, data, callback)

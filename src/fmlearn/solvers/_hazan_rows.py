@@ -136,6 +136,15 @@ def _weights(data, vec, name):
     return data.sw if name is None else vec[name]
 
 
+def blk_scale(data, vec):
+    """sum s, sum s y, sum s y^2, sum_i s_i ||x_i||^2 and sum_i s_i nnz(x_i): the weighted
+    scales of y and of the non-zero feature values (``trace_bound="auto"``)."""
+    s = data.sw
+    counts = np.diff(data.X.indptr).astype(np.float64)
+    return (float(s.sum()), float(s @ data.y), float(s @ (data.y * data.y)),
+            float((data.X2T @ s).sum()), float(s @ counts))
+
+
 def blk_ridge_diagonal(data, vec, weights):
     """sum s and (X o X)^T s: the Jacobi preconditioner of the ridge system (s: the sample
     weights, or the stored n-vector named ``weights``)."""
