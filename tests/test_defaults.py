@@ -7,14 +7,7 @@ trace bound or initial scale ignores the units fits only the linear part, and fa
 import numpy as np
 import pytest
 
-from fmlearn import (
-    ConvexFMClassifier,
-    ConvexFMRegressor,
-    FMClassifier,
-    FMRegressor,
-    GFMRegressor,
-    IFMRegressor,
-)
+import fmlearn
 
 N_TRAIN, N_TEST, D = 600, 1500, 6
 BAR = 0.9
@@ -44,8 +37,9 @@ def _split(X, y):
     return X[:N_TRAIN], y[:N_TRAIN], X[N_TRAIN:], y[N_TRAIN:]
 
 
-REGRESSORS = [FMRegressor, GFMRegressor, IFMRegressor, ConvexFMRegressor]
-CLASSIFIERS = [FMClassifier, ConvexFMClassifier]
+REGRESSORS = [fmlearn.FMRegressor, fmlearn.GFMRegressor, fmlearn.IFMRegressor,
+              fmlearn.ConvexFMRegressor]
+CLASSIFIERS = [fmlearn.FMClassifier, fmlearn.ConvexFMClassifier]
 
 
 @pytest.mark.parametrize("x_scale", [1e-3, 1.0, 1e3])
