@@ -112,7 +112,9 @@ def test_fit_compiles_apart_and_learns_the_same_model(files, tmp_path, capsys, s
     assert report["compiled kernels in"].endswith("s (not in the fit time)")
     assert float(report["fit time"].split()[0]) >= 0
     X, y = _read(files["r_train"], D)
-    api = fmlearn.FMRegressor(3, solver=solver, n_iter=6, random_state=3).fit(X, y)
+    # the CLI keeps libFM's -init_stdev default of 0.1 (the API's default is "auto")
+    api = fmlearn.FMRegressor(3, solver=solver, n_iter=6, init_stdev=0.1,
+                              random_state=3).fit(X, y)
     X_test, _ = _read(files["r_test"], D)
     assert np.array_equal(fmlearn.load(model).predict(X_test), api.predict(X_test))
 

@@ -75,7 +75,7 @@ def _oracle_epoch(X, y, sw, splits, kw):
     est = FMRegressor(**kw)
     rs = np.random.RandomState(kw["random_state"])
     seed = int(rs.randint(np.iinfo(np.int32).max))
-    start = init_state(X.shape[1], kw["n_factors"], est.init_stdev, rs, np.float64)
+    start = init_state(X.shape[1], kw["n_factors"], est._init_stdev(None), rs, np.float64)
     settings = SGDSettings(1, 0, kw["learning_rate"], "constant", 0.5, 0.0, 0.0, 0.0, True,
                            True, float(y.min()), float(y.max()))
     total = sw.sum()

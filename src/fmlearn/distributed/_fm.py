@@ -443,7 +443,9 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     if estimator.solver == "sgd":  # data-parallel epochs, parameter mixing: _fm_sgd
         from ._fm_sgd import fit_sgd
 
-        return fit_sgd(estimator, X, y, sample_weight, client, checkpoint, checkpoint_every)
+        t = int(estimator.t_) if estimator.warm_start and hasattr(estimator, "t_") else 0
+        started = _start(estimator, client, X, y, sample_weight, merge=bool(estimator.shuffle))
+        return fit_sgd(estimator, started, t, client, checkpoint, checkpoint_every)
     est = estimator
     parts, scans, color, groups, seed, state, fingerprint = _start(est, client, X, y,
                                                                    sample_weight)

@@ -152,15 +152,14 @@ def _snapshot(est, run, n_done):
     return snap
 
 
-def fit_sgd(est, X, y, sample_weight, client, checkpoint, checkpoint_every):
-    """:func:`fmlearn.distributed.fit` for ``solver="sgd"`` (see the module docstring)."""
+def fit_sgd(est, started, t, client, checkpoint, checkpoint_every):
+    """:func:`fmlearn.distributed.fit` for ``solver="sgd"`` (see the module docstring).
+
+    ``started`` is what ``_fm._start`` returned for the call (the partitions loaded with their
+    duplicate rows merged when ``shuffle``), ``t`` the step count to continue from."""
     from sklearn.base import is_classifier
 
-    from ._fm import _start
-
-    t = int(est.t_) if est.warm_start and hasattr(est, "t_") else 0
-    parts, scans, _, _, seed, state, fingerprint = _start(est, client, X, y, sample_weight,
-                                                          merge=bool(est.shuffle))
+    parts, scans, _, _, seed, state, fingerprint = started
     weights = [s[1] for s in scans]
     classifier = is_classifier(est)
     ck = Checkpointer(checkpoint, checkpoint_every, "fd.fit/sgd", est, fingerprint)

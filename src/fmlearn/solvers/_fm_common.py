@@ -201,7 +201,9 @@ def auto_init_stdev(sum_sq, n_nonzero, base=0.1):
     MCMC chain started from pairwise terms of several hundred and reached a test RMSE of 1.05
     against the mean's 1.13; from the scaled start it reaches 0.93, as on the raw one-hot data.
     """
-    if n_nonzero == 0 or not sum_sq > 0.0:
+    if n_nonzero == 0 or not 0.0 < sum_sq < np.inf:
+        # No value, or squares that overflow float64: the fit's own products overflow too and
+        # its divergence check names the cause; a start scaled to 0 would hide it.
         return base
     return base / float(np.sqrt(sum_sq / n_nonzero))
 
