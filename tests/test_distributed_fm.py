@@ -49,6 +49,18 @@ def dask_rows(X, y, chunks, sw=None):
     return out
 
 
+def kill_worker(client, victim=None):
+    """SIGKILL the worker process ``victim`` (an address; default: the first one) and wait (at
+    most 60 s, no assertion on the time) until the scheduler has seen it go; returns it."""
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0] if victim is None else victim
+    os.kill(pids[victim], signal.SIGKILL)
+    deadline = time.time() + 60
+    while victim in client.scheduler_info()["workers"] and time.time() < deadline:
+        time.sleep(0.05)
+    return victim
+
+
 @contextlib.contextmanager
 def two_workers():
     """A client of a LocalCluster of 2 single-threaded worker processes."""
@@ -146,13 +158,7 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
 
     def sweep(self, cluster, pending):
         if self.chain.t == 4 and not killed:
-            pids = client.run(os.getpid)
-            victim = cluster.where[0]
-            os.kill(pids[victim], signal.SIGKILL)
-            killed.append(victim)
-            deadline = time.time() + 60
-            while victim in client.scheduler_info()["workers"] and time.time() < deadline:
-                time.sleep(0.05)
+            killed.append(kill_worker(client, cluster.where[0]))
         return original(self, cluster, pending)
 
     monkeypatch.setattr(_fm._Sweeper, "_sweep", sweep)

@@ -5,9 +5,6 @@ against the in-memory solver run on each partition), the same for any number of 
 killed worker or a resumed checkpoint; the approximation still learns (test RMSE against the
 in-memory fit)."""
 
-import os
-import signal
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +14,7 @@ from fmlearn._data import merge_duplicate_rows
 from fmlearn.exceptions import DivergenceError
 from fmlearn.solvers._fm_common import init_state
 from fmlearn.solvers.sgd import SGDSettings, sgd_solver
-from test_distributed_fm import dask_rows, one_hot, two_workers
+from test_distributed_fm import dask_rows, kill_worker, one_hot, two_workers
 
 dask = pytest.importorskip("dask")
 pytest.importorskip("distributed")
@@ -130,13 +127,7 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
 
     def submit(self, e):
         if e == 2 and not killed:
-            pids = client.run(os.getpid)
-            victim = sorted(pids)[0]
-            os.kill(pids[victim], signal.SIGKILL)
-            killed.append(victim)
-            deadline = time.time() + 60
-            while victim in client.scheduler_info()["workers"] and time.time() < deadline:
-                time.sleep(0.05)
+            killed.append(kill_worker(client))
         return original(self, e)
 
     monkeypatch.setattr(_fm_sgd._Epochs, "_submit", submit)
