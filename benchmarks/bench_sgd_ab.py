@@ -6,7 +6,7 @@ the solver (``run_epochs``: order + kernel) of both on the same generated one-ho
 new in turn (A B A B ...), in CPU seconds (``time.process_time``) and wall seconds, and checks
 that both end at the same model (up to float rounding)::
 
-    python benchmarks/bench_sgd_ab.py --rows 2000000 --epochs 5 --reps 3
+    python benchmarks/bench_sgd_ab.py --rows 2000000 --epochs 3 --reps 5
     python benchmarks/bench_sgd_ab.py --rows 75000 --users 943 --items 1682 --epochs 100
 
 A single-system measurement (fmlearn's two revisions, no peer); the load average is printed
@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from fmlearn.datasets import make_recommendation
 from fmlearn.solvers._fm_common import FMState
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,21 +48,6 @@ def load_revision(rev, tmp):
         spec.loader.exec_module(mod)
         mods.append(mod)
     return mods[1]
-
-
-def one_hot_rows(n, users, items, seed):
-    """``n`` distinct (user, item) rows, one-hot (d = users + items), in random order, with
-    targets from a planted rank-8 model plus noise."""
-    rng = np.random.default_rng(seed)
-    pairs = rng.choice(users * items, size=n, replace=False)
-    u, i = pairs // items, pairs % items + users
-    indices = np.empty(2 * n, dtype=np.int32)
-    indices[0::2], indices[1::2] = u, i
-    indptr = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
-    data = np.ones(2 * n)
-    P, Q = rng.normal(0, 0.5, (users, 8)), rng.normal(0, 0.5, (items, 8))
-    y = 3.5 + np.einsum("ij,ij->i", P[u], Q[i - users]) + rng.normal(0, 0.5, n)
-    return (indptr, indices, data), y, users + items
 
 
 def run(solver_mod, csr, y, d, args, n_iter):
@@ -96,7 +82,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     from fmlearn.solvers import sgd as new_mod
 
-    csr, y, d = one_hot_rows(args.rows, args.users, args.items, 0)
+    # the harness's 2M-row set (sbs.py, distinct (user, item) pairs, one-hot) by default
+    b = make_recommendation(args.users, args.items, args.rows, rank=8, unique_pairs=True,
+                            random_state=0)
+    X, y, d = b.X.tocsr(), b.y.astype(np.float64), b.X.shape[1]
+    csr = (X.indptr.astype(np.int64), X.indices, X.data.astype(np.float64))
     with tempfile.TemporaryDirectory() as tmp:
         old_mod = load_revision(args.old, tmp)
         systems = {"old": old_mod, "new": new_mod}
