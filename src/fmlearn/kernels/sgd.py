@@ -65,7 +65,7 @@ def _row_terms(indptr, indices, data, i, w0, w, V, q, qq, a, b, mode):
         for f in range(k):
             a[f] = 0.0
             b[f] = 0.0
-    pred = np.float64(w0)
+    pred = 0.0  # w0 is added last: it is what the previous row's step changed
     s2 = 0.0
     for p in range(indptr[i], indptr[i + 1]):
         j = indices[p]
@@ -94,6 +94,7 @@ def _row_terms(indptr, indices, data, i, w0, w, V, q, qq, a, b, mode):
         pred += 0.5 * (qf2 - qq[f])
         q2 += qf2
         qq_sum += qq[f]
+    pred += w0
     norm2 = 1.0 + s2
     if mode == NORM_BINARY:
         norm2 += q2 * (s2 - 2.0) + qq_sum
@@ -195,13 +196,14 @@ def sgd_epoch(rows, params, order, block, t, cfg, work):
                 if not (abs(pred) <= cfg.limit):
                     params.scal[0] = w0
                     return t, i
-                if cfg.loss == SQUARED:
-                    pred = min(max(pred, cfg.clip_lo), cfg.clip_hi)
                 eta = learning_rate_at(cfg.schedule, cfg.eta0, cfg.power_t, t)
                 t += 1
-                g = scale * loss_derivative(cfg.loss, pred, rows.y[i])
-                if cfg.implicit:
-                    g /= 1.0 + eta * curv * norm2
+                # the implicit step's factor needs the norm, not the prediction: a division
+                # off the chain that runs from one row's prediction to the next row's
+                shrink = scale / (1.0 + eta * curv * norm2) if cfg.implicit else scale
+                if cfg.loss == SQUARED:
+                    pred = min(max(pred, cfg.clip_lo), cfg.clip_hi)
+                g = shrink * loss_derivative(cfg.loss, pred, rows.y[i])
                 w0 -= eta * (g + cfg.reg0 * w0)
                 for p in range(indptr[i], indptr[i + 1]):
                     j = indices[p]

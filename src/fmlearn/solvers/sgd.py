@@ -157,24 +157,24 @@ class TailAverage:
     def __init__(self, n_iter, average):
         self.first = n_iter - average if average > 1 else n_iter
         self.count = 0
-        self.sums = None
+        self.ref = self.sums = None
 
     def add(self, it, state):
         if it < self.first:
             return
-        if self.sums is None:
-            self.sums = [float(state.w0), state.w.astype(np.float64),
-                         state.V.astype(np.float64)]
+        model = (float(state.w0), state.w.astype(np.float64), state.V.astype(np.float64))
+        if self.ref is None:  # the sums are of deviations from the first model: what did
+            self.ref = model  # not move (a held w0) comes back bit for bit
+            self.sums = [0.0, np.zeros_like(model[1]), np.zeros_like(model[2])]
         else:
-            self.sums[0] += float(state.w0)
-            self.sums[1] += state.w
-            self.sums[2] += state.V
+            self.sums[0] += model[0] - self.ref[0]
+            self.sums[1] += model[1] - self.ref[1]
+            self.sums[2] += model[2] - self.ref[2]
         self.count += 1
 
     def store(self, state):
         if self.count < 2:
             return
-        w0, w, V = self.sums
-        state.w0 = w0 / self.count
-        state.w[:] = w / self.count
-        state.V[:] = V / self.count
+        state.w0 = self.ref[0] + self.sums[0] / self.count
+        state.w[:] = self.ref[1] + self.sums[1] / self.count
+        state.V[:] = self.ref[2] + self.sums[2] / self.count
