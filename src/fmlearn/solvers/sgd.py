@@ -1,7 +1,8 @@
 """SGD for the classic FM (Rendle 2010 §III-C; libFM's ``-method sgd``).
 
 Shuffled (or in-order) epochs of per-row gradient steps, constant or inverse-scaling step size,
-separate L2 penalties for w0, w and V. A step whose prediction turns non-finite or explodes
+separate L2 penalties for w0, w and V; the model returned may be the mean of the last epochs'
+models (:class:`TailAverage`). A step whose prediction turns non-finite or explodes
 stops the run and is reported (the caller keeps its previous state); no NaN model is returned.
 """
 
