@@ -424,7 +424,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         epochs (tail averaging; Polyak & Juditsky 1992, Rakhlin et al. 2012): the noise of a
         constant step averages out. 1 returns the last epoch's model (libFM). ``"auto"``: a
         tenth of ``n_iter``, rounded up (the last iterate up to 10 epochs; on MovieLens-100K
-        at libFM's settings the test RMSE drops by 0.0013, ``benchmarks/RESULTS.md``). The
+        at libFM's settings the test RMSE drops by 0.0009, ``benchmarks/RESULTS.md``). The
         per-epoch ``history_`` shows the epochs' own models; ``partial_fit`` (one epoch) does
         not average.
     n_burn_in : int or None, default=None
