@@ -15,7 +15,7 @@ from fmlearn.datasets import make_fm
 from fmlearn.exceptions import DivergenceError
 from fmlearn.kernels.cd import Config, Model, Prior, coordinate_sweep, draw_group_hyper
 from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
-from fmlearn.kernels.sgd import Params, Rows, SGDConfig, sgd_epoch, sgd_work
+from fmlearn.kernels.sgd import Params, Rows, SGDConfig, row_facts, sgd_epoch, sgd_work
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.solvers import _fm_common as fm_common
 from fmlearn.solvers._fm_common import FMState, column_data, group_index, row_state
@@ -116,11 +116,42 @@ def test_sgd_epoch_matches_oracle(loss, implicit, values):
     p0 = np.array([w0])
     w_, V_ = w.copy(), V.copy()
     code = SQUARED if loss == "squared" else LOGISTIC
-    cfg = SGDConfig(code, 0.05, 0, 0.5, *reg, clip[0], clip[1], 1e12, implicit)
-    work = sgd_work(k, n)
-    t, bad = sgd_epoch(Rows(*raw(X), y, sw), Params(w_, V_, p0), order, 0, cfg, work)
-    assert bad == -1
-    assert t == int(sum(max(1, np.ceil(s)) for s in sw if s > 0))
+    # binary=False (general norm) is right for any rows; binary=True only for +-1 values
+    for binary in {False, values == "signs"}:
+        p0 = np.array([w0])
+        w_, V_ = w.copy(), V.copy()
+        cfg = SGDConfig(code, 0.05, 0, 0.5, *reg, clip[0], clip[1], 1e12, implicit, binary)
+        work = sgd_work(k, n)
+        t, bad = sgd_epoch(Rows(*raw(X), y, sw), Params(w_, V_, p0), order, 1, 0, cfg, work)
+        assert bad == -1
+        assert t == int(sum(max(1, np.ceil(s)) for s in sw if s > 0))
+        np.testing.assert_allclose(p0[0], ew0, rtol=1e-10)
+        np.testing.assert_allclose(w_, ew, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [256, 700])
+def test_sgd_epoch_blocks_and_unit_weights_match_oracle(n):
+    # order lists blocks of `block` rows (the last one short when block does not divide n);
+    # unit_weights skips the weight of every row, which must then be 1
+    rng = np.random.default_rng(5)
+    d, k, block = 40, 3, 64
+    X = to_csr(_sparse_X(n, d, 0.1, rng))
+    X.data = np.sign(X.data)
+    y = rng.normal(size=n)
+    sw = np.ones(n)
+    assert row_facts(X.data, sw) == (True, True)
+    assert row_facts(X.data * 2, sw * 2) == (False, False)
+    blocks = rng.permutation(-(-n // block)).astype(np.int64)
+    rows_order = np.concatenate([np.arange(b * block, min(n, (b + 1) * block)) for b in blocks])
+    w0, w, V = _random_model(d, k, rng)
+    reg = (0.01, 0.02, 0.03)
+    ew0, ew, eV = ref.sgd_epoch(X, y, sw, rows_order, w0, w, V, 0.05, reg)
+    cfg = SGDConfig(SQUARED, 0.05, 0, 0.5, *reg, -np.inf, np.inf, 1e12, True, True, True)
+    p0, w_, V_ = np.array([w0]), w.copy(), V.copy()
+    t, bad = sgd_epoch(Rows(*raw(X), y, sw), Params(w_, V_, p0), blocks, block, 0, cfg,
+                       sgd_work(k))
+    assert (t, bad) == (n, -1)
     np.testing.assert_allclose(p0[0], ew0, rtol=1e-10)
     np.testing.assert_allclose(w_, ew, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(V_, eV, rtol=1e-10, atol=1e-12)
@@ -141,7 +172,7 @@ def test_sgd_prequential_predictions_and_one_row_calls():
     rows = Rows(*raw(X), y, sw)
     whole = Params(w.copy(), V.copy(), np.array([w0]))
     work = sgd_work(k, n)
-    t_whole, _ = sgd_epoch(rows, whole, order, 0, cfg, work)
+    t_whole, _ = sgd_epoch(rows, whole, order, 1, 0, cfg, work)
     for r in range(n):
         ew0, ew, eV = ref.sgd_epoch(X, y, sw, order[:r], w0, w, V, 0.05, reg)
         expected = ref.fm_predict(X[order[r]], ew0, ew, eV)[0]
@@ -150,7 +181,7 @@ def test_sgd_prequential_predictions_and_one_row_calls():
     one = sgd_work(k, 1)
     t = 0
     for r in range(n):
-        t, bad = sgd_epoch(rows, single, order[r:r + 1], t, cfg, one)
+        t, bad = sgd_epoch(rows, single, order[r:r + 1], 1, t, cfg, one)
         assert bad == -1 and one.pred[0] == work.pred[r]
     assert t == t_whole
     np.testing.assert_array_equal(single.V, whole.V)

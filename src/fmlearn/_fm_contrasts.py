@@ -175,7 +175,8 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
 
         settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
                                self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
-                               self.reg_pairwise, self.shuffle, self.implicit_sgd)
+                               self.reg_pairwise, self.shuffle, self.implicit_sgd,
+                               average=self._average_epochs())
         t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
         state, t, n_done, info = sgd_contrast_solver(
             data, state, t, settings, seed, lambda epoch: record(epoch, state=state))

@@ -24,7 +24,10 @@ partitions, and partitions whose rows all have weight 0, take no part). Every pa
 starts an epoch at the same step count t (the step-size schedule's clock); the next epoch
 starts at t plus the largest number of steps a partition took. With one partition (or all
 rows in one partition and the others empty) the fit is the in-memory SGD fit (tested to
-1e-10; it is the same arithmetic)."""
+1e-10; it is the same arithmetic). The estimator's ``average_epochs`` applies to the mixed
+models at the end of the epochs, as in memory; a fit resumed from a checkpoint written inside
+that tail averages the epochs after the resume only (the earlier ones are not in the
+checkpoint)."""
 
 import copy
 import time
@@ -36,7 +39,7 @@ from .._checkpoint import Checkpointer
 from ..exceptions import DivergenceError
 from ..losses import LOSS_CODES
 from ..solvers._fm_common import FMState
-from ..solvers.sgd import SGDSettings, sgd_solver
+from ..solvers.sgd import SGDSettings, TailAverage, sgd_solver
 from ._fm_sweep import MAX_RESTARTS, _lost_errors
 
 __all__ = ["fit_sgd"]
@@ -173,13 +176,16 @@ def fit_sgd(est, started, t, client, checkpoint, checkpoint_every):
     run = _Epochs(client, parts, weights, state, _settings(est), seed, t)
     history = {"metric": "error_rate" if classifier else "rmse", "train": [], "val": [],
                "iter_time": []}
+    tail = TailAverage(est.n_iter, est._average_epochs())
     for e in range(start, est.n_iter):
         clock = time.perf_counter()
         run.epoch(e)
+        tail.add(e, run.state)
         history["iter_time"].append(time.perf_counter() - clock)
         if ck.due(e + 1, est.n_iter):
             ck.write(_snapshot(est, run, e + 1), e + 1, est.n_iter, {"seed": seed, "t": run.t})
     ck.finish()
+    tail.store(run.state)
     est.t_ = int(run.t)
     est.n_iter_ = int(est.n_iter)
     est._store(run.state)

@@ -121,7 +121,7 @@ class FMOGDLearner(FMStateLearner):
         st = self.state
         work = sgd_work(st.V.shape[1], order.shape[0])
         t, bad = sgd_epoch(SGDRows(indptr, indices, data, y, sw), Params(st.w, st.V, st.w0),
-                           order, int(st.t[0]), self.config(indptr, limit), work)
+                           order, 1, int(st.t[0]), self.config(indptr, limit), work)
         st.t[0] = t
         # the kernel writes the r-th visited row's prediction to pred[r]; ``out`` is by row
         out[order] = work.pred
