@@ -175,9 +175,14 @@ def cmd_summary(a):
         with open(path) as fh:
             records += [json.loads(line) for line in fh if line.strip()]
     for name in sorted({r["scenario"] for r in records}):
-        peers = sorted({r["system"] for r in records if r["scenario"] == name} - {"fmlearn"})
-        for peer in peers:
-            print(f"### {name}: fmlearn - {peer}\n\n{compare(records, name, b=peer)}\n")
+        systems = {r["system"] for r in records if r["scenario"] == name}
+        variants = sorted(s for s in systems if s.startswith("fmlearn-"))
+        peers = sorted(systems - {"fmlearn"} - set(variants))
+        # fmlearn against every peer and variant, every variant against every peer
+        for a_, b_ in [("fmlearn", p) for p in variants + peers] + [
+                (v, p) for v in variants for p in peers]:
+            if a_ in systems:
+                print(f"### {name}: {a_} - {b_}\n\n{compare(records, name, a_, b_)}\n")
 
 
 def main(argv=None):
