@@ -428,9 +428,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         over-relaxed (Adler 1981; Neal 1998), ``m + a (old - m) + sqrt(1 - a^2) s z``: the
         same posterior, less random walk between coupled parameters (a user's and an item's
         factors). 0 is libFM's Gibbs draw. On a validation split of MovieLens-100K's training
-        rows, -0.9 predicts better after 500 sweeps with user/item groups (RMSE 0.8981 against
-        0.9003) but much worse after 100 (0.92-0.93 against 0.905-0.916): the factors leave
-        their small start slowly. Use it for long chains only.
+        rows, -0.9 predicts better after 500 sweeps with user/item groups (RMSE 0.8980 against
+        0.9004) but much worse after 100 (0.920 and 0.933 against 0.906 and 0.916, with and
+        without groups): the factors leave their small start slowly. For long chains only.
     groups : array-like of int or None, default=None
         Feature groups, each with its own priors (libFM's ``-meta``, myFM's
         ``group_shapes``): a sequence of length ``n_features`` gives each feature's group id
