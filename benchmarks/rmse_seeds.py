@@ -122,28 +122,48 @@ def cmd_run(a):
                 print(json.dumps(rec), flush=True)
 
 
+def _pooled_sd(groups):
+    """The init-seed standard deviation pooled over splits (each split's own mean removed) and
+    its degrees of freedom: the spread between init seeds is a property of the system and the
+    scenario, about the same on every split, and 2 fits per split estimate it with 1 degree of
+    freedom each (a per-split SE from 2 fits can be 10x too small by chance)."""
+    ss = sum(float(((v - v.mean()) ** 2).sum()) for v in groups)
+    df = sum(len(v) - 1 for v in groups)
+    return (np.sqrt(ss / df) if df else float("nan")), df
+
+
 def compare(records, scenario, a="fmlearn", b="libfm"):
     """Per split and pooled: mean RMSE of each system over init seeds, their standard
-    errors, and the difference a - b with its standard error (init seeds independent)."""
+    errors, and the difference a - b with its standard error (init seeds independent).
+
+    Standard errors use each system's init-seed standard deviation pooled over the splits
+    (:func:`_pooled_sd`); the last row gives each system's mean over the splits (the figure
+    a bar is judged on), the pooled difference and its z."""
     rows = []
+    vals = {}
+    for split in sorted({r["split"] for r in records if r["scenario"] == scenario}):
+        v = {s: np.array([r["rmse"] for r in records if r["scenario"] == scenario
+                          and r["split"] == split and r["system"] == s]) for s in (a, b)}
+        if min(len(x) for x in v.values()) >= 2:
+            vals[split] = v
+    if not vals:
+        return "(fewer than 2 fits of each system on every split)"
+    sd = {s: _pooled_sd([v[s] for v in vals.values()]) for s in (a, b)}
     diffs, var = [], []
-    splits = sorted({r["split"] for r in records if r["scenario"] == scenario})
-    for split in splits:
-        vals = {s: np.array([r["rmse"] for r in records if r["scenario"] == scenario
-                             and r["split"] == split and r["system"] == s]) for s in (a, b)}
-        if min(len(v) for v in vals.values()) < 2:
-            continue
-        m = {s: v.mean() for s, v in vals.items()}
-        se = {s: v.std(ddof=1) / np.sqrt(len(v)) for s, v in vals.items()}
-        d, sd = m[a] - m[b], np.hypot(se[a], se[b])
+    for split, v in vals.items():
+        m = {s: v[s].mean() for s in (a, b)}
+        se = {s: sd[s][0] / np.sqrt(len(v[s])) for s in (a, b)}
+        d, sdd = m[a] - m[b], np.hypot(se[a], se[b])
         diffs.append(d)
-        var.append(sd ** 2)
-        rows.append([str(split), f"{m[b]:.4f} +- {se[b]:.4f} ({len(vals[b])})",
-                     f"{m[a]:.4f} +- {se[a]:.4f} ({len(vals[a])})", f"{d:+.4f} +- {sd:.4f}",
-                     f"{d / sd:+.1f}"])
-    if diffs:
-        d, sd = float(np.mean(diffs)), float(np.sqrt(np.sum(var)) / len(var))
-        rows.append(["pooled", "", "", f"{d:+.4f} +- {sd:.4f}", f"{d / sd:+.1f}"])
+        var.append(sdd ** 2)
+        rows.append([str(split), f"{m[b]:.4f} +- {se[b]:.4f} ({len(v[b])})",
+                     f"{m[a]:.4f} +- {se[a]:.4f} ({len(v[a])})", f"{d:+.4f} +- {sdd:.4f}",
+                     f"{d / sdd:+.1f}"])
+    d, sdd = float(np.mean(diffs)), float(np.sqrt(np.sum(var)) / len(var))
+    mean = {s: np.mean([v[s].mean() for v in vals.values()]) for s in (a, b)}
+    rows.append(["mean of splits", f"{mean[b]:.4f} (init-seed sd {sd[b][0]:.4f}, df {sd[b][1]})",
+                 f"{mean[a]:.4f} (init-seed sd {sd[a][0]:.4f}, df {sd[a][1]})",
+                 f"{d:+.4f} +- {sdd:.4f}", f"{d / sdd:+.1f}"])
     heads = ["split", f"{b} mean +- SE (fits)", f"{a} mean +- SE (fits)",
              f"{a} - {b} +- SE", "z"]
     return core.md_table(heads, rows)
@@ -155,9 +175,14 @@ def cmd_summary(a):
         with open(path) as fh:
             records += [json.loads(line) for line in fh if line.strip()]
     for name in sorted({r["scenario"] for r in records}):
-        peers = sorted({r["system"] for r in records if r["scenario"] == name} - {"fmlearn"})
-        for peer in peers:
-            print(f"### {name}: fmlearn - {peer}\n\n{compare(records, name, b=peer)}\n")
+        systems = {r["system"] for r in records if r["scenario"] == name}
+        variants = sorted(s for s in systems if s.startswith("fmlearn-"))
+        peers = sorted(systems - {"fmlearn"} - set(variants))
+        # fmlearn against every peer and variant, every variant against every peer
+        for a_, b_ in [("fmlearn", p) for p in variants + peers] + [
+                (v, p) for v in variants for p in peers]:
+            if a_ in systems:
+                print(f"### {name}: {a_} - {b_}\n\n{compare(records, name, a_, b_)}\n")
 
 
 def main(argv=None):

@@ -103,14 +103,17 @@ def test_als_equals_in_memory_with_weights_and_empty_partition(client):
     assert info["bytes_sent"] / info["rounds"] < 8 * 3 * 3000 / 4
 
 
-@pytest.mark.parametrize("groups", [None, [N_USERS, N_ITEMS, N_CTX]], ids=["plain", "groups"])
-def test_mcmc_equals_in_memory_chain(client, groups):
+@pytest.mark.parametrize("groups, relax", [(None, 0.0), ([N_USERS, N_ITEMS, N_CTX], 0.0),
+                                           ([N_USERS, N_ITEMS, N_CTX], -0.9)],
+                         ids=["plain", "groups", "groups-overrelaxed"])
+def test_mcmc_equals_in_memory_chain(client, groups, relax):
     """MCMC regression: the same chain as in memory over 20 sweeps (last sample, kept
-    samples, hyper-parameters) to 1e-8, with and without feature groups."""
+    samples, hyper-parameters) to 1e-8, with and without feature groups, and with draws
+    over-relaxed after the burn-in."""
     X, y = one_hot(2500, seed=2)
     Xd, yd = dask_rows(X, y, (800, 900, 800))
     kw = dict(n_factors=3, solver="mcmc", n_iter=20, n_burn_in=5, groups=groups,
-              random_state=7)
+              overrelaxation=relax, random_state=7)
     m = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
     ref = FMRegressor(**kw).fit(X, y)
     assert_same_model(m, ref)

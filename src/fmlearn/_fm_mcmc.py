@@ -31,7 +31,8 @@ class MCMCChainMixin:
             per_sample = n_features * (self.n_factors + 1) * np.dtype(dtype).itemsize
             n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
         return MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
-                            reg_bias=self.reg_bias, groups=groups)
+                            reg_bias=self.reg_bias, relax=float(self.overrelaxation),
+                            groups=groups)
 
     def _store_mcmc(self, state, chain, n_done):
         """The learned attributes of an MCMC run: last sample, kept samples, chain."""

@@ -14,7 +14,7 @@ from ..kernels.cd_rows import Apply, Gather, Step, class_step
 from ..losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
-from ..solvers.mcmc import Chain, _keep, _reserve
+from ..solvers.mcmc import Chain, _keep, _reserve, sweep_config
 from ._fm_worker import StateLost, _bias_round, _class_round
 
 # Sweeps between rebuilds of the row caches from the model (as ALSSettings / MCMCSettings).
@@ -66,7 +66,7 @@ class _Sweeper:
             self.loss = SQUARED
             self.mode = "probit" if self.probit else "squared"
             self.cfg = Config(SQUARED, 1.0, True, True, not self.probit, float(s.reg_bias),
-                              s.alpha_0, s.beta_0, s.gamma_0, s.mu_0)
+                              s.alpha_0, s.beta_0, s.gamma_0, s.mu_0, float(s.relax))
         else:
             s = self.settings = est._als_settings(groups)
             prior = fixed_prior(groups, d, k, s.reg_linear, s.reg_pairwise)
@@ -201,7 +201,7 @@ class _Sweeper:
         d, k = st.V.shape
         n_groups = self.size.shape[0]
         sample = self.mcmc
-        cfg = self.cfg
+        cfg = sweep_config(self.cfg, self.chain, self.settings) if sample else self.cfg
         z = np.zeros(1)
         latent = None
         if sample:
@@ -227,7 +227,7 @@ class _Sweeper:
             self.chain.alpha = float(alpha)
         w0 = float(st.w0)
         st.w0 = float(_step(w0, g0, h0, cfg.reg_bias, 0.0, alpha, cfg.curv,
-                            z[0] if sample else 0.0, sample))
+                            z[0] if sample else 0.0, sample, cfg.relax))
         shift = st.w0 - w0
         zi = 1
         theta_w = st.w.reshape((d, 1))
@@ -252,7 +252,7 @@ class _Sweeper:
         self.t_client += time.perf_counter() - t0
         ap = Apply(float(shift), -1, 0, 1, 1, _E, _E, _E, -1)
         for slot, theta, col, cur, nxt, fn, lam, mu, z0 in passes:
-            step = Step(self.group, lam, mu, float(alpha), cfg.curv, z, z0, sample)
+            step = Step(self.group, lam, mu, float(alpha), cfg.curv, z, z0, sample, cfg.relax)
             # The next factor's sums start from 0 (set after the last change of the previous
             # pass, which reads the column this pass fills).
             ap = ap._replace(zero=nxt if fn >= 0 else -1)

@@ -61,10 +61,12 @@ Prior.__doc__ = """Per-group priors: ``group[j]`` (int64, d) is feature j's grou
 MCMC draws them (``hyper``) in place."""
 
 Config = namedtuple("Config", ["loss", "curv", "sample", "hyper", "draw_alpha", "reg_bias",
-                               "alpha_0", "beta_0", "gamma_0", "mu_0"])
+                               "alpha_0", "beta_0", "gamma_0", "mu_0", "relax"],
+                    defaults=(0.0,))
 Config.__doc__ = """Scalars of a sweep: loss code and smoothness, ``sample`` (MCMC draws;
 False: ALS steps), ``hyper`` (draw the groups' (lambda, mu)), ``draw_alpha`` (draw the noise
-precision; False keeps it), the prior precision of w0 and libFM's hyper-prior constants."""
+precision; False keeps it), the prior precision of w0, libFM's hyper-prior constants and
+``relax``, the over-relaxation of MCMC's draws (0: plain Gibbs; see :func:`_step`)."""
 
 Model = namedtuple("Model", ["w", "V", "scal"])
 Model.__doc__ = """The parameters updated in place: ``w`` (d,), ``V`` (d, k) and ``scal``
@@ -91,13 +93,25 @@ def gamma_shapes(d, k, group_size, cfg, sw_total):
 
 
 @njit(cache=True, nogil=True)
-def _step(old, g, hh, lam, mu, alpha, curv, noise, sample):
-    # g = sum s_i l'_i h_i, hh = sum s_i h_i^2.
+def _step(old, g, hh, lam, mu, alpha, curv, noise, sample, relax):
+    """One coordinate's new value from g = sum s_i l'_i h_i and hh = sum s_i h_i^2.
+
+    MCMC (``sample``) draws from the Gaussian full conditional N(m, 1/P). With ``relax`` = a
+    in (-1, 1) the draw is over-relaxed (Adler 1981; Neal 1998, "Suppressing random walks
+    in MCMC using ordered overrelaxation", §2): m + a (old - m) + sqrt(1 - a^2) z / sqrt(P).
+    Given the other parameters this maps N(m, 1/P) onto itself and is reversible, so the
+    chain keeps its stationary distribution (the posterior); a < 0 moves the coordinate to
+    the far side of its conditional mean, which suppresses the random walk of coordinates
+    strongly coupled to each other (v_user and v_item). a = 0 is the plain Gibbs draw.
+    """
     if sample:
         prec = alpha * hh + lam
         if prec <= 0.0:
             return old
-        return old - (alpha * g + lam * (old - mu)) / prec + noise / math.sqrt(prec)
+        m = old - (alpha * g + lam * (old - mu)) / prec
+        if relax == 0.0:
+            return m + noise / math.sqrt(prec)
+        return m + relax * (old - m) + math.sqrt(1.0 - relax * relax) * noise / math.sqrt(prec)
     denom = curv * hh + lam
     if denom <= 0.0:
         return old
@@ -115,13 +129,13 @@ def _dloss(loss, r, y, i):
 # The scalars of one coordinate update (no arrays: passing records of arrays to a function
 # called once per feature costs a reference count per array and call, measured 2x slower).
 _Step = namedtuple("_Step", ["slot", "col", "cur", "nxt", "fn", "loss", "curv", "alpha",
-                             "sample", "unit"])
+                             "sample", "unit", "relax"])
 
 
 @njit(cache=True, nogil=True)
 def _step_of(pa, cols, cfg):
     return _Step(pa.slot, pa.col, pa.cur, pa.nxt, pa.fn, cfg.loss, cfg.curv, pa.alpha,
-                 cfg.sample, cols.unit)
+                 cfg.sample, cols.unit, cfg.relax)
 
 
 @njit(cache=True, nogil=True)
@@ -155,7 +169,7 @@ def _update(j, csc, E, y, sw, theta, V, st, lam, mu, noise):
             s = 1.0 if st.unit else sw[i]
             g += s * _dloss(st.loss, E[i, 0], y, i) * h
             hh += s * h * h
-    theta[j, col] = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample)
+    theta[j, col] = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample, st.relax)
     delta = theta[j, col] - old  # in the model's precision: E stays the model's
     fn = st.fn
     if delta == 0.0 and fn < 0:
@@ -280,7 +294,7 @@ def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
         noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
         gj = group[j]
         pa.theta[j, pa.col] = _step(o, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, cfg.curv, noise,
-                                    cfg.sample)
+                                    cfg.sample, cfg.relax)
         plan.old[t] = o
         plan.delta[t] = pa.theta[j, pa.col] - o
     for b in prange(n_blocks):
@@ -381,7 +395,7 @@ def bias_step(cols, E, w0, alpha, noise, cfg):
         s = 1.0 if cols.unit else cols.sw[i]
         g += s * _dloss(cfg.loss, E[i, 0], cols.y, i)
         hh += s
-    new = _step(w0, g, hh, cfg.reg_bias, 0.0, alpha, cfg.curv, noise, cfg.sample)
+    new = _step(w0, g, hh, cfg.reg_bias, 0.0, alpha, cfg.curv, noise, cfg.sample, cfg.relax)
     delta = new - w0
     for i in range(E.shape[0]):
         E[i, 0] += delta

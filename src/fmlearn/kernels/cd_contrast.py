@@ -86,7 +86,7 @@ def _update(j, cols, E, Q, u, theta, V, st, lam, mu, noise):
         s = 1.0 if st.unit else cols.sw[t]
         g += s * E[t] * ut
         hh += s * ut * ut
-    new = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample)
+    new = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample, st.relax)
     theta[j, col] = new
     delta = theta[j, col] - old  # in the model's precision: E stays the model's
     for p in range(cols.bptr[j], cols.bptr[j + 1]):
@@ -151,7 +151,7 @@ def _bias_step(cols, E, w0, alpha, noise, cfg):
         ut = cols.rowsum[t]
         g += s * E[t] * ut
         hh += s * ut * ut
-    new = _step(w0, g, hh, cfg.reg_bias, 0.0, alpha, cfg.curv, noise, cfg.sample)
+    new = _step(w0, g, hh, cfg.reg_bias, 0.0, alpha, cfg.curv, noise, cfg.sample, cfg.relax)
     delta = new - w0
     for t in range(E.shape[0]):
         E[t] += delta * cols.rowsum[t]

@@ -89,7 +89,8 @@ def bias_sums(rows, E, loss):
     return g, hh, rss, ok
 
 
-Step = namedtuple("Step", ["group", "lam", "mu", "alpha", "curv", "z", "z0", "sample"])
+Step = namedtuple("Step", ["group", "lam", "mu", "alpha", "curv", "z", "z0", "sample",
+                           "relax"])
 Step.__doc__ = """Settings of one pass's coordinate steps: feature groups ``group`` (d,) and
 their prior ``lam``, ``mu`` (G,), noise precision ``alpha``, smoothness ``curv``, the sweep's
 standard normals ``z`` read at ``z0 + j`` for feature j when ``sample`` (MCMC)."""
@@ -106,7 +107,7 @@ def class_step(feats, theta, col, G, H, st, old, delta):
         gj = st.group[j]
         noise = st.z[st.z0 + j] if st.sample else 0.0
         theta[j, col] = _step(o, G[t], H[t], st.lam[gj], st.mu[gj], st.alpha, st.curv, noise,
-                              st.sample)
+                              st.sample, st.relax)
         old[t] = o
         delta[t] = theta[j, col] - o
 

@@ -41,7 +41,7 @@ from ..losses import SQUARED
 from . import _fm_common as common
 from ._fm_common import group_index
 from .als import fixed_prior, run_sweeps
-from .mcmc import _reserve, run_chain
+from .mcmc import _reserve, run_chain, sweep_config
 from .sgd import run_epochs, sgd_config
 
 __all__ = ["ContrastData", "contrast_rows", "contrast_data", "target_residuals",
@@ -196,7 +196,7 @@ def mcmc_contrast_solver(data, state, chain, settings, seed, callback=None):
     group, size = settings.groups if settings.groups is not None else group_index(None, d)
     prior = Prior(group, size, chain.lambda_w, chain.mu_w, chain.lambda_v, chain.mu_v)
     cfg = Config(SQUARED, 1.0, True, True, True, float(settings.reg_bias), settings.alpha_0,
-                 settings.beta_0, settings.gamma_0, settings.mu_0)
+                 settings.beta_0, settings.gamma_0, settings.mu_0, float(settings.relax))
     shapes = gamma_shapes(d, k, prior.group_size, cfg, float(data.sw.sum()))
     nz = n_normals(d, k, prior.group_size.shape[0])
     model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
@@ -209,7 +209,8 @@ def mcmc_contrast_solver(data, state, chain, settings, seed, callback=None):
 
     def sweep(rs):
         return contrast_sweep(cols, plan, prior, model, E, Q, u,
-                              (rs.standard_normal(nz), rs.standard_gamma(shapes)), cfg)
+                              (rs.standard_normal(nz), rs.standard_gamma(shapes)),
+                              sweep_config(cfg, chain, settings))
 
     return run_chain(settings, seed, chain, state, model, sweep, refresh,
                      None if callback is None else lambda it: callback(it, E))

@@ -14,7 +14,19 @@ group, every w_j, (lambda_f, mu_f) of every group and factor, and every v_jf, ea
 conditional, in one compiled call (``kernels.cd.coordinate_sweep``). Its random numbers are
 drawn beforehand in two vectorised calls (standard normals and standard gammas, whose shapes do
 not depend on the state; the kernel scales them), so the chain does not depend on the number of
-threads.
+threads. With ``relax`` (the estimator's ``overrelaxation``) the draws after the burn-in are
+over-relaxed (:func:`sweep_config`, ``kernels.cd._step``): same posterior, other dynamics.
+
+Read against libFM 1.4.4's ``fm_learn_mcmc.h`` / ``fm_learn_mcmc_simultaneous.h`` with
+``-meta``, the model and the order of the draws are the same (alpha; w0 with a flat prior;
+lambda then mu of each group from the previous mu; every w_j; lambda then mu of every factor
+and group; V factor by factor; group sizes count every feature, those absent from the training
+rows drawn from their prior); libFM's gamma_0 and beta_0 trade places in the formulas, the same
+at the defaults 1, 1. What differs: the random numbers (libFM: ``rand()`` seeded by ``-seed``,
+Leva's normals, Marsaglia-Tsang gammas); the visiting order inside a colour class (a Gibbs
+scan order, not the posterior); the residuals rebuilt every ``refresh_every`` sweeps (libFM:
+every sweep); the prediction averages the clipped samples after the burn-in (libFM: of every
+sweep, from the first).
 
 Sample weights s_i multiply each row's Gaussian log-likelihood (an integer weight m equals m
 repeated rows for regression; for probit it tempers the latent Gaussian of the row).
@@ -49,6 +61,7 @@ class MCMCSettings:
     beta_0: float = 1.0
     gamma_0: float = 1.0
     mu_0: float = 0.0
+    relax: float = 0.0  # over-relaxation of the draws (kernels.cd._step); 0: plain Gibbs
     refresh_every: int = 10
     groups: object = None  # None, or (group (d,) int64, group_size (G,) float64)
 
@@ -103,6 +116,20 @@ def draw_latent(pred, ysign, u):
     return ysign * z
 
 
+def sweep_config(cfg, chain, settings):
+    """The :class:`~fmlearn.kernels.cd.Config` of the chain's next sweep: plain Gibbs draws
+    during the burn-in, over-relaxed ones (``settings.relax``) after it.
+
+    Over-relaxation keeps the posterior but moves each coordinate only to ``a (old - m)`` from
+    its conditional mean m: from a start far from the posterior (the burn-in) it converges
+    |a| times per sweep where Gibbs jumps at once, and on MovieLens-100K (100 sweeps, no
+    groups) a chain over-relaxed from the start predicted a validation split at 0.938 against
+    Gibbs's 0.916. The burn-in sweeps are therefore plain Gibbs draws."""
+    if cfg.relax == 0.0 or chain.t >= settings.n_burn_in:
+        return cfg
+    return cfg._replace(relax=0.0)
+
+
 def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None):
     """Run ``settings.n_iter`` Gibbs sweeps; ``state`` and ``chain`` are updated in place.
 
@@ -132,7 +159,8 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
     group, size = settings.groups if settings.groups is not None else group_index(None, d)
     prior = Prior(group, size, chain.lambda_w, chain.mu_w, chain.lambda_v, chain.mu_v)
     cfg = Config(SQUARED, 1.0, True, True, not settings.probit, float(settings.reg_bias),
-                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0)
+                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0,
+                 float(settings.relax))
     shapes = gamma_shapes(d, k, size, cfg, float(data.sw.sum()))
     nz = n_normals(d, k, size.shape[0])
     model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
@@ -150,7 +178,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
             target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
             E[:, 0] = pred - target
         return coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
-                                rs.standard_gamma(shapes), cfg)
+                                rs.standard_gamma(shapes), sweep_config(cfg, chain, settings))
 
     return run_chain(settings, seed, chain, state, model, sweep,
                      lambda: refresh_row_state(E, data.csr, state, target),
