@@ -30,8 +30,8 @@ from .losses import LOSS_CODES
 from .solvers._fm_common import (
     FMState,
     auto_init_stdev,
+    check_groups,
     column_data,
-    group_index,
     init_state,
     square_stats,
 )
@@ -47,35 +47,6 @@ def _solver_is_sgd(est):
             f"solver={est.solver!r}); ALS and MCMC sweep over the whole data set"
         )
     return True
-
-
-def _feature_groups(groups, n_features):
-    """Validate ``groups`` (see :class:`FMRegressor`) into ``(group, group_size)`` or None.
-
-    A sequence of length ``n_features`` gives each feature's group id (libFM's ``-meta``);
-    any other length lists group sizes in column order (myFM's ``group_shapes``).
-    """
-    if groups is None:
-        return None
-    arr = np.asarray(groups)
-    if arr.ndim != 1 or arr.shape[0] == 0:
-        raise ValueError(f"groups must be a 1-D sequence of integers, got shape {arr.shape}")
-    if arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not (
-            np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)))):
-        raise ValueError(f"groups must hold integers, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if arr.shape[0] == n_features:  # one group id per feature
-        if arr.min() < 0:
-            raise ValueError(f"groups holds a negative group id ({arr.min()})")
-        if arr.max() >= n_features:
-            raise ValueError(f"groups holds group id {arr.max()}, more than one group per "
-                             f"feature ({n_features} features); ids must be < {n_features}")
-        return group_index(arr, n_features)
-    if np.any(arr < 1) or arr.sum() != n_features:
-        raise ValueError(f"groups of length {arr.shape[0]} is read as group sizes in column "
-                         f"order: they must be positive and sum to n_features={n_features} "
-                         f"(got sum {arr.sum()}); or give one group id per feature")
-    return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
 
 
 class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
@@ -163,7 +134,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
     def _check_groups(self, n_features):
         """``(group, group_size)`` from ``groups`` (or None), with the penalties checked
         against the number of groups; raises ValueError naming the problem."""
-        groups = _feature_groups(self.groups, n_features)
+        groups = check_groups(self.groups, n_features)
         n_groups = 1 if groups is None else groups[1].shape[0]
         for name in ("reg_linear", "reg_pairwise"):
             value = getattr(self, name)
@@ -364,7 +335,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
-        groups = _feature_groups(self.groups, d)
+        groups = check_groups(self.groups, d)
         if self.solver_ == "mcmc":
             self._check_loaded_chain(d, k, 1 if groups is None else groups[1].shape[0])
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
@@ -424,10 +395,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         SGD: ``fit`` returns the mean of the models at the end of the last ``average_epochs``
         epochs (tail averaging; Polyak & Juditsky 1992, Rakhlin et al. 2012): the noise of a
         constant step averages out. 1 returns the last epoch's model (libFM). ``"auto"``: a
-        tenth of ``n_iter``, rounded up (the last iterate up to 10 epochs; on MovieLens-100K
-        at libFM's settings the test RMSE drops by 0.0009, ``benchmarks/RESULTS.md``). The
-        per-epoch ``history_`` shows the epochs' own models; ``partial_fit`` (one epoch) does
-        not average.
+        tenth of ``n_iter``, rounded up (MovieLens-100K at libFM's settings: test RMSE -0.0009,
+        benchmarks/RESULTS.md). ``history_`` shows the epochs' own models; ``partial_fit``
+        does not average.
     n_burn_in : int or None, default=None
         MCMC sweeps discarded before samples are kept for prediction (None:
         ``min(10, n_iter // 10)``; from the default init_stdev the chain mixes within a few sweeps).
@@ -435,17 +405,16 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         MCMC: at most this many evenly spaced samples are kept for ``predict`` (when more
         sweeps are run, every other kept sample is dropped and the spacing doubles). None keeps
         every sample after burn-in as long as they fit in 256 MB (at least 10): on
-        MovieLens-100K (d = 2625, k = 8) that is all of 500 sweeps, whose average predicts
-        better than 100 thinned ones (test RMSE lower by 0.0010 +- 0.0002 over 3 splits,
-        ``benchmarks/rmse_seeds.py``; see benchmarks/RESULTS.md).
+        MovieLens-100K all of 500 sweeps, whose average predicts better than 100 thinned ones
+        (test RMSE -0.0010 +- 0.0002, benchmarks/RESULTS.md).
     overrelaxation : float in (-1, 1), default=0.0
         MCMC: after the burn-in, each draw from a Gaussian full conditional N(m, s^2) is
         over-relaxed (Adler 1981; Neal 1998), ``m + a (old - m) + sqrt(1 - a^2) s z``: the
         same posterior, less random walk between coupled parameters (a user's and an item's
-        factors). 0 is libFM's Gibbs draw. On a validation split of MovieLens-100K's training
-        rows, -0.9 predicts better after 500 sweeps with user/item groups (RMSE 0.8980 against
-        0.9004) but much worse after 100 (0.920 and 0.933 against 0.906 and 0.916, with and
-        without groups): the factors leave their small start slowly. For long chains only.
+        factors). 0 is libFM's Gibbs draw. On a validation split of MovieLens-100K, -0.9
+        predicts better after 500 sweeps with groups (RMSE 0.8980 against 0.9004) but worse
+        after 100 (0.920 against 0.906): the factors leave their small start slowly. For long
+        chains only.
     groups : array-like of int or None, default=None
         Feature groups, each with its own priors (libFM's ``-meta``, myFM's
         ``group_shapes``): a sequence of length ``n_features`` gives each feature's group id

@@ -183,6 +183,35 @@ def group_index(groups, n_features):
     return group, np.bincount(group).astype(np.float64)
 
 
+def check_groups(groups, n_features):
+    """Validate ``groups`` (see :class:`fmlearn.FMRegressor`) into ``(group, group_size)`` or None.
+
+    A sequence of length ``n_features`` gives each feature's group id (libFM's ``-meta``);
+    any other length lists group sizes in column order (myFM's ``group_shapes``).
+    """
+    if groups is None:
+        return None
+    arr = np.asarray(groups)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise ValueError(f"groups must be a 1-D sequence of integers, got shape {arr.shape}")
+    if arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and not (
+            np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)))):
+        raise ValueError(f"groups must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.shape[0] == n_features:  # one group id per feature
+        if arr.min() < 0:
+            raise ValueError(f"groups holds a negative group id ({arr.min()})")
+        if arr.max() >= n_features:
+            raise ValueError(f"groups holds group id {arr.max()}, more than one group per "
+                             f"feature ({n_features} features); ids must be < {n_features}")
+        return group_index(arr, n_features)
+    if np.any(arr < 1) or arr.sum() != n_features:
+        raise ValueError(f"groups of length {arr.shape[0]} is read as group sizes in column "
+                         f"order: they must be positive and sum to n_features={n_features} "
+                         f"(got sum {arr.sum()}); or give one group id per feature")
+    return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
+
+
 def square_stats(indptr, data, sw):
     """(sum of s_i x_ij^2, sum of s_i over the non-zero x_ij): the weighted statistics of
     :func:`auto_init_stdev` (a row of weight m counts as m repeated rows; summed over
