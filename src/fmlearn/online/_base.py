@@ -100,21 +100,27 @@ AUTO_LINEAR_RATE = 0.5
 MAX_SCALE = 1e300
 
 
+def inverse_root(mean2, what, param):
+    """1 / sqrt(mean2), ``mean2`` a weighted mean of squared feature values: the ``x_scale_``
+    of an "auto" rule; a clear error when it overflowed or is 0 (``what``: for what the scale
+    is derived, ``param``: the parameter to give instead)."""
+    if not np.isfinite(mean2):
+        raise ValueError(f"feature values are too large for {what} (their squares overflow "
+                         f"float64); rescale X")
+    if not mean2 > 0:
+        raise ValueError(f"{param}='auto' needs rows with non-zero features (of positive "
+                         f"weight); give {param}")
+    return float(1.0 / np.sqrt(mean2))
+
+
 def value_scale(X, sw):
     """1 / the root mean square of the non-zero values of the rows X (each row's values
     weighted by its weight): the ``x_scale_`` that brings a typical feature value to 1."""
-    counts = np.diff(X.indptr)
-    w = np.repeat(sample_weights(sw), counts)
+    w = np.repeat(sample_weights(sw), np.diff(X.indptr))
     total = float(w.sum())
     with np.errstate(over="ignore"):
         mean2 = float(np.dot(w, X.data ** 2)) / total if total > 0 else 0.0
-    if not np.isfinite(mean2):
-        raise ValueError("feature values are too large (their squares overflow float64); "
-                         "rescale X")
-    if not mean2 > 0:
-        raise ValueError("the first rows have no non-zero feature of positive weight: an "
-                         "'auto' scale cannot be derived from them; give learning_rate")
-    return float(1.0 / np.sqrt(mean2))
+    return inverse_root(mean2, "the FTRL steps", "learning_rate")
 
 
 def check_loaded_float(est, name, required):

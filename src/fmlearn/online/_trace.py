@@ -41,7 +41,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._threads import blas_single_thread
 from ..kernels.steps import OK
 from ..losses import loss_value_np
-from ._base import intercept_of, running_intercepts, sample_weights, target_spread
+from ._base import (
+    intercept_of,
+    inverse_root,
+    running_intercepts,
+    sample_weights,
+    target_spread,
+)
 
 # rows of the first batch on which trace_bound="auto" compares its candidates
 AUTO_TRACE_ROWS = 8000
@@ -75,14 +81,9 @@ def row_norms2(X):
 
 def auto_x_scale(X, sw):
     """1 / sqrt(mean ||x||^2) of the rows (weighted; module docstring)."""
-    norm2 = float(np.dot(sample_weights(sw), row_norms2(X)))
-    if not np.isfinite(norm2):
-        raise ValueError("feature values are too large for the trace-norm bound (their "
-                         "squares overflow float64); rescale X")
-    if not norm2 > 0:
-        raise ValueError("trace_bound='auto' needs rows with non-zero features (of positive "
-                         "weight); give trace_bound")
-    return float(1.0 / np.sqrt(norm2))
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm2 = float(np.dot(sample_weights(sw), row_norms2(X)))
+    return inverse_root(norm2, "the trace-norm bound", "trace_bound")
 
 
 def auto_candidates(y, sw, classifier, augment):
