@@ -18,7 +18,7 @@ ESTIMATORS = [
     CCFMRegressor("ogd", trace_bound=3.0),
     CCFMRegressor("pa", trace_bound=3.0),
     CCFMRegressor("ftrl", trace_bound=3.0),
-    OnlineFMRegressor(n_factors=3),
+    OnlineFMRegressor(n_factors=3, learning_rate=0.1),
     OnlineFMRegressor("ogd", n_factors=3),
     OnlineFMRegressor("pa", n_factors=3),
     OnlineCFMRegressor(trace_bound=3.0, learning_rate=0.1),
@@ -28,7 +28,7 @@ ESTIMATORS = [
 CLASSIFIERS = [
     CCFMClassifier(trace_bound=20.0, gamma_power=1.0),
     CCFMClassifier("ftrl", trace_bound=20.0),
-    OnlineFMClassifier(n_factors=3),
+    OnlineFMClassifier(n_factors=3, learning_rate=0.1),
     OnlineCFMClassifier(trace_bound=20.0, learning_rate=0.1),
 ]
 

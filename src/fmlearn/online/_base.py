@@ -68,6 +68,73 @@ def intercept_of(stats, classifier):
     return float(stats[1] / stats[0]) if stats[0] > 0 else 0.0
 
 
+def sample_weights(sw):
+    """The row weights normalised to sum 1 (uniform when they sum to 0)."""
+    total = sw.sum()
+    return sw / total if total > 0 else np.full(sw.shape[0], 1.0 / max(sw.shape[0], 1))
+
+
+def target_spread(y, sw, classifier):
+    """The scale s of the targets: their weighted standard deviation (regression; |mean| or
+    1 when they are constant), 1 (a unit of log-odds) for a classifier."""
+    if classifier:
+        return 1.0
+    w = sample_weights(sw)
+    mean = float(np.dot(w, y))
+    spread = float(np.sqrt(np.dot(w, (y - mean) ** 2)))
+    if not spread > 0:
+        spread = abs(mean) if mean != 0 else 1.0
+    return spread
+
+
+# learning_rate="auto" of the FTRL learners (OnlineFM, OnlineCFM): FTRL-Proximal's alpha of
+# (w0, w) is AUTO_LINEAR_RATE x the targets' spread s (:func:`target_spread`; 1 for a
+# classifier). Its per-coordinate steps are normalised by the root of the summed squared
+# gradients (McMahan et al. 2013), so a weight moves by about alpha per round and by at most
+# about alpha sqrt(m) over m rounds whatever the gradients' scale: alpha must carry the unit of
+# the targets (on rows brought to a unit scale, ``x_scale_``), or a weight of size 500 takes
+# thousands of rounds to reach.
+AUTO_LINEAR_RATE = 0.5
+
+# a resolved scale or rate beyond this (or below its inverse) is refused in a loaded model
+MAX_SCALE = 1e300
+
+
+def inverse_root(mean2, what, param):
+    """1 / sqrt(mean2), ``mean2`` a weighted mean of squared feature values: the ``x_scale_``
+    of an "auto" rule; a clear error when it overflowed or is 0 (``what``: for what the scale
+    is derived, ``param``: the parameter to give instead)."""
+    if not np.isfinite(mean2):
+        raise ValueError(f"feature values are too large for {what} (their squares overflow "
+                         f"float64); rescale X")
+    if not mean2 > 0:
+        raise ValueError(f"{param}='auto' needs rows with non-zero features (of positive "
+                         f"weight); give {param}")
+    return float(1.0 / np.sqrt(mean2))
+
+
+def value_scale(X, sw):
+    """1 / the root mean square of the non-zero values of the rows X (each row's values
+    weighted by its weight): the ``x_scale_`` that brings a typical feature value to 1."""
+    w = np.repeat(sample_weights(sw), np.diff(X.indptr))
+    total = float(w.sum())
+    with np.errstate(over="ignore"):
+        mean2 = float(np.dot(w, X.data ** 2)) / total if total > 0 else 0.0
+    return inverse_root(mean2, "the FTRL steps", "learning_rate")
+
+
+def check_loaded_float(est, name, required):
+    """A loaded resolved value ``name`` (e.g. ``x_scale_``) is a positive finite float, present
+    when ``required``."""
+    value = est.__dict__.get(name)
+    if value is None:
+        if required:
+            raise ValueError(f"the model's parameters need {name} but it has none")
+        return
+    if not isinstance(value, float) or not 0 < value < MAX_SCALE or not 1 / value < MAX_SCALE:
+        raise ValueError(f"{name} = {value!r} must be a positive finite float")
+
+
 class _OnlineBase(BaseFM):
     """Validation, the live learner, fit / partial_fit and prequential predictions."""
 
@@ -268,6 +335,7 @@ class _OnlineBase(BaseFM):
             if not warm:  # a fresh fit resolves the "auto" parameters again
                 self.__dict__.pop("trace_bound_", None)
                 self.__dict__.pop("x_scale_", None)
+                self.__dict__.pop("learning_rate_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             rng = check_random_state(self.random_state)
             if self.shuffle:
@@ -360,6 +428,7 @@ class _OnlineBase(BaseFM):
         """Every state array against the others and the parameters (shapes, counters and
         indices within bounds, finiteness), then a prediction of a row touching every
         feature: a crafted file fails here, never in a kernel."""
+        check_loaded_float(self, "x_scale_", False)
         learner = self._learner()
         template = self._new_learner(int(self.n_features_in_), None)
         learner.check_state(template)

@@ -41,7 +41,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._threads import blas_single_thread
 from ..kernels.steps import OK
 from ..losses import loss_value_np
-from ._base import intercept_of, running_intercepts
+from ._base import (
+    intercept_of,
+    inverse_root,
+    running_intercepts,
+    sample_weights,
+    target_spread,
+)
 
 # rows of the first batch on which trace_bound="auto" compares its candidates
 AUTO_TRACE_ROWS = 8000
@@ -73,34 +79,11 @@ def row_norms2(X):
                            weights=X.data ** 2, minlength=X.shape[0])
 
 
-def _weights(sw):
-    total = sw.sum()
-    return sw / total if total > 0 else np.full(sw.shape[0], 1.0 / max(sw.shape[0], 1))
-
-
 def auto_x_scale(X, sw):
     """1 / sqrt(mean ||x||^2) of the rows (weighted; module docstring)."""
-    norm2 = float(np.dot(_weights(sw), row_norms2(X)))
-    if not np.isfinite(norm2):
-        raise ValueError("feature values are too large for the trace-norm bound (their "
-                         "squares overflow float64); rescale X")
-    if not norm2 > 0:
-        raise ValueError("trace_bound='auto' needs rows with non-zero features (of positive "
-                         "weight); give trace_bound")
-    return float(1.0 / np.sqrt(norm2))
-
-
-def target_spread(y, sw, classifier):
-    """The scale s of the targets: their weighted standard deviation (regression; |mean| or
-    1 when they are constant), 1 (a unit of log-odds) for a classifier."""
-    if classifier:
-        return 1.0
-    w = _weights(sw)
-    mean = float(np.dot(w, y))
-    spread = float(np.sqrt(np.dot(w, (y - mean) ** 2)))
-    if not spread > 0:
-        spread = abs(mean) if mean != 0 else 1.0
-    return spread
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm2 = float(np.dot(sample_weights(sw), row_norms2(X)))
+    return inverse_root(norm2, "the trace-norm bound", "trace_bound")
 
 
 def auto_candidates(y, sw, classifier, augment):
@@ -197,7 +180,4 @@ class TraceBounded:
             raise ValueError("trace_bound='auto' but the model has no trace_bound_")
         if tb is not None and (not isinstance(tb, float) or not 0 < tb < MAX_BOUND):
             raise ValueError(f"trace_bound_ = {tb!r} must be a positive finite float")
-        c = self.__dict__.get("x_scale_", 1.0)
-        if not isinstance(c, float) or not 0 < c < MAX_BOUND or not 1 / c < MAX_BOUND:
-            raise ValueError(f"x_scale_ = {c!r} must be a positive finite float")
         super()._check_loaded_state()

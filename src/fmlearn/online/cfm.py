@@ -9,19 +9,15 @@ from sklearn.utils.validation import check_is_fitted
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
 from ._base import (
+    AUTO_LINEAR_RATE,
     _LinearPart,
     _OnlineBase,
     _OnlineClassifier,
     _RegressorRange,
+    check_loaded_float,
+    target_spread,
 )
-from ._trace import MAX_BOUND, TRACE_BOUND_CONSTRAINT, TraceBounded, target_spread
-
-# learning_rate="auto": FTRL-Proximal's alpha of (w0, w) is AUTO_LINEAR_RATE x the targets'
-# standard deviation (regression; 1 for a classifier). Its per-coordinate steps are normalised
-# by the root of the summed squared gradients (McMahan et al. 2013), so a weight moves by about
-# alpha whatever the gradients' scale: alpha must carry the unit of the targets (on rows of mean
-# ||x||^2 = 1, x_scale_), or a weight of size 500 takes thousands of rounds to reach.
-AUTO_LINEAR_RATE = 0.5
+from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded
 
 
 class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
@@ -92,11 +88,7 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
         return float(self.learning_rate)
 
     def _check_loaded_state(self):
-        lr = self.__dict__.get("learning_rate_")
-        if lr is None and self.learning_rate == "auto":
-            raise ValueError("learning_rate='auto' but the model has no learning_rate_")
-        if lr is not None and (not isinstance(lr, float) or not 0 < lr < MAX_BOUND):
-            raise ValueError(f"learning_rate_ = {lr!r} must be a positive finite float")
+        check_loaded_float(self, "learning_rate_", self.learning_rate == "auto")
         super()._check_loaded_state()
 
     def interaction_matrix(self):
