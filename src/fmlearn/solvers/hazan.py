@@ -41,7 +41,7 @@ Corrections to the printed algorithm (seed 004 §2.4), each derived from Eq. 2-3
   no difference after the first step a_0 = 1) and keep iterates with tr(W) <= eta.
 
 Classification (an extension beyond the paper): the logistic loss sum s_i log(1 + exp(-y_i f_i))
-+ lam1/2 ||w_{1:}||^2. The linear part has no closed form; it is re-fitted by L-BFGS warm-started
++ lam1/2 ||w_{1:}||^2. The linear part has no closed form; it is re-fitted by Newton's method
 from the previous w after every step (so W follows Frank-Wolfe on the partially minimized,
 still convex objective), and the step is the exact 1-D minimizer of the smooth loss along the
 segment (safeguarded Newton) or 2/(t+2). The same operator gives the gradient with
