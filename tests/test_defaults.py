@@ -6,6 +6,8 @@ trace bound or initial scale ignores the units fits only the linear part, and fa
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from sklearn.metrics import roc_auc_score
 
 import fmlearn
 
@@ -66,3 +68,49 @@ def test_classifier_defaults_beat_the_majority(cls, x_scale, positive_share):
     assert error <= BAR * baseline, (error, baseline)
     # The decision is not the majority class: positives are predicted where they are.
     assert np.sum(pred[yte == 1] == 1) >= 0.5 * np.sum(yte == 1)
+
+
+def _sparse_imbalanced(n, d=100, nnz=6, positive_share=0.04, seed=0):
+    """Binary sparse rows (``nnz`` active features of ``d``), a linear + rank-3 pairwise score
+    plus noise, and the top ``positive_share`` of scores labelled 1."""
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix((np.ones(n * nnz), (np.repeat(np.arange(n), nnz),
+                                          rng.integers(0, d, n * nnz))), shape=(n, d))
+    X.data[:] = 1.0  # a feature drawn twice in a row is still a 0/1 feature
+    w, V = rng.standard_normal(d), 0.5 * rng.standard_normal((d, 3))
+    score = X @ w + 0.5 * (((X @ V) ** 2).sum(1) - (X @ (V ** 2)).sum(1))
+    score += 0.3 * rng.standard_normal(n)
+    return X, (score > np.quantile(score, 1.0 - positive_share)).astype(int)
+
+
+IMBALANCED = {"mcmc": lambda: fmlearn.FMClassifier(random_state=0),
+              "als": lambda: fmlearn.FMClassifier(solver="als", random_state=0),
+              "sgd": lambda: fmlearn.FMClassifier(solver="sgd", random_state=0),
+              "convex": lambda: fmlearn.ConvexFMClassifier(random_state=0)}
+
+
+@pytest.mark.parametrize("name", list(IMBALANCED))
+def test_imbalanced_decision_follows_the_probabilities(name):
+    """4% positives, scores that rank well: the intercept is learned (the held-out
+    probabilities add up to the number of positives within a factor 2), and the decision at
+    P = 1/2 predicts positives where they are and errs less than predicting the top-k scores
+    with k the true number of positives. ALS and SGD predict 78 and 68 of the 122 positives;
+    MCMC and the convex FM 37 and 34, at 95% precision: the decision of calibrated but
+    uncertain probabilities (the held-out rows they leave negative at P in (0.25, 0.5] are
+    positive in 46-48% of cases, and the top-k decision errs more), not a shrunk intercept.
+    From 20,000 training rows of the same generator MCMC predicts 82 of 122."""
+    X, y = _sparse_imbalanced(8000)
+    Xtr, ytr, Xte, yte = X[:5000], y[:5000], X[5000:], y[5000:]
+    model = IMBALANCED[name]().fit(Xtr, ytr)
+    scores, proba = model.decision_function(Xte), model.predict_proba(Xte)[:, 1]
+    n_pos = int(yte.sum())
+    assert roc_auc_score(yte, scores) > 0.9
+    assert 0.5 * n_pos <= proba.sum() <= 2.0 * n_pos, (proba.sum(), n_pos)
+    pred = model.predict(Xte)
+    np.testing.assert_array_equal(pred, (proba > 0.5).astype(int))
+    assert pred.sum() >= 0.25 * n_pos and np.mean(yte[pred == 1]) >= 0.6, (pred.sum(), n_pos)
+    top_k = np.zeros_like(yte)
+    top_k[np.argsort(-scores)[:n_pos]] = 1
+    assert np.mean(pred != yte) <= np.mean(top_k != yte)
+    if name in ("als", "sgd"):
+        assert 0.5 * n_pos <= pred.sum() <= 2.0 * n_pos, (pred.sum(), n_pos)

@@ -392,7 +392,7 @@ class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
              W psd, tr(W) <= trace_bound
 
     still a convex problem. The paper treats the squared loss only; here the linear part is
-    re-fitted by L-BFGS after every Frank-Wolfe step (it has no closed form), and the exact
+    re-fitted by Newton's method after every Frank-Wolfe step (it has no closed form), and the exact
     step minimizes the smooth logistic loss along the segment. ``predict_proba`` is the
     sigmoid of the score.
 

@@ -263,3 +263,36 @@ def quadratic_part(pair, P, lam, block=16):
         S = np.asarray(X @ P[:, k:k + block])
         q += (S * S) @ lam[k:k + block]
     return 0.5 * q
+
+
+# -- the exact logistic step along a segment -----------------------------------------------------
+def logistic_line_search(y, sw, base, delta):
+    """argmin over a in [0, 1] of sum s log(1 + exp(-y (base + a delta))) (safeguarded Newton
+    on the increasing derivative)."""
+    data = CFMData(None, None, None, None, np.asarray(y, dtype=np.float64),
+                   np.asarray(sw, dtype=np.float64))
+    vec = {"f": np.asarray(base, dtype=np.float64), "delta": np.asarray(delta, dtype=np.float64)}
+    return safeguarded_newton(lambda a: blk_logistic_segment(data, vec, a))
+
+
+def safeguarded_newton(derivs):
+    """argmin over [0, 1] of a convex function given ``derivs(a) -> (first, second)``
+    derivatives (Newton steps kept inside a shrinking bracket, else bisection)."""
+    if derivs(1.0)[0] <= 0.0:
+        return 1.0
+    if derivs(0.0)[0] >= 0.0:
+        return 0.0
+    lo, hi, a = 0.0, 1.0, 0.5
+    for _ in range(100):
+        d1, d2 = derivs(a)
+        if d1 < 0.0:
+            lo = a
+        else:
+            hi = a
+        if hi - lo < 1e-12:
+            break
+        newton = a - d1 / d2 if d2 > 0.0 else -1.0
+        if lo < newton < hi and abs(newton - a) <= 1e-10:
+            return newton  # Newton converges from one side: the bracket would not shrink
+        a = newton if lo < newton < hi else 0.5 * (lo + hi)
+    return a
