@@ -525,6 +525,26 @@ def test_online_without_matplotlib_still_saves_the_model(files, tmp_path, capsys
     assert f"model saved to {model}" in out
 
 
+def test_online_ccfm_takes_the_estimators_defaults(files, tmp_path, capsys):
+    """Without --trace-bound / --gamma-power the CLI's CCFM is the estimator's default one (the
+    bound derived from the data, gamma_power 1), and fits what the API fits."""
+    model = tmp_path / "m.fmz"
+    code, _, err = run(capsys, "online", files["r_train"], "--model", "ccfm", "--seed", 0,
+                       "--save", model)
+    assert code == 0, err
+    m = fmlearn.load(model)
+    ref = fmlearn.CCFMRegressor(random_state=0)
+    assert m.trace_bound == "auto" and m.gamma_power == ref.gamma_power
+    X, y = _read(files["r_train"], D)
+    ref.partial_fit(X, y)  # one batch of 10,000 rows: the whole file, as the CLI feeds it
+    assert m.trace_bound_ == ref.trace_bound_
+    assert np.allclose(m.predict(X), ref.predict(X), rtol=1e-10, atol=1e-10)
+    code, _, err = run(capsys, "online", files["r_train"], "--model", "ccfm", "--trace-bound",
+                       "-1")
+    assert code == 2 and "argument --trace-bound: expected a finite number > 0" in err
+    assert "Traceback" not in err
+
+
 def test_reproduce_without_matplotlib_keeps_its_results(tmp_path, capsys, monkeypatch):
     module = types.ModuleType("fmlearn_fake_plotting_experiment")
 

@@ -25,6 +25,12 @@ from ._common import (
     widen,
 )
 
+
+def _bound(text):
+    """``--trace-bound``: a positive number or ``auto``."""
+    return text if text == "auto" else positive_float(text)
+
+
 _LEARNERS = {"ccfm": ("ocg", "ogd", "pa", "ftrl"), "fm": ("ftrl", "ogd", "pa"), "cfm": ("ftrl",)}
 
 
@@ -64,14 +70,16 @@ def _add_model_arguments(p):
     p.add_argument("--loss", choices=["squared", "logistic"], default="squared",
                    help="squared: regression (RMSE); logistic: binary classification (error "
                         "rate, AUC); default squared")
-    p.add_argument("--trace-bound", type=positive_float, default=10.0, metavar="D",
-                   help="ccfm, cfm: trace-norm bound (default 10)")
+    p.add_argument("--trace-bound", type=_bound, default="auto", metavar="D",
+                   help="ccfm, cfm: trace-norm bound, a number or 'auto' (default: auto, "
+                        "derived from the first batch as the estimators' trace_bound='auto')")
     p.add_argument("--learning-rate", type=positive_float, default=None, metavar="E",
                    help="the estimator's learning_rate: ccfm ocg: weight of the accumulated "
                         "gradient; ccfm ogd/ftrl, fm ogd: step size; fm ftrl, cfm: FTRL alpha "
                         "of w0 and w (default: the estimator's)")
-    p.add_argument("--gamma-power", type=nonneg_float, default=0.5, metavar="P",
-                   help="ccfm ocg: gamma_t = t^-P (default 0.5, the paper's)")
+    p.add_argument("--gamma-power", type=nonneg_float, default=None, metavar="P",
+                   help="ccfm ocg: gamma_t = t^-P (default: the estimator's, 1, an averaged "
+                        "iterate; the paper's 0.5 gives the final iterate)")
     p.add_argument("--power-t", type=nonneg_float, default=0.5, metavar="P",
                    help="ogd, ftrl: step size eta / t^P (default 0.5)")
     p.add_argument("--no-self-interaction", action="store_true",
@@ -105,7 +113,9 @@ def build_online_estimator(args):
     if args.learning_rate is not None:
         kw["learning_rate"] = args.learning_rate
     if args.model == "ccfm":
-        return cls(learner, trace_bound=args.trace_bound, gamma_power=args.gamma_power,
+        if args.gamma_power is not None:
+            kw["gamma_power"] = args.gamma_power
+        return cls(learner, trace_bound=args.trace_bound,
                    power_t=args.power_t, self_interaction=not args.no_self_interaction,
                    random_state=args.seed, **kw)
     if args.no_self_interaction:
