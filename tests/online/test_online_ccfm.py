@@ -280,7 +280,9 @@ def test_bad_input_raises_clear_errors(regression_data):
     with pytest.raises(ValueError, match="features"):
         m.partial_fit(X[:, :5], y)
     with pytest.raises(ValueError, match="too large"):
-        CCFMRegressor().fit(X * 1e160, y)
+        CCFMRegressor(trace_bound=10.0).fit(X * 1e160, y)
+    with pytest.raises(ValueError, match="too large"):  # "auto": the columns' divisors
+        CCFMRegressor().fit(X * 1e300, y)
     with pytest.raises(ValueError, match="learner"):
         m.set_params(learner="ogd").predict(X)
     with pytest.raises(ValueError, match="two classes"):
