@@ -186,6 +186,9 @@ class TraceBounded:
         self.__dict__.pop("col_scale_", None)
         if isinstance(self.trace_bound, str):
             if self._column_scaled:
+                # rows whose squares overflow are refused as without the rule: every model with
+                # interactions refuses x_j x_l beyond float64 (issue 10)
+                auto_x_scale(X, sw)
                 self.col_scale_ = column_scale(X, sw)
             Xc = scale_columns(X, self._col_scale())
             self.x_scale_ = auto_x_scale(Xc, sw)
