@@ -280,6 +280,8 @@ def test_bad_input_raises_clear_errors(regression_data):
     with pytest.raises(ValueError, match="features"):
         m.partial_fit(X[:, :5], y)
     with pytest.raises(ValueError, match="too large"):
+        CCFMRegressor(trace_bound=10.0).fit(X * 1e160, y)
+    with pytest.raises(ValueError, match="too large"):  # "auto" too, whatever col_scale_
         CCFMRegressor().fit(X * 1e160, y)
     with pytest.raises(ValueError, match="learner"):
         m.set_params(learner="ogd").predict(X)

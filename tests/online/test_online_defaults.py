@@ -85,7 +85,11 @@ def test_auto_rule_is_equivariant_in_the_scales_of_x_and_y(cls):
     a = cls(random_state=0).fit(Xtr, ytr)
     b = cls(random_state=0).fit(Xtr * 1e3, ytr * 1e2)
     np.testing.assert_allclose(b.trace_bound_, 100 * a.trace_bound_, rtol=1e-12)
-    np.testing.assert_allclose(b.x_scale_, a.x_scale_ / 1e3, rtol=1e-12)
+    if cls is CCFMRegressor:  # the columns' divisors take the factor, the rows' scale stays
+        np.testing.assert_allclose(b.col_scale_, 1e3 * a.col_scale_, rtol=1e-12)
+        np.testing.assert_allclose(b.x_scale_, a.x_scale_, rtol=1e-12)
+    else:
+        np.testing.assert_allclose(b.x_scale_, a.x_scale_ / 1e3, rtol=1e-12)
     np.testing.assert_allclose(b.intercept_, 100 * a.intercept_, rtol=1e-12)
     if cls is OnlineCFMRegressor:
         np.testing.assert_allclose(b.learning_rate_, 100 * a.learning_rate_, rtol=1e-12)
@@ -101,9 +105,12 @@ def test_auto_bound_is_chosen_by_prequential_loss_among_the_documented_candidate
     m = CCFMRegressor(random_state=0).fit(Xtr, ytr)
     ratios = m.trace_bound_ / ytr.std() / 4.0 ** np.arange(6)
     assert np.isclose(ratios, 1.0, rtol=1e-9).any(), m.trace_bound_
-    np.testing.assert_allclose(m.x_scale_, 1 / np.sqrt(np.mean(np.sum(Xtr ** 2, axis=1))))
+    rms = np.sqrt(np.sum(Xtr ** 2, axis=0) / np.count_nonzero(Xtr, axis=0))
+    np.testing.assert_allclose(m.col_scale_, rms, rtol=1e-12)
+    Xc = Xtr / rms
+    np.testing.assert_allclose(m.x_scale_, 1 / np.sqrt(np.mean(np.sum(Xc ** 2, axis=1))))
     e = CCFMRegressor(trace_bound=7.0, random_state=0).fit(Xtr, ytr)
-    assert e.trace_bound_ == 7.0 and e.x_scale_ == 1.0
+    assert e.trace_bound_ == 7.0 and e.x_scale_ == 1.0 and "col_scale_" not in vars(e)
 
 
 @pytest.mark.parametrize("cls", [CCFMRegressor, CCFMClassifier])
@@ -225,3 +232,67 @@ def test_online_fm_auto_steps_are_invariant_to_the_scale_of_x(cls):
     if cls is OnlineFMRegressor:
         f = np.clip(f, *a.y_range_)
     np.testing.assert_allclose(got, f, rtol=1e-9, atol=1e-9)
+
+
+def one_hot(n=1500, users=40, items=60, seed=0):
+    """User + item one-hot rows (of skewed frequencies) and ratings from biases and a rank-2
+    interaction: the shape of MovieLens."""
+    rng = np.random.default_rng(seed)
+    u = np.minimum(rng.zipf(1.5, size=n) - 1, users - 1)
+    i = users + np.minimum(rng.zipf(1.3, size=n) - 1, items - 1)
+    X = sp.csr_matrix((np.ones(2 * n), np.column_stack([u, i]).ravel(),
+                       np.arange(0, 2 * n + 1, 2)), shape=(n, users + items))
+    P = rng.normal(size=(users + items, 2))
+    b = rng.normal(size=users + items)
+    y = 3.5 + b[u] + b[i] + np.sum(P[u] * P[i], axis=1) + 0.3 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.parametrize("learner", ["ocg", "ogd"])
+def test_ccfm_auto_is_invariant_to_column_scaling_on_one_hot_data(learner):
+    """trace_bound="auto" rescales each column to a unit root mean square of its non-zero
+    values (``col_scale_``): on one-hot data, columns multiplied by arbitrary positive factors
+    (as standardising does: 1 / sqrt(p (1 - p))) give the same predictions, in ``fit`` and in
+    a later ``partial_fit``. ``shuffle=False``: ``fit``'s shuffled order is a hash of the rows'
+    values (merged duplicates), which the factors change."""
+    X, y = one_hot()
+    seen = np.diff(X[:1000].tocsc().indptr) > 0
+    assert 0 < seen.sum() < X.shape[1]
+    # a column without a non-zero in the first batch keeps scale 1: its factor is not undone
+    factors = np.where(seen, np.random.default_rng(1).uniform(0.01, 100.0, X.shape[1]), 1.0)
+    Xs = X @ sp.diags(factors)
+    Xtr, ytr, Xte = X[:1000], y[:1000], X[1000:]
+    Str, Ste = Xs[:1000].tocsr(), Xs[1000:].tocsr()
+    a = CCFMRegressor(learner, shuffle=False).fit(Xtr, ytr)
+    b = CCFMRegressor(learner, shuffle=False).fit(Str, ytr)
+    np.testing.assert_allclose(a.col_scale_, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(b.col_scale_[seen], factors[seen], rtol=1e-12)
+    assert np.all(b.col_scale_[~seen] == 1.0)
+    assert b.trace_bound_ == a.trace_bound_
+    np.testing.assert_allclose(b.predict(Ste), a.predict(Xte), rtol=0, atol=1e-8)
+    a.partial_fit(Xte[:200], y[1000:1200])
+    b.partial_fit(Ste[:200], y[1000:1200])
+    np.testing.assert_allclose(b.predict(Ste), a.predict(Xte), rtol=0, atol=1e-8)
+    # the rule is what makes the difference: without it the scaled columns change the model
+    if learner == "ocg":
+        raw = CCFMRegressor(learner, trace_bound=a.trace_bound_, shuffle=False)
+        assert "col_scale_" not in vars(raw.fit(Xtr, ytr))
+        assert not np.allclose(raw.fit(Str, ytr).predict(Ste), raw.fit(Xtr, ytr).predict(Xte))
+
+
+def test_ccfm_col_scale_round_trips_and_a_crafted_one_is_refused(tmp_path):
+    import fmlearn
+    from fmlearn.exceptions import ModelFileError
+
+    X, y = one_hot()
+    m = CCFMRegressor(random_state=0).fit(X[:800] * 3.0, y[:800])
+    m.save(tmp_path / "m.fmz")
+    back = fmlearn.load(tmp_path / "m.fmz")
+    np.testing.assert_array_equal(back.col_scale_, m.col_scale_)
+    np.testing.assert_array_equal(back.predict(X[800:]), m.predict(X[800:]))
+    for bad in (-m.col_scale_, m.col_scale_[:-1], np.full_like(m.col_scale_, np.inf)):
+        crafted = CCFMRegressor(random_state=0).fit(X[:800] * 3.0, y[:800])
+        crafted.col_scale_ = bad
+        crafted.save(tmp_path / "bad.fmz")
+        with pytest.raises(ModelFileError, match="col_scale_"):
+            fmlearn.load(tmp_path / "bad.fmz")

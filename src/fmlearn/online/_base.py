@@ -335,6 +335,7 @@ class _OnlineBase(BaseFM):
             if not warm:  # a fresh fit resolves the "auto" parameters again
                 self.__dict__.pop("trace_bound_", None)
                 self.__dict__.pop("x_scale_", None)
+                self.__dict__.pop("col_scale_", None)
                 self.__dict__.pop("learning_rate_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             rng = check_random_state(self.random_state)

@@ -33,6 +33,7 @@ AUTO = {
 
 
 class _CCFMBase(TraceBounded, _OnlineBase):
+    _column_scaled = True  # trace_bound="auto" rescales the columns too (online/_trace.py)
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ocg", "ogd", "pa", "ftrl"})],
@@ -116,20 +117,23 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         """The learned (d+1) x (d+1) matrix C = [[Z, w], [w', 2 w0]] as a dense array.
 
         Meant for small d (it allocates (d+1)^2 floats). In the coordinates of X: the
-        learner's matrix with its rows and columns of the features times ``x_scale_``; with
-        ``fit_intercept`` the prediction adds ``intercept_``."""
+        learner's matrix with its rows and columns of the features times ``x_scale_`` (and
+        feature j's divided by ``col_scale_[j]``); with ``fit_intercept`` the prediction adds
+        ``intercept_``."""
         check_is_fitted(self)
         M = self._learner().matrix()
         c = self._x_scale()
-        if c != 1.0:
+        s = self._col_scale()
+        if c != 1.0 or s is not None:
+            f = c / (s if s is not None else np.ones(M.shape[0] - 1))
             M = np.array(M, copy=True)
-            M[:-1, :] *= c
-            M[:, :-1] *= c
+            M[:-1, :] *= f[:, None]
+            M[:, :-1] *= f[None, :]
         return M
 
     def trace_norm(self):
-        """||C||_tr of the learner's matrix (at most ``trace_bound_``; on the rows times
-        ``x_scale_``)."""
+        """||C||_tr of the learner's matrix (at most ``trace_bound_``; on the rows with the
+        columns divided by ``col_scale_`` and times ``x_scale_``)."""
         check_is_fitted(self)
         return self._learner().trace_norm()
 
@@ -153,7 +157,9 @@ _CCFM_DOC = """
         these project exactly onto the ball by eigendecomposition every round.
     trace_bound : float or "auto", default="auto"
         The trace-norm bound delta of C (002 uses 10 on MovieLens and 300 on IJCNN1). "auto":
-        derived from the first batch (the rows rescaled to mean ||x||^2 = 1, then the bound of
+        derived from the first batch (each column rescaled to a unit root mean square of its
+        non-zero values, the trace norm not being invariant to column scaling, and the rows to
+        mean ||x||^2 = 1, then the bound of
         smallest prequential loss among 4^k x the targets' standard deviation, or 4^k for a
         classifier, k = 0..5, run side by side on up to 8,000 of its rows; the rule and its
         reasoning: :mod:`fmlearn.online._trace`). A number is used as given, on X as given.
@@ -233,6 +239,10 @@ _CCFM_ATTRS = """
         The bound in use (``trace_bound``, or the value "auto" chose).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``trace_bound="auto"``).
+    col_scale_ : ndarray of shape (n_features_in_,)
+        With ``trace_bound="auto"`` only: the divisor of each column of the learner's rows,
+        the root mean square of its non-zero values in the first batch (1 for a column
+        without one); applied before ``x_scale_``.
     intercept_ : float
         The constant b (0.0 with ``fit_intercept=False``); ``intercept_stats_`` holds the
         two weighted counts it comes from.
