@@ -103,16 +103,16 @@ def test_als_equals_in_memory_with_weights_and_empty_partition(client):
     assert info["bytes_sent"] / info["rounds"] < 8 * 3 * 3000 / 4
 
 
-@pytest.mark.parametrize("groups, relax", [(None, 0.0), ([N_USERS, N_ITEMS, N_CTX], 0.0),
-                                           ([N_USERS, N_ITEMS, N_CTX], -0.9)],
-                         ids=["plain", "groups", "groups-overrelaxed"])
-def test_mcmc_equals_in_memory_chain(client, groups, relax):
-    """MCMC regression: the same chain as in memory over 20 sweeps (last sample, kept
-    samples, hyper-parameters) to 1e-8, with and without feature groups, and with draws
-    over-relaxed after the burn-in."""
+@pytest.mark.parametrize("groups, relax, n_iter", [
+    (None, 0.0, 20), ([N_USERS, N_ITEMS, N_CTX], 0.0, 20), ([N_USERS, N_ITEMS, N_CTX], -0.9, 40)],
+    ids=["plain", "groups", "groups-overrelaxed"])
+def test_mcmc_equals_in_memory_chain(client, groups, relax, n_iter):
+    """MCMC regression: the same chain as in memory (last sample, kept samples,
+    hyper-parameters) to 1e-8, with and without feature groups, and with draws over-relaxed
+    once the chain has settled (at the same sweep, 22 here: 18 over-relaxed sweeps)."""
     X, y = one_hot(2500, seed=2)
     Xd, yd = dask_rows(X, y, (800, 900, 800))
-    kw = dict(n_factors=3, solver="mcmc", n_iter=20, n_burn_in=5, groups=groups,
+    kw = dict(n_factors=3, solver="mcmc", n_iter=n_iter, n_burn_in=5, groups=groups,
               overrelaxation=relax, random_state=7)
     m = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
     ref = FMRegressor(**kw).fit(X, y)
@@ -122,7 +122,10 @@ def test_mcmc_equals_in_memory_chain(client, groups, relax):
                                    atol=RTOL * np.max(np.abs(getattr(ref, name))))
     for key in ("alpha", "lambda_w", "mu_w", "lambda_v", "mu_v"):
         np.testing.assert_allclose(m.chain_[key], ref.chain_[key], rtol=1e-7, atol=1e-9)
-    assert m.chain_["t"] == ref.chain_["t"] == 20
+    assert m.chain_["t"] == ref.chain_["t"] == n_iter
+    assert m.chain_["settled_at"] == ref.chain_["settled_at"]
+    if relax:
+        assert 0 < ref.chain_["settled_at"] < n_iter
     np.testing.assert_allclose(m.predict(X), ref.predict(X), rtol=1e-8)
 
 

@@ -8,10 +8,13 @@ within a memory budget), how the chain and its kept samples become fitted attrib
 import numpy as np
 from sklearn.base import is_classifier
 
-from .solvers.mcmc import Chain, MCMCSettings
+from .solvers.mcmc import SETTLE_WINDOW, Chain, MCMCSettings
 
 # Memory for the MCMC samples kept for prediction when n_kept_samples is None.
 MCMC_SAMPLES_BUDGET = 256 * 2**20
+# overrelaxation="auto" of the Gaussian (regression) chain, from the sweep it is found settled
+# (chosen on a validation split of MovieLens-100K's training rows; benchmarks/RESULTS.md).
+AUTO_OVERRELAXATION = -0.9
 
 
 class MCMCChainMixin:
@@ -30,9 +33,12 @@ class MCMCChainMixin:
         if n_kept is None:  # every sample after burn-in, within the memory budget
             per_sample = n_features * (self.n_factors + 1) * np.dtype(dtype).itemsize
             n_kept = max(10, MCMC_SAMPLES_BUDGET // max(per_sample, 1))
-        return MCMCSettings(self.n_iter, is_classifier(self), burn, n_kept,
-                            reg_bias=self.reg_bias, relax=float(self.overrelaxation),
-                            groups=groups)
+        probit = is_classifier(self)
+        relax = self.overrelaxation
+        if isinstance(relax, str):  # "auto": not measured on the probit chain, Gibbs there
+            relax = 0.0 if probit else AUTO_OVERRELAXATION
+        return MCMCSettings(self.n_iter, probit, burn, n_kept, reg_bias=self.reg_bias,
+                            relax=float(relax), groups=groups)
 
     def _store_mcmc(self, state, chain, n_done):
         """The learned attributes of an MCMC run: last sample, kept samples, chain."""
@@ -44,7 +50,8 @@ class MCMCChainMixin:
         self.samples_w0_, self.samples_w_, self.samples_V_ = kept
         self.chain_ = {"alpha": chain.alpha, "lambda_w": chain.lambda_w.tolist(),
                        "mu_w": chain.mu_w.tolist(), "lambda_v": chain.lambda_v.tolist(),
-                       "mu_v": chain.mu_v.tolist(), "t": chain.t, "stride": chain.stride}
+                       "mu_v": chain.mu_v.tolist(), "t": chain.t, "stride": chain.stride,
+                       "settled_at": chain.settled_at, "scales": list(chain.scales)}
 
     def _chain_for_warm_start(self, state, n_groups):
         c = getattr(self, "chain_", None)
@@ -61,7 +68,9 @@ class MCMCChainMixin:
         chain = Chain(c["alpha"], np.array(c["lambda_w"], dtype=np.float64),
                       np.array(c["mu_w"], dtype=np.float64),
                       np.array(c["lambda_v"], dtype=np.float64),
-                      np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"])
+                      np.array(c["mu_v"], dtype=np.float64), c["t"], c["stride"],
+                      settled_at=int(c.get("settled_at", -1)),
+                      scales=[float(x) for x in c.get("scales", [])])
         chain.samples = (self.samples_w0_, self.samples_w_, self.samples_V_)
         chain.n_samples = self.samples_w0_.shape[0]
         return chain
@@ -74,6 +83,13 @@ class MCMCChainMixin:
                 or np.shape(c["mu_v"]) != (k, n_groups)):
             raise ValueError(f"chain_ hyper-parameters do not match {n_groups} group(s) "
                              f"and n_factors={k}")
+        settled, scales = c.get("settled_at", -1), np.asarray(c.get("scales", []))
+        if (not isinstance(settled, (int, np.integer)) or not -1 <= settled <= c["t"]
+                or scales.ndim != 1 or scales.shape[0] > 2 * SETTLE_WINDOW
+                or (scales.size and scales.dtype.kind not in "fi")
+                or not np.all(np.isfinite(scales))):
+            raise ValueError("chain_ settled_at / scales are invalid (settled_at in -1..t, "
+                             f"at most {2 * SETTLE_WINDOW} finite scales)")
         S = self.samples_w0_.shape[0]
         if S < 1 or self.samples_w_.shape != (S, d) or self.samples_V_.shape != (S, d, k):
             raise ValueError("MCMC samples do not match n_features_in_ / n_factors")

@@ -68,7 +68,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
                            StrOptions({"auto"})],
         "n_burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "overrelaxation": [Interval(numbers.Real, -1, 1, closed="neither")],
+        "overrelaxation": [Interval(numbers.Real, -1, 1, closed="neither"), StrOptions({"auto"})],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
@@ -80,7 +80,7 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
-                 n_burn_in=None, n_kept_samples=None, overrelaxation=0.0, groups=None,
+                 n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -407,14 +407,16 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         every sample after burn-in as long as they fit in 256 MB (at least 10): on
         MovieLens-100K all of 500 sweeps, whose average predicts better than 100 thinned ones
         (test RMSE -0.0010 +- 0.0002, benchmarks/RESULTS.md).
-    overrelaxation : float in (-1, 1), default=0.0
-        MCMC: after the burn-in, each draw from a Gaussian full conditional N(m, s^2) is
-        over-relaxed (Adler 1981; Neal 1998), ``m + a (old - m) + sqrt(1 - a^2) s z``: the
+    overrelaxation : "auto" or float in (-1, 1), default="auto"
+        MCMC: once the chain has settled, each draw from a Gaussian full conditional N(m, s^2)
+        is over-relaxed (Adler 1981; Neal 1998), ``m + a (old - m) + sqrt(1 - a^2) s z``: the
         same posterior, less random walk between coupled parameters (a user's and an item's
-        factors). 0 is libFM's Gibbs draw. On a validation split of MovieLens-100K, -0.9
-        predicts better after 500 sweeps with groups (RMSE 0.8980 against 0.9004) but worse
-        after 100 (0.920 against 0.906): the factors leave their small start slowly. For long
-        chains only.
+        factors). Settled: the first sweep after the burn-in where the parameters' root mean
+        square, averaged over the last 10 sweeps, is within 2 % of its average over the 10
+        before (``chain_["settled_at"]``); before it, Gibbs draws, so a chain that has not
+        settled draws exactly as with 0 (libFM's Gibbs draw). ``"auto"``: -0.9 for regression
+        (chosen on a validation split of MovieLens-100K's training rows; over-relaxed from the
+        burn-in on it helped long chains and hurt 100-sweep ones), 0 for the probit classifier.
     groups : array-like of int or None, default=None
         Feature groups, each with its own priors (libFM's ``-meta``, myFM's
         ``group_shapes``): a sequence of length ``n_features`` gives each feature's group id
@@ -475,7 +477,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
-                 n_burn_in=None, n_kept_samples=None, overrelaxation=0.0, groups=None,
+                 n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,

@@ -14,7 +14,7 @@ from ..kernels.cd_rows import Apply, Gather, Step, class_step
 from ..losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
-from ..solvers.mcmc import Chain, _keep, _reserve, sweep_config
+from ..solvers.mcmc import Chain, _reserve, record_sweep, sweep_config
 from ._fm_worker import StateLost, _bias_round, _class_round
 
 # Sweeps between rebuilds of the row caches from the model (as ALSSettings / MCMCSettings).
@@ -112,7 +112,7 @@ class _Sweeper:
                           c.mu_v.copy(), c.t, c.stride,
                           None if c.samples is None else tuple(a[:c.n_samples].copy()
                                                                for a in c.samples),
-                          c.n_samples)
+                          c.n_samples, c.settled_at, list(c.scales))
             snap._store_mcmc(st, chain, self.n_done)
         else:
             snap.n_iter_ = self.n_done
@@ -155,7 +155,7 @@ class _Sweeper:
                 continue
             self.n_done = it = it + 1
             if self.mcmc:
-                _keep(self.chain, self.state, self.settings)
+                record_sweep(self.chain, self.state, self.settings)
             if not (ok and self.state.is_finite()):
                 raise DivergenceError(f"{self.est.solver.upper()} produced non-finite values "
                                       f"at sweep {self.n_done}; increase the regularization "
