@@ -138,18 +138,23 @@ def test_warm_start_carries_the_settling_test():
 
 
 @pytest.mark.parametrize("key, value", [("settled_at", 10**6), ("settled_at", -2),
-                                        ("settled_at", 2.5), ("scales", [np.nan]),
+                                        ("settled_at", 2.5), ("t", "5"), ("scales", [np.nan]),
                                         ("scales", [1.0] * (2 * SETTLE_WINDOW + 1)),
                                         ("scales", ["x"])])
-def test_inconsistent_settling_state_is_refused(tmp_path, key, value):
-    from fmlearn import load
-
+def test_inconsistent_settling_state_is_refused(key, value):
     X, y = _user_item()
     m = FMRegressor(3, n_iter=5, random_state=0).fit(X, y)
     m.chain_[key] = value
     with pytest.raises(ValueError, match="settled_at / scales"):
         m._check_loaded_state()
-    # an older model file without the keys loads as "not settled"
+
+
+def test_model_without_settling_state_loads_as_not_settled(tmp_path):
+    # a model file of an earlier version has no settled_at / scales in chain_
+    from fmlearn import load
+
+    X, y = _user_item()
+    m = FMRegressor(3, n_iter=5, random_state=0).fit(X, y)
     for k in ("settled_at", "scales"):
         m.chain_.pop(k)
     back = load(m.save(tmp_path / "old.fmz"))

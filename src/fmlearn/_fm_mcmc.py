@@ -84,7 +84,8 @@ class MCMCChainMixin:
             raise ValueError(f"chain_ hyper-parameters do not match {n_groups} group(s) "
                              f"and n_factors={k}")
         settled, scales = c.get("settled_at", -1), np.asarray(c.get("scales", []))
-        if (not isinstance(settled, (int, np.integer)) or not -1 <= settled <= c["t"]
+        ints = all(isinstance(v, (int, np.integer)) for v in (settled, c["t"]))
+        if (not ints or not -1 <= settled <= c["t"]
                 or scales.ndim != 1 or scales.shape[0] > 2 * SETTLE_WINDOW
                 or (scales.size and scales.dtype.kind not in "fi")
                 or not np.all(np.isfinite(scales))):
