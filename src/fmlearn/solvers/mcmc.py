@@ -132,7 +132,7 @@ def sweep_config(cfg, chain, settings):
     sweep where Gibbs jumps at once. On MovieLens-100K the factors grow from their N(0, 0.1^2)
     start to their posterior scale (rms of V 0.1 to about 0.45) in about 100-150 Gibbs sweeps;
     over-relaxed while they grow (from sweep 23-31, no groups) a chain predicted a validation
-    split after 100 sweeps at 0.940 against Gibbs's 0.930 (benchmarks/RESULTS.md). Hence the
+    split after 100 sweeps at 0.940-0.944 against Gibbs's 0.930 (benchmarks/RESULTS.md). Hence the
     switch on settling: a chain that has not settled draws exactly as with ``relax = 0``."""
     if cfg.relax == 0.0 or 0 <= chain.settled_at <= chain.t:
         return cfg
