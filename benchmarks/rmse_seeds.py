@@ -23,6 +23,16 @@ average of 100 thinned samples against all of them::
     python benchmarks/rmse_seeds.py run ml-mcmc500 --system fmlearn \
         --set '{"n_kept_samples": 100}' --label fmlearn-kept100 --out b.jsonl
 Accuracy only: no timing is taken here (the harness measures speed).
+
+A default is chosen without the test ratings: ``--validation`` fits on 80% of each split's
+training rows and scores the other 20% (``movielens_split`` of the training rows with seed
+``[split, 1]``), recorded under the scenario's name with ``-val`` appended; the test splits
+then only confirm the choice::
+
+    python benchmarks/rmse_seeds.py run ml-sgd100 --system fmlearn --validation \
+        --set '{"average_epochs": 50}' --label fmlearn-avg50 --out val.jsonl
+
+``summary`` also pairs fmlearn variants fit by fit (same split, same init seed).
 """
 
 import argparse
@@ -91,6 +101,25 @@ def _fit_fmlearn(ctx, conf, tr, te, seed, meta, overrides=None):
     return pred, {"rmse_plain_average": plain}
 
 
+VALIDATION_FRACTION = 0.2
+
+
+def validation_split(ctx, split):
+    """(train file, validation file, y_train, y_validation): the split's training rows cut
+    80/20 by ``movielens_split(n, [split, 1])``; the test ratings are never read."""
+    from fmlearn.datasets import movielens_split, save_svmlight
+
+    X, y = ctx.movielens()
+    tr, _ = movielens_split(X.shape[0], split)
+    n_fit = round(tr.shape[0] * (1 - VALIDATION_FRACTION))
+    fit, val = (tr[i] for i in movielens_split(tr.shape[0], [split, 1], n_train=n_fit))
+    paths = ctx.path(f"ml100k-{split}.fit.libfm"), ctx.path(f"ml100k-{split}.val.libfm")
+    if not all(os.path.exists(p) for p in paths):
+        save_svmlight(X[fit], y[fit], paths[0])
+        save_svmlight(X[val], y[val], paths[1])
+    return (*paths, y[fit], y[val])
+
+
 def cmd_run(a):
     ctx = sbs.Context(argparse.Namespace(
         reps=1, seeds=a.splits, fmlearn_python=None, also=None, libfm=a.libfm,
@@ -107,12 +136,14 @@ def cmd_run(a):
     for name in a.scenarios:
         sc = _scenario(name)
         meta = ctx.movielens_meta() if sc.conf.get("groups") else None
+        name = name + "-val" if a.validation else name
         done = _done(a.out)
         for seed in a.init_seeds:
             for split in a.splits:
                 if (label, name, split, seed) in done:
                     continue
-                tr, te, y_tr, y_te = ctx.movielens_split(split)
+                tr, te, y_tr, y_te = (validation_split(ctx, split) if a.validation
+                                      else ctx.movielens_split(split))
                 pred, extra = fit(ctx, sc.conf, tr, te, seed, meta)
                 rec = {"system": label, "scenario": name, "split": split, "seed": seed,
                        "rmse": sbs._rmse(pred, y_tr, y_te)}
@@ -169,6 +200,20 @@ def compare(records, scenario, a="fmlearn", b="libfm"):
     return core.md_table(heads, rows)
 
 
+def paired(records, scenario, a, b):
+    """a - b fit by fit (the same split and init seed): mean +- SE over the pairs and how many
+    pairs a is lower on; None when fewer than 2 pairs."""
+    rm = {s: {(r["split"], r["seed"]): r["rmse"] for r in records
+              if r["scenario"] == scenario and r["system"] == s} for s in (a, b)}
+    keys = sorted(set(rm[a]) & set(rm[b]))
+    if len(keys) < 2:
+        return None
+    d = np.array([rm[a][k] - rm[b][k] for k in keys])
+    return (f"paired by fit: {a} - {b} = {d.mean():+.4f} +- {d.std(ddof=1) / np.sqrt(len(d)):.4f}"
+            f" ({len(d)} fits, {a} lower on {int((d < 0).sum())}); means {a} "
+            f"{np.mean([rm[a][k] for k in keys]):.4f}, {b} {np.mean([rm[b][k] for k in keys]):.4f}")
+
+
 def cmd_summary(a):
     records = []
     for path in a.files:
@@ -183,6 +228,9 @@ def cmd_summary(a):
                 (v, p) for v in variants for p in peers]:
             if a_ in systems:
                 print(f"### {name}: {a_} - {b_}\n\n{compare(records, name, a_, b_)}\n")
+                pair = paired(records, name, a_, b_) if a_.startswith("fmlearn") else None
+                if pair and b_.startswith("fmlearn"):
+                    print(pair + "\n")
 
 
 def main(argv=None):
@@ -198,6 +246,8 @@ def main(argv=None):
     r.add_argument("--set", metavar="JSON",
                    help='fmlearn only: FMRegressor parameters over the harness\'s, e.g. '
                         '\'{"n_kept_samples": 100}\' (give the variant a --label)')
+    r.add_argument("--validation", action="store_true",
+                   help="fit on 80%% of each split's training rows, score the other 20%%")
     r.add_argument("--label", help="the system's name in the records (default: --system)")
     r.add_argument("--peers-python", help="Python with myfm (or $FMLEARN_PEERS_PYTHON)")
     r.add_argument("--data", help="MovieLens-100K folder or ratings file")
