@@ -90,7 +90,7 @@ def test_constant_step_iterates_spread_by_the_auto_init_stdev():
     # The rule behind init_stdev="auto" (sgd_init_stdev): where the one-row gradients'
     # covariance equals the Hessian (the logistic loss at a well-specified optimum), the
     # iterates of constant-step SGD with rows drawn with replacement spread around the optimum
-    # by sqrt(eta / 2) in every coordinate (Mandt, Hoffman & Blei 2017, eq. 14).
+    # by sqrt(eta / 2) in every coordinate (Mandt, Hoffman & Blei 2017).
     rng = np.random.default_rng(0)
     n, d = 20000, 4
     X = rng.standard_normal((n, d))
