@@ -65,10 +65,16 @@ def _done(path):
                 for r in map(json.loads, fh) if r}
 
 
-def _fit_libfm(ctx, conf, tr, te, seed, meta):
+def _fit_libfm(ctx, conf, tr, te, seed, meta, overrides=None):
     pred = ctx.path(f"pred-libfm-{os.getpid()}.txt")
     cmd = [ctx.libfm, "-train", tr, "-test", te, "-iter", str(conf["n_iter"]), "-out", pred]
-    cmd += sbs._libfm_args(conf, seed) + (["-meta", meta] if meta else [])
+    args = sbs._libfm_args(conf, seed)
+    if overrides:  # libFM's own option names, e.g. {"init_stdev": 0.05}
+        for key, value in overrides.items():
+            if f"-{key}" not in args:
+                raise SystemExit(f"--set: libFM option -{key} is not among {args[::2]}")
+            args[args.index(f"-{key}") + 1] = str(value)
+    cmd += args + (["-meta", meta] if meta else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return pred, {}
 
@@ -127,11 +133,11 @@ def cmd_run(a):
         libsvm_data=None))
     if a.system != "fmlearn" and ctx.missing(a.system):
         raise SystemExit(ctx.missing(a.system))
-    if a.set and a.system != "fmlearn":
-        raise SystemExit("--set applies to fmlearn only")
+    if a.set and a.system == "myfm":
+        raise SystemExit("--set applies to fmlearn and libfm only")
     label = a.label or a.system
     overrides = json.loads(a.set) if a.set else None
-    fit = {"libfm": _fit_libfm, "myfm": _fit_myfm,
+    fit = {"libfm": functools.partial(_fit_libfm, overrides=overrides), "myfm": _fit_myfm,
            "fmlearn": functools.partial(_fit_fmlearn, overrides=overrides)}[a.system]
     for name in a.scenarios:
         sc = _scenario(name)
@@ -223,13 +229,16 @@ def cmd_summary(a):
         systems = {r["system"] for r in records if r["scenario"] == name}
         variants = sorted(s for s in systems if s.startswith("fmlearn-"))
         peers = sorted(systems - {"fmlearn"} - set(variants))
-        # fmlearn against every peer and variant, every variant against every peer
-        for a_, b_ in [("fmlearn", p) for p in variants + peers] + [
-                (v, p) for v in variants for p in peers]:
+        # fmlearn against every peer and variant, every variant against every peer; a
+        # variant of a peer (e.g. libfm-init0.05) against the peer, paired fit by fit too
+        pairs = [("fmlearn", p) for p in variants + peers] + [
+            (v, p) for v in variants for p in peers] + [
+            (p, p.split("-")[0]) for p in peers if "-" in p and p.split("-")[0] in systems]
+        for a_, b_ in pairs:
             if a_ in systems:
                 print(f"### {name}: {a_} - {b_}\n\n{compare(records, name, a_, b_)}\n")
-                pair = paired(records, name, a_, b_) if a_.startswith("fmlearn") else None
-                if pair and b_.startswith("fmlearn"):
+                pair = paired(records, name, a_, b_)
+                if pair and a_.split("-")[0] == b_.split("-")[0]:
                     print(pair + "\n")
 
 
@@ -244,8 +253,9 @@ def main(argv=None):
     r.add_argument("--init-seeds", type=int, nargs="+", default=list(range(1, 11)))
     r.add_argument("--libfm", help="libFM binary (or $FMLEARN_LIBFM)")
     r.add_argument("--set", metavar="JSON",
-                   help='fmlearn only: FMRegressor parameters over the harness\'s, e.g. '
-                        '\'{"n_kept_samples": 100}\' (give the variant a --label)')
+                   help='fmlearn: FMRegressor parameters over the harness\'s, e.g. '
+                        '\'{"n_kept_samples": 100}\'; libfm: its options, e.g. '
+                        '\'{"init_stdev": 0.05}\' (give the variant a --label)')
     r.add_argument("--validation", action="store_true",
                    help="fit on 80%% of each split's training rows, score the other 20%%")
     r.add_argument("--label", help="the system's name in the records (default: --system)")
