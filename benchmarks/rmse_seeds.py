@@ -23,6 +23,16 @@ average of 100 thinned samples against all of them::
     python benchmarks/rmse_seeds.py run ml-mcmc500 --system fmlearn \
         --set '{"n_kept_samples": 100}' --label fmlearn-kept100 --out b.jsonl
 Accuracy only: no timing is taken here (the harness measures speed).
+
+A default is chosen without the test ratings: ``--validation`` fits on 80% of each split's
+training rows and scores the other 20% (``movielens_split`` of the training rows with seed
+``[split, 1]``), recorded under the scenario's name with ``-val`` appended; the test splits
+then only confirm the choice::
+
+    python benchmarks/rmse_seeds.py run ml-sgd100 --system fmlearn --validation \
+        --set '{"average_epochs": 50}' --label fmlearn-avg50 --out val.jsonl
+
+``summary`` also pairs fmlearn variants fit by fit (same split, same init seed).
 """
 
 import argparse
@@ -55,10 +65,16 @@ def _done(path):
                 for r in map(json.loads, fh) if r}
 
 
-def _fit_libfm(ctx, conf, tr, te, seed, meta):
+def _fit_libfm(ctx, conf, tr, te, seed, meta, overrides=None):
     pred = ctx.path(f"pred-libfm-{os.getpid()}.txt")
     cmd = [ctx.libfm, "-train", tr, "-test", te, "-iter", str(conf["n_iter"]), "-out", pred]
-    cmd += sbs._libfm_args(conf, seed) + (["-meta", meta] if meta else [])
+    args = sbs._libfm_args(conf, seed)
+    if overrides:  # libFM's own option names, e.g. {"init_stdev": 0.05}
+        for key, value in overrides.items():
+            if f"-{key}" not in args:
+                raise SystemExit(f"--set: libFM option -{key} is not among {args[::2]}")
+            args[args.index(f"-{key}") + 1] = str(value)
+    cmd += args + (["-meta", meta] if meta else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return pred, {}
 
@@ -91,6 +107,25 @@ def _fit_fmlearn(ctx, conf, tr, te, seed, meta, overrides=None):
     return pred, {"rmse_plain_average": plain}
 
 
+VALIDATION_FRACTION = 0.2
+
+
+def validation_split(ctx, split):
+    """(train file, validation file, y_train, y_validation): the split's training rows cut
+    80/20 by ``movielens_split(n, [split, 1])``; the test ratings are never read."""
+    from fmlearn.datasets import movielens_split, save_svmlight
+
+    X, y = ctx.movielens()
+    tr, _ = movielens_split(X.shape[0], split)
+    n_fit = round(tr.shape[0] * (1 - VALIDATION_FRACTION))
+    fit, val = (tr[i] for i in movielens_split(tr.shape[0], [split, 1], n_train=n_fit))
+    paths = ctx.path(f"ml100k-{split}.fit.libfm"), ctx.path(f"ml100k-{split}.val.libfm")
+    if not all(os.path.exists(p) for p in paths):
+        save_svmlight(X[fit], y[fit], paths[0])
+        save_svmlight(X[val], y[val], paths[1])
+    return (*paths, y[fit], y[val])
+
+
 def cmd_run(a):
     ctx = sbs.Context(argparse.Namespace(
         reps=1, seeds=a.splits, fmlearn_python=None, also=None, libfm=a.libfm,
@@ -98,21 +133,23 @@ def cmd_run(a):
         libsvm_data=None))
     if a.system != "fmlearn" and ctx.missing(a.system):
         raise SystemExit(ctx.missing(a.system))
-    if a.set and a.system != "fmlearn":
-        raise SystemExit("--set applies to fmlearn only")
+    if a.set and a.system == "myfm":
+        raise SystemExit("--set applies to fmlearn and libfm only")
     label = a.label or a.system
     overrides = json.loads(a.set) if a.set else None
-    fit = {"libfm": _fit_libfm, "myfm": _fit_myfm,
+    fit = {"libfm": functools.partial(_fit_libfm, overrides=overrides), "myfm": _fit_myfm,
            "fmlearn": functools.partial(_fit_fmlearn, overrides=overrides)}[a.system]
     for name in a.scenarios:
         sc = _scenario(name)
         meta = ctx.movielens_meta() if sc.conf.get("groups") else None
+        name = name + "-val" if a.validation else name
         done = _done(a.out)
         for seed in a.init_seeds:
             for split in a.splits:
                 if (label, name, split, seed) in done:
                     continue
-                tr, te, y_tr, y_te = ctx.movielens_split(split)
+                tr, te, y_tr, y_te = (validation_split(ctx, split) if a.validation
+                                      else ctx.movielens_split(split))
                 pred, extra = fit(ctx, sc.conf, tr, te, seed, meta)
                 rec = {"system": label, "scenario": name, "split": split, "seed": seed,
                        "rmse": sbs._rmse(pred, y_tr, y_te)}
@@ -184,6 +221,20 @@ def _paired(records, scenario, a, b):
             f"{int((d < 0).sum())}, equal on {int((d == 0).sum())}.")
 
 
+def paired(records, scenario, a, b):
+    """a - b fit by fit (the same split and init seed): mean +- SE over the pairs and how many
+    pairs a is lower on; None when fewer than 2 pairs."""
+    rm = {s: {(r["split"], r["seed"]): r["rmse"] for r in records
+              if r["scenario"] == scenario and r["system"] == s} for s in (a, b)}
+    keys = sorted(set(rm[a]) & set(rm[b]))
+    if len(keys) < 2:
+        return None
+    d = np.array([rm[a][k] - rm[b][k] for k in keys])
+    return (f"paired by fit: {a} - {b} = {d.mean():+.4f} +- {d.std(ddof=1) / np.sqrt(len(d)):.4f}"
+            f" ({len(d)} fits, {a} lower on {int((d < 0).sum())}); means {a} "
+            f"{np.mean([rm[a][k] for k in keys]):.4f}, {b} {np.mean([rm[b][k] for k in keys]):.4f}")
+
+
 def cmd_summary(a):
     records = []
     for path in a.files:
@@ -193,11 +244,17 @@ def cmd_summary(a):
         systems = {r["system"] for r in records if r["scenario"] == name}
         variants = sorted(s for s in systems if s.startswith("fmlearn-"))
         peers = sorted(systems - {"fmlearn"} - set(variants))
-        # fmlearn against every peer and variant, every variant against every peer
-        for a_, b_ in [("fmlearn", p) for p in variants + peers] + [
-                (v, p) for v in variants for p in peers]:
+        # fmlearn against every peer and variant, every variant against every peer; a
+        # variant of a peer (e.g. libfm-init0.05) against the peer, paired fit by fit too
+        pairs = [("fmlearn", p) for p in variants + peers] + [
+            (v, p) for v in variants for p in peers] + [
+            (p, p.split("-")[0]) for p in peers if "-" in p and p.split("-")[0] in systems]
+        for a_, b_ in pairs:
             if a_ in systems:
                 print(f"### {name}: {a_} - {b_}\n\n{compare(records, name, a_, b_)}\n")
+                pair = paired(records, name, a_, b_)
+                if pair and a_.split("-")[0] == b_.split("-")[0]:
+                    print(pair + "\n")
 
 
 def main(argv=None):
@@ -211,8 +268,11 @@ def main(argv=None):
     r.add_argument("--init-seeds", type=int, nargs="+", default=list(range(1, 11)))
     r.add_argument("--libfm", help="libFM binary (or $FMLEARN_LIBFM)")
     r.add_argument("--set", metavar="JSON",
-                   help='fmlearn only: FMRegressor parameters over the harness\'s, e.g. '
-                        '\'{"n_kept_samples": 100}\' (give the variant a --label)')
+                   help='fmlearn: FMRegressor parameters over the harness\'s, e.g. '
+                        '\'{"n_kept_samples": 100}\'; libfm: its options, e.g. '
+                        '\'{"init_stdev": 0.05}\' (give the variant a --label)')
+    r.add_argument("--validation", action="store_true",
+                   help="fit on 80%% of each split's training rows, score the other 20%%")
     r.add_argument("--label", help="the system's name in the records (default: --system)")
     r.add_argument("--peers-python", help="Python with myfm (or $FMLEARN_PEERS_PYTHON)")
     r.add_argument("--data", help="MovieLens-100K folder or ratings file")

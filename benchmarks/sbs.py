@@ -283,8 +283,13 @@ def _libfm_args(conf, seed):
 
 
 def _fmlearn_params(conf, seed, n_iter):
-    p = {"n_factors": RANK, "solver": conf["method"], "n_iter": n_iter, "init_stdev": 0.1,
-         "random_state": seed}
+    """fmlearn's parameters for a scenario: libFM's where they are settings of the problem
+    (rank, regularization, step size); libFM's init_stdev 0.1 for MCMC and ALS (fmlearn's
+    "auto" is 0.1 on one-hot data too) and fmlearn's default for SGD ("auto": the spread of
+    SGD's own iterates, sqrt(learning_rate / 2), 0.05 at libFM's step)."""
+    p = {"n_factors": RANK, "solver": conf["method"], "n_iter": n_iter, "random_state": seed}
+    if conf["method"] != "sgd":
+        p["init_stdev"] = 0.1
     if "reg" in conf:
         p.update(reg_bias=conf["reg"][0], reg_linear=conf["reg"][1], reg_pairwise=conf["reg"][2])
     if "lr" in conf:

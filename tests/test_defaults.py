@@ -94,7 +94,7 @@ def test_imbalanced_decision_follows_the_probabilities(name):
     """4% positives, scores that rank well: the intercept is learned (the held-out
     probabilities add up to the number of positives within a factor 2), and the decision at
     P = 1/2 predicts positives where they are and errs less than predicting the top-k scores
-    with k the true number of positives. ALS and SGD predict 78 and 68 of the 122 positives;
+    with k the true number of positives. ALS and SGD predict 78 and 70 of the 122 positives;
     MCMC and the convex FM 37 and 34, at 95% precision: the decision of calibrated but
     uncertain probabilities (the held-out rows they leave negative at P in (0.25, 0.5] are
     positive in 46-48% of cases, and the top-k decision errs more), not a shrunk intercept.

@@ -37,7 +37,7 @@ from .solvers._fm_common import (
 )
 from .solvers.als import ALSSettings, als_solver
 from .solvers.mcmc import mcmc_solver
-from .solvers.sgd import SGDSettings, sgd_solver
+from .solvers.sgd import SGDSettings, sgd_init_stdev, sgd_solver
 
 
 def _solver_is_sgd(est):
@@ -121,8 +121,9 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         training rows (used by ``init_stdev="auto"``)."""
         if self.init_stdev != "auto":
             return float(self.init_stdev)
-        # SGD keeps 0.1: its fit must equal partial_fit on batches, whose first batch is not X.
-        return 0.1 if self.solver == "sgd" else auto_init_stdev(*squares)
+        # SGD: from the settings, not X (fit equals partial_fit on batches)
+        return sgd_init_stdev(self.learning_rate) if self.solver == "sgd" else auto_init_stdev(
+            *squares)
 
     def _prepare_state(self, n_features, dtype, rs, squares=(0.0, 0)):
         state = self._fitted_state() if self.warm_start else None
@@ -372,7 +373,10 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         initial linear terms with it, as libFM does (the others start them at 0). ``"auto"``:
         for MCMC and ALS, 0.1 (libFM's usual value) divided by the root mean square of the
         non-zero training feature values, so the initial terms do not depend on the scale of X
-        (0.1 on one-hot data); for SGD 0.1, so that ``fit`` equals ``partial_fit`` on batches.
+        (0.1 on one-hot data); for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
+        constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K test RMSE
+        -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
+        equals ``partial_fit`` on batches.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
         ``reg_bias`` is the prior precision of w0 and the others are learned. With

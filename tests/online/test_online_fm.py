@@ -59,7 +59,8 @@ def test_divergence_stops_and_keeps_the_previous_model(regression_data):
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
 @pytest.mark.parametrize("settings", [
-    {},  # the online defaults, spelled out for FMRegressor
+    {},  # the online defaults, spelled out for FMRegressor (init_stdev: FM's "auto" at step
+    # 0.05 is min(0.1, sqrt(0.05 / 2)) = 0.1, the online default)
     {"learning_rate": 0.02, "lr_schedule": "constant", "implicit_sgd": False,
      "reg_bias": 0.01, "reg_linear": 0.02, "reg_pairwise": 0.03, "init_stdev": 0.2},
 ])
