@@ -192,11 +192,18 @@ class TraceBounded:
                 self.col_scale_ = column_scale(X, sw)
             Xc = scale_columns(X, self._col_scale())
             self.x_scale_ = auto_x_scale(Xc, sw)
+            self._rows_scaled(Xc, y, sw)
             self.trace_bound_ = self._select_trace_bound(X, y, sw)
             check_trace_bounded_scale(Xc, self.trace_bound_, self.x_scale_)
         else:
             self.x_scale_ = 1.0
+            self._rows_scaled(X, y, sw)
             self.trace_bound_ = float(self.trace_bound)
+
+    def _rows_scaled(self, X, y, sw):
+        """Hook: the rows X and targets y of the first batch (columns divided by
+        ``col_scale_``, not yet times ``x_scale_``, which is set) before the bound is chosen
+        (CCFM derives its step from them)."""
 
     def _select_trace_bound(self, X, y, sw):
         """The candidate of smallest prequential loss (module docstring)."""
