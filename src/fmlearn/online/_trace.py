@@ -79,23 +79,26 @@ TRACE_BOUND_CONSTRAINT = [Interval(numbers.Real, 0, None, closed="neither"),
                           StrOptions({"auto"})]
 
 
-def check_trace_bounded_scale(X, trace_bound, x_scale=1.0):
+def check_trace_bounded_scale(X, trace_bound, x_scale=1.0, col_scale=None):
     """Refuse rows whose prediction could overflow float64 under a trace-norm bound: for every
     matrix C with ||C||_tr <= trace_bound, |x^T C x| / 2 <= trace_bound / 2 ||x||^2 (CCFM's
-    augmented x^ = (1, x) adds the 1). Overflowing x_j x_l would otherwise reach the
+    augmented x^ = (1, x) adds the 1), x the rows with their columns divided by ``col_scale``
+    (if any) times ``x_scale``. Overflowing x_j x_l would otherwise reach the
     eigendecompositions as inf."""
     if X.nnz:
-        norm2 = row_norms2(X) * x_scale ** 2 + 1.0
+        norm2 = row_norms2(X, col_scale) * x_scale ** 2 + 1.0
         if not np.all(np.isfinite(norm2)) or trace_bound * norm2.max() > MAX_BOUND:
             raise ValueError("feature values are too large for the trace-norm bound "
                              "(predictions would overflow float64); rescale X")
 
 
-def row_norms2(X):
-    """||x_i||^2 of every row of a CSR matrix."""
+def row_norms2(X, col_scale=None):
+    """||x_i||^2 of every row of a CSR matrix (its columns divided by ``col_scale`` if given,
+    as :func:`scale_columns` would, without copying X)."""
+    data = X.data if col_scale is None else X.data / col_scale[X.indices]
     with np.errstate(over="ignore"):
         return np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
-                           weights=X.data ** 2, minlength=X.shape[0])
+                           weights=data ** 2, minlength=X.shape[0])
 
 
 def column_scale(X, sw):
@@ -178,8 +181,8 @@ class TraceBounded:
 
     def _check_scale(self, X):
         if not isinstance(self.trace_bound, str) or "trace_bound_" in self.__dict__:
-            check_trace_bounded_scale(scale_columns(X, self._col_scale()), self._trace_bound(),
-                                      self._x_scale())
+            check_trace_bounded_scale(X, self._trace_bound(), self._x_scale(),
+                                      self._col_scale())
 
     def _resolve_auto(self, X, y, sw):
         """Set ``trace_bound_`` before a new learner is made from the rows X."""
@@ -192,11 +195,18 @@ class TraceBounded:
                 self.col_scale_ = column_scale(X, sw)
             Xc = scale_columns(X, self._col_scale())
             self.x_scale_ = auto_x_scale(Xc, sw)
+            self._rows_scaled(Xc, y, sw)
             self.trace_bound_ = self._select_trace_bound(X, y, sw)
             check_trace_bounded_scale(Xc, self.trace_bound_, self.x_scale_)
         else:
             self.x_scale_ = 1.0
+            self._rows_scaled(X, y, sw)
             self.trace_bound_ = float(self.trace_bound)
+
+    def _rows_scaled(self, X, y, sw):
+        """Hook: the rows X and targets y of the first batch (columns divided by
+        ``col_scale_``, not yet times ``x_scale_``, which is set) before the bound is chosen
+        (CCFM derives its step from them)."""
 
     def _select_trace_bound(self, X, y, sw):
         """The candidate of smallest prequential loss (module docstring)."""

@@ -14,11 +14,14 @@ from ..solvers.ocg import OCGLearner, OCGSettings
 from ..solvers.ogd import CCFMOGDLearner, OGDSettings
 from ..solvers.pa import CCFMPALearner, PASettings
 from ._base import (
+    MAX_SCALE,
     _OnlineBase,
     _OnlineClassifier,
     _RegressorRange,
+    check_loaded_float,
+    sample_weights,
 )
-from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded
+from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded, row_norms2
 
 # What "auto" means for each learner (docs/online.md): the tracked eigen-step of OCCFM is
 # refined loosely (its errors are those of a conditional-gradient oracle), the projection of
@@ -32,13 +35,35 @@ AUTO = {
 }
 
 
+# learning_rate="auto" of OCCFM's classifier: this many times the step of least regret bound
+# (:func:`auto_step`). The bound's step is a worst case (|l'| at its start, every round); 1x
+# it left the scores of a generated imbalanced text set under the intercept (1 of 41
+# positives predicted), 16x-32x gave 30-31 of 41 with ``self_interaction=False`` (measured in
+# benchmarks/RESULTS.md, "Imbalanced sparse text")
+AUTO_STEP_FACTOR = 32.0
+
+
+def auto_step(trace_bound, grad2, rounds):
+    """``learning_rate="auto"`` of ``CCFMClassifier("ocg")``: eta from the bound delta, the
+    gradients' scale G^2 (``grad2``, the mean squared Frobenius norm of a round's gradient)
+    and the T ``rounds`` of the first batch (why: :meth:`_CCFMBase._rows_scaled`).
+
+    F_t(C) = eta <S_t, C> + ||C||_F^2 (002 Alg. 2 line 4) is the objective of FTRL with the
+    regularizer ||C||_F^2 / (2 alpha), alpha = eta / 2, whose regret against any C in the
+    ball (Frobenius radius D <= ||C||_tr <= delta) is at most D^2 / (2 alpha) + alpha / 2
+    sum_t ||g_t||_F^2 (Orabona 2019, Corollary 7.9), least at alpha = delta / (G sqrt T):
+    eta = 2 delta / (G sqrt T), times AUTO_STEP_FACTOR."""
+    return AUTO_STEP_FACTOR * 2.0 * trace_bound / (np.sqrt(grad2) * np.sqrt(rounds))
+
+
 class _CCFMBase(TraceBounded, _OnlineBase):
     _column_scaled = True  # trace_bound="auto" rescales the columns too (online/_trace.py)
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ocg", "ogd", "pa", "ftrl"})],
         "trace_bound": TRACE_BOUND_CONSTRAINT,
-        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"),
+                          StrOptions({"auto"})],
         "gamma_power": [Interval(numbers.Real, 0, None, closed="left")],
         "gamma_offset": [Interval(numbers.Real, 0, None, closed="left")],
         "power_t": [Interval(numbers.Real, 0, None, closed="left")],
@@ -84,12 +109,88 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         value = getattr(self, name)
         return AUTO[self.learner][name] if value == "auto" else value
 
+    def _auto_step(self):
+        """Whether the step is derived from the data (the classifier's ``"auto"``)."""
+        return (self.learning_rate == "auto" and self.learner == "ocg"
+                and self._is_classifier())
+
+    def _rows_scaled(self, X, y, sw):
+        """``learning_rate="auto"`` (``CCFMClassifier("ocg")``, issue 14; not the default):
+        eta derived from the bound and the gradients' scale of the first batch
+        (:func:`auto_step`), AUTO_STEP_FACTOR x the step of least regret bound of the FTRL
+        objective OCCFM tracks.
+
+        Why: with a constant eta = 1, OCCFM tracks the minimiser of eta <S_t, C> + ||C||_F^2
+        (002 Alg. 2 line 4), a ridge of weight 2 / eta on C whatever the bound and the
+        data's scale: on an imbalanced sparse text set (5% positives) C stayed far inside
+        its ball and the scores under the intercept's log-odds -2.9: AUC 0.99 and no
+        positive predicted (benchmarks/RESULTS.md, "Imbalanced sparse text"). The derived
+        step scales with delta, so C can reach its ball. G^2 = E l'^2 E (||x^||^2 / 2)^2:
+        the logistic loss's squared slope at the model the learner starts from
+        (:meth:`_loss_slope2`) times the weighted mean over the rows, as the learner sees
+        them, of the squared Frobenius norm of 1/2 x^ x^'; T is the first batch's total
+        weight (at least 1), so ``fit`` and one ``partial_fit`` on the same rows agree;
+        later batches keep the step (``learning_rate_``). The candidates of
+        ``trace_bound="auto"`` are each run with the step of their own bound.
+
+        Not the default: it raised the default's test error on IJCNN1 (scaled: 0.040 to
+        0.068-0.084), and with ``self_interaction=True`` the number of positives it predicts
+        on the text set is bimodal in eta (on rows of unit norm, sum_j Z_jj x_j^2 acts as a
+        second intercept inside the ball whose sign flips between nearby steps).
+        Measured: benchmarks/RESULTS.md."""
+        self.__dict__.pop("learning_rate_", None)
+        if not self._auto_step():
+            return
+        norm2 = row_norms2(X) * self._x_scale() ** 2 + 1.0
+        p = sample_weights(sw)
+        with np.errstate(over="ignore"):
+            grad2 = float(np.dot(p, (norm2 / 2.0) ** 2)) * self._loss_slope2(y, sw)
+        self._grad_scale = (grad2, max(float(sw.sum()), 1.0))
+
+    def _loss_slope2(self, y, sw):
+        """E l'^2 of the logistic loss at the model the learner starts from: the intercept's
+        constant log-odds (``fit_intercept``), p (1 - p) with p = (w+ + 1) / (w + 2) the
+        positives' add-one share of the weight w, as the intercept counts them; or 0 (1/4)."""
+        if not self._intercept_outside():
+            return 0.25
+        pos = (float(np.dot(sw, y > 0)) + 1.0) / (float(sw.sum()) + 2.0)
+        return pos * (1.0 - pos)
+
+    def _resolve_auto(self, X, y, sw):
+        self.__dict__.pop("_grad_scale", None)
+        super()._resolve_auto(X, y, sw)
+        if "_grad_scale" in self.__dict__:
+            step = self._step()
+            del self._grad_scale
+            if not 1 / MAX_SCALE < step < MAX_SCALE:
+                raise ValueError("learning_rate='auto': the rows' norms are too large or "
+                                 "too small for a step in float64; rescale X or give "
+                                 "learning_rate")
+            self.learning_rate_ = step
+
+    def _step(self):
+        """The learner's step: the parameter, or the value ``"auto"`` resolved to (during
+        the choice of the bound, the step of the candidate)."""
+        if not self._auto_step():
+            return 1.0 if self.learning_rate == "auto" else float(self.learning_rate)
+        scale = self.__dict__.get("_grad_scale")
+        if scale is not None:
+            return float(auto_step(self._trace_bound(), *scale))
+        if "learning_rate_" not in self.__dict__:
+            raise ValueError("learning_rate='auto' but the model has no learning_rate_ "
+                             "(it was fitted with another learning_rate or learner); fit again")
+        return float(self.learning_rate_)
+
+    def _check_loaded_state(self):
+        check_loaded_float(self, "learning_rate_", self._auto_step())
+        super()._check_loaded_state()
+
     def _new_learner(self, n_features, rng):
         loss = self._loss_code()
         si = self.self_interaction
         budget = self.memory_budget_mb
         if self.learner == "ocg":
-            st = OCGSettings(learning_rate=self.learning_rate, trace_bound=self._trace_bound(),
+            st = OCGSettings(learning_rate=self._step(), trace_bound=self._trace_bound(),
                              gamma_power=self.gamma_power, gamma_offset=self.gamma_offset,
                              eig_max_iter=self._resolved("eig_max_iter"),
                              eig_tol=self._resolved("eig_tol"),
@@ -98,7 +199,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                              seed_key=self._seed_key(rng) if rng is not None else 0)
             return OCGLearner(n_features, st, loss, si)
         if self.learner == "ogd":
-            st = OGDSettings(learning_rate=self.learning_rate, power_t=self.power_t,
+            st = OGDSettings(learning_rate=self._step(), power_t=self.power_t,
                              trace_bound=self._trace_bound(), max_rank=self._resolved("max_rank"),
                              budget_mb=budget)
             return CCFMOGDLearner(n_features, st, loss, si)
@@ -106,7 +207,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
             st = PASettings(pa_c=self.pa_c, epsilon=self.epsilon, trace_bound=self._trace_bound(),
                             max_rank=self._resolved("max_rank"), budget_mb=budget)
             return CCFMPALearner(n_features, st, loss, si)
-        st = FTRLSettings(learning_rate_pairwise=self.learning_rate, power_t=self.power_t,
+        st = FTRLSettings(learning_rate_pairwise=self._step(), power_t=self.power_t,
                           trace_bound=self._trace_bound(),
                           eig_max_iter=self._resolved("eig_max_iter"),
                           eig_tol=self._resolved("eig_tol"), budget_mb=budget,
@@ -163,10 +264,14 @@ _CCFM_DOC = """
         smallest prequential loss among 4^k x the targets' standard deviation, or 4^k for a
         classifier, k = 0..5, run side by side on up to 8,000 of its rows; the rule and its
         reasoning: :mod:`fmlearn.online._trace`). A number is used as given, on X as given.
-    learning_rate : float, default=1.0
+    learning_rate : float or "auto", default=1.0
         ``"ocg"``: the weight eta of the accumulated gradient in F_t (002 Alg. 2 line 4); the
         theory's D / (4 G T^(3/4)) is far too small in practice (see docs/online.md). ``"ogd"``,
-        ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t.
+        ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t. ``"auto"``
+        (:class:`CCFMClassifier`, ``"ocg"``; 1.0 for the other learners): 32 x the step of
+        least regret bound, 2 delta / (G sqrt T), derived from the bound, the logistic
+        loss's slope and the rows of the first batch (fitted ``learning_rate_``; the rule and
+        why it is not the default: ``_CCFMBase._rows_scaled`` in :mod:`fmlearn.online.ccfm`).
     gamma_power, gamma_offset : float, default=1.0, 0.0
         ``"ocg"``: gamma_t = min(1, (t + gamma_offset) ** -gamma_power). 002 prints power 1/2
         (Algorithm 2 line 7, footnote), whose final iterate keeps a weight t^-1/2 on the
@@ -239,6 +344,8 @@ _CCFM_ATTRS = """
         The bound in use (``trace_bound``, or the value "auto" chose).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``trace_bound="auto"``).
+    learning_rate_ : float
+        ``CCFMClassifier("ocg", learning_rate="auto")`` only: the step in use.
     col_scale_ : ndarray of shape (n_features_in_,)
         With ``trace_bound="auto"`` only: the divisor of each column of the learner's rows,
         the root mean square of its non-zero values in the first batch (1 for a column
@@ -287,6 +394,8 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
     """)
 
     _parameter_constraints = {**_CCFMBase._parameter_constraints,
+                              "learning_rate": [Interval(numbers.Real, 0, None,
+                                                         closed="neither")],
                               "clip_predictions": ["boolean"]}
 
     def __init__(self, learner="ocg", *, trace_bound="auto", learning_rate=1.0, gamma_power=1.0,
