@@ -171,6 +171,52 @@ def test_gap_falls_below_tolerance():
         ConvexFMRegressor(trace_bound=3.0, max_iter=2, tol=1e-8, random_state=0).fit(X, y, sw)
 
 
+def test_certified_gap_bounds_the_optimum_and_follows_the_units():
+    # gap_ certifies J* >= objective_ - gap_ (checked against a 6x longer run), is at most the
+    # last Frank-Wolfe gap, and tol is measured against the constant model's loss: rescaling
+    # X and y leaves the verdict and the relative gap unchanged.
+    X, y, sw = small_problem(n=200, d=12, seed=5)
+    fits, rel = [], []
+    for a, b in [(1.0, 1.0), (1e3, 1e-2), (1e-3, 1e2)]:
+        with pytest.warns(ConvergenceWarning, match="certified") as rec:
+            m = ConvexFMRegressor(max_iter=20, tol=1e-6, random_state=0).fit(a * X, b * y, sw)
+        fits.append(m)
+        mean = np.average(b * y, weights=sw)
+        rel.append(m.gap_ / np.sum(sw * (b * y - mean) ** 2))
+        assert f"{rel[-1]:.3g} x the constant model's loss" in str(rec[0].message)
+    m = fits[0]
+    long = ConvexFMRegressor(max_iter=120, tol=0, random_state=0).fit(X, y, sw)
+    assert m.objective_ - m.gap_ <= long.objective_ <= m.objective_
+    assert 0 < m.gap_ <= m.history_["gap"][-1]
+    np.testing.assert_allclose(rel, rel[0], rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        loose = ConvexFMRegressor(max_iter=20, tol=1.01 * rel[0], random_state=0).fit(X, y, sw)
+    assert loose.gap_ <= 1.01 * rel[0] * np.sum(sw * (y - np.average(y, weights=sw)) ** 2)
+
+
+@pytest.mark.parametrize("cls", [ConvexFMRegressor, ConvexFMClassifier])
+def test_blas_thread_count_does_not_change_the_fit(cls):
+    # The solver's n-vector dot products run on one BLAS thread: OpenBLAS splits long ones by
+    # thread count (W differed by 1e-8 between limits 1 and 2 before).
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(3)
+    n, d = 24000, 16
+    X = sp.random(n, d, density=0.3, random_state=4, format="csr")
+    score = X @ rng.normal(size=d) + (X @ rng.normal(size=d)) * (X @ rng.normal(size=d))
+    y = score > np.median(score) if cls is ConvexFMClassifier else score
+    fits = []
+    for k in (1, 2):
+        with threadpool_limits(k, user_api="blas"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits.append(cls(max_iter=6, random_state=0).fit(X, y))
+    a, b = fits
+    assert a.w0_ == b.w0_
+    np.testing.assert_array_equal(a.w_, b.w_)
+    np.testing.assert_array_equal(a.interaction_matrix(), b.interaction_matrix())
+
+
 def test_planted_psd_model_is_recovered():
     # Noise-free data from a psd rank-2 W: with eta = tr(W) the global optimum fits exactly.
     rng = np.random.default_rng(7)

@@ -112,7 +112,8 @@ class HazanSettings:
     max_iter: int
     loss: str = "squared"  # "squared" | "logistic"
     step: str = "exact"  # "exact" | "standard" (2 / (t + 2))
-    tol: float = 0.0  # stop when the Frank-Wolfe gap <= tol * objective
+    tol: float = 0.0  # stop when the certified gap <= tol * gap_scale
+    gap_scale: object = None  # the scale of tol (None: the objective; see baseline_loss)
     reg_linear: float = 0.0
     eig_tol: float = 1e-2  # C_f of Algorithm 1, as a relative Lanczos tolerance
     eig_schedule: bool = True  # eig_tol / (t+1)^2 (Algorithm 1) or a fixed eig_tol
@@ -221,6 +222,23 @@ class RidgeSystem:
 AUTO_TRACE_FACTOR = 3.0
 
 
+def baseline_loss(data, loss):
+    """The loss of the constant model (no feature used): sum_i s_i (y_i - ybar)^2 for the
+    squared loss, the class entropy sum s * H(share of positives) for the logistic loss (labels
+    +-1); 0 for constant targets. The scale of the estimators' ``tol``, as scikit-learn's Lasso
+    measures its duality gap against ||y||^2: unlike the objective it does not shrink as the fit
+    gets good, and it follows the units of y (squared loss) as the gap does."""
+    sw, sy, syy, _, _ = as_rows(data).reduce(blk_scale)
+    if not sw > 0:
+        return 0.0
+    if loss == "squared":
+        return max(syy - sy * sy / sw, 0.0)
+    share = min(max(0.5 * (1.0 + sy / sw), 0.0), 1.0)
+    if share in (0.0, 1.0):
+        return 0.0
+    return -sw * (share * np.log(share) + (1.0 - share) * np.log1p(-share))
+
+
 def auto_trace_bound(data, loss):
     """``trace_bound="auto"``: ``AUTO_TRACE_FACTOR * s_y / m2``, where m2 is the weighted mean
     of the squared non-zero feature values and s_y the weighted standard deviation of y (the
@@ -307,8 +325,9 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     Returns
     -------
     state, n_iter, info : ``n_iter`` steps taken; info has "diverged" (None or a message),
-    "converged" (gap <= tol * objective), "gap" and "objective" (last measured) and
-    "lanczos_failures".
+    "converged" (certified gap <= tol * gap_scale), "gap" (the certified gap of the result:
+    its objective minus the best lower bound J(W_t) - gap_t seen), "objective" (of the result)
+    and "lanczos_failures".
     """
     rows = as_rows(data)
     if settings.loss == "squared":
@@ -330,6 +349,7 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     failures = 0
     converged = False
     gap = obj = np.inf
+    lower = -np.inf  # the best lower bound on J* seen: max_t J(W_t) - gap_t
     info = {"diverged": None}
     for it in range(settings.max_iter):
         if it and it % settings.refresh_every == 0:
@@ -348,7 +368,12 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         gap = eta * max(rho, 0.0) - 2.0 * gq
         record = {"objective": obj, "gap": gap, "step": 0.0, "train": train,
                   "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv}
-        if gap <= settings.tol * obj or gap <= 0.0:
+        # Every iterate certifies J* >= J(W_t) - gap_t (convexity), so J(W) - J* is at most
+        # J(W) - (the best such bound): never above the last gap, and it does not jump with
+        # the oscillating Frank-Wolfe gap (Jaggi 2013, ICML, Section 2).
+        lower = max(lower, obj - gap)
+        scale = obj if settings.gap_scale is None else settings.gap_scale
+        if obj - lower <= settings.tol * scale or gap <= 0.0:
             converged = True
             if callback is not None:
                 callback(it, record)
@@ -380,7 +405,13 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     rows.update(blk_quadratic, P, lam, "q")
     w, final_obj = linear.finish()
     new = CFMState(float(w[0]), w[1:].copy(), P, lam, t, v0)
-    info.update(converged=converged, gap=gap, lanczos_failures=failures, objective=final_obj)
+    # The result's objective is at most the last measured one: its certified gap is its own,
+    # and the last step may have brought it under the tolerance.
+    if np.isfinite(lower):
+        gap = max(final_obj - lower, 0.0)
+        scale = final_obj if settings.gap_scale is None else settings.gap_scale
+        converged = converged or (gap <= settings.tol * scale and not info["diverged"])
+    info.update(converged=converged, lanczos_failures=failures, objective=final_obj, gap=gap)
     return new, n_done, info
 
 
