@@ -203,7 +203,7 @@ class _BaseConvexFM(BaseFM):
             self._warn_gap(info, scale, history)
         P, lam = state.P, state.lam
         if self.compress:
-            P, lam = compress_atoms(P, lam)
+            P, lam = self._compress(P, lam)
         dtype = np.dtype(self.dtype_)
         self.w0_ = float(state.w0)
         self.w_ = state.w.astype(dtype)
@@ -218,6 +218,28 @@ class _BaseConvexFM(BaseFM):
         self.history_ = history
         self._lanczos_start = state.v0
         return self
+
+    def _compress(self, P, lam):
+        """:func:`compress_atoms`, group by group with ``interaction_groups`` (every atom lives
+        in one group): the eigen-basis of the whole W would mix groups whose eigenvalues
+        (nearly) coincide, and the atoms would no longer be block-diagonal."""
+        groups = self._groups(P.shape[0])
+        if groups is None:
+            return compress_atoms(P, lam)
+        parts = []
+        for idx in groups:
+            sel = np.flatnonzero(np.any(P[idx] != 0.0, axis=0))
+            if sel.size:
+                Q, vals = compress_atoms(P[np.ix_(idx, sel)], lam[sel])
+                full = np.zeros((P.shape[0], vals.shape[0]))
+                full[idx] = Q
+                parts.append((full, vals))
+        if not parts:
+            return P[:, :0].copy(), lam[:0].copy()
+        P = np.hstack([q for q, _ in parts])
+        lam = np.concatenate([v for _, v in parts])
+        order = np.argsort(-lam, kind="stable")
+        return np.ascontiguousarray(P[:, order]), lam[order]
 
     def _warn_gap(self, info, scale, history):
         base = "the constant model's loss" if scale > 0 else "the objective"
@@ -324,7 +346,10 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         only like 1/t and the duality gap closes slowly (on tests/test_defaults.py's
         regression data, 100 exact steps end 25% above the optimum with a certified gap of
         twice the objective; 100 pairwise steps end 0.1% lower, with a certified gap of 0.5%
-        of the objective). It costs one more O(nnz * atoms) product per step.
+        of the objective). It costs one more O(nnz * atoms) product per step. It is not faster
+        everywhere: on tests/test_encoders.py's multi-view completion (noise-free, 63 atoms,
+        the optimum on the budget's boundary) the exact step reaches objective 2.41 in 150
+        steps, the pairwise one 5.18.
     tol : float, default=1e-3
         Stop when the certified duality gap (the objective minus the best Frank-Wolfe lower
         bound J(W_t) - gap_t seen: a bound on the distance to the optimal objective) falls
