@@ -147,6 +147,38 @@ def test_exact_step_minimizes_along_the_segment():
     np.testing.assert_allclose(W1, (1 - a) * W0 + a * eta * np.outer(p, p), atol=1e-12)
 
 
+@pytest.mark.parametrize("start", ["exact", "pairwise"])
+def test_auto_step_takes_frank_wolfe_only_for_a_better_drop_step(start):
+    # step="auto" from any iterate, against the dense oracle J of each resulting W: never
+    # above the pairwise step; where the pairwise step is a drop step (a = 1) the lower of
+    # the two, else the pairwise step itself. From exact iterates (many atoms carrying mass:
+    # drop steps) and pairwise ones; both kinds of step are taken over the 12 starts.
+    X, y, sw = small_problem(n=150, d=9, seed=6)
+    d = X.shape[1]
+    eta, lam1 = 4.0, 0.2
+    data = cfm_data(X, y, sw)
+    cold = CFMState(0.0, np.zeros(d), np.zeros((d, 0)), np.zeros(0))
+    kinds = set()
+    for k in range(2, 14):
+        settings = HazanSettings(trace_bound=eta, max_iter=k, reg_linear=lam1, step=start)
+        state, _, _ = hazan_solver(data, cold, settings, np.random.default_rng(0))
+        J, W, a = {}, {}, {}
+        for step in ("exact", "pairwise", "auto"):
+            settings = HazanSettings(trace_bound=eta, max_iter=1, reg_linear=lam1, step=step)
+            recs = []
+            new = hazan_solver(data, state, settings, np.random.default_rng(0),
+                               callback=lambda it, rec, out=recs: out.append(rec))[0]
+            a[step] = recs[0]["step"]
+            W[step] = (new.P * new.lam) @ new.P.T
+            J[step] = dense_J(X, y, sw, W[step], lam1)[0]
+        best = min(J["exact"], J["pairwise"]) if a["pairwise"] == 1.0 else J["pairwise"]
+        assert J["auto"] <= best * (1 + 1e-9), (k, a, J)
+        kind = "exact" if a["pairwise"] == 1.0 and J["exact"] < J["pairwise"] else "pairwise"
+        np.testing.assert_allclose(W["auto"], W[kind], atol=1e-10 * eta)
+        kinds.add(kind)
+    assert kinds == {"exact", "pairwise"}
+
+
 def test_objective_monotone_and_gap_bounds_suboptimality():
     X, y, sw = small_problem(n=200, d=12, seed=5)
     m = ConvexFMRegressor(trace_bound=4.0, max_iter=60, tol=0, random_state=0).fit(X, y, sw)
@@ -210,10 +242,13 @@ def test_pairwise_steps_close_the_gap_faster_to_the_same_optimum(cls):
     if cls is ConvexFMClassifier:
         y = y > np.median(y)
     fits = {step: cls(max_iter=60, tol=0, step=step, random_state=0).fit(X, y, sw)
-            for step in ("exact", "pairwise")}
+            for step in ("exact", "pairwise", "auto")}
     pw, ex = fits["pairwise"], fits["exact"]
-    obj = np.array(pw.history_["objective"])
-    assert np.all(np.diff(obj) <= 1e-10 * obj[0])
+    for m in (pw, fits["auto"]):
+        obj = np.array(m.history_["objective"])
+        assert np.all(np.diff(obj) <= 1e-10 * obj[0])
+    # The default ("auto") leaves the pairwise run only for better drop steps: never above it.
+    assert fits["auto"].objective_ <= pw.objective_ * (1 + 1e-9)
     assert np.all(pw.atom_weights_ >= 0) and pw.atom_weights_.sum() <= pw.trace_bound_ * (1 + 1e-9)
     assert pw.objective_ - pw.gap_ <= ex.objective_ and ex.objective_ - ex.gap_ <= pw.objective_
     assert pw.objective_ <= ex.objective_

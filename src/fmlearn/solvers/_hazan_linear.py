@@ -12,6 +12,7 @@ from ._hazan_rows import (
     blk_current,
     blk_exact_step,
     blk_logistic_curvature,
+    blk_logistic_gain,
     blk_logistic_loss,
     blk_logistic_segment,
     blk_pair,
@@ -141,6 +142,7 @@ class RidgeLinear:
     def _minimizer(self, w_delta):
         num, res2 = self.rows.reduce(blk_exact_step, *self.ridge.masked(w_delta))
         den = res2 + self.ridge.penalty(w_delta)
+        self.segment = (num, den)
         if den > 0.0:
             return min(max(num / den, 0.0), 1.0)
         return 1.0 if num > 0.0 else 0.0
@@ -155,8 +157,15 @@ class RidgeLinear:
         self.wd = self.ridge.solve((), b=rhs)
         return self._minimizer(self.wd)
 
+    def gain(self, alpha):
+        """J(0) - J(a) along the direction of the last line search: 2 a g^T delta -
+        a^2 delta^T C delta (closed form from that search's two sums)."""
+        num, den = self.segment
+        return alpha * (2.0 * num - alpha * den)
+
     def pair_step(self, alpha):
         self.wq = self.wq + alpha * self.wd
+        self.wp = None
 
     def step(self, alpha, eta, atom_rhs):
         if self.wp is None:  # 2/(t+2) step: no line search has solved for the atom yet
@@ -271,6 +280,10 @@ class LogisticLinear:
 
     def pair_search(self, rhs):
         return self.line_search(None, rhs)
+
+    def gain(self, alpha):
+        """The loss's decrease along the stored direction at step a, w fixed."""
+        return self.rows.reduce(blk_logistic_gain, alpha)[0]
 
     def pair_step(self, alpha):
         self._fit()

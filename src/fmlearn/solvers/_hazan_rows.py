@@ -225,7 +225,9 @@ def blk_pair(data, vec, p, pa, scale, rhs):
     returns Z^T (s o delta)."""
     pair = (data.X, data.X2)
     qa = 0.0 if pa is None else atom_quadratic(pair, pa)
-    vec["delta"] = scale * (atom_quadratic(pair, p) - qa)
+    # q(p p^T) is already stored when blk_atom ran for this p (step="auto": both candidates)
+    qp = vec["qp"] if "qp" in vec else atom_quadratic(pair, p)
+    vec["delta"] = scale * (qp - qa)
     if not rhs:
         return ()
     u = data.sw * vec["delta"]
@@ -237,6 +239,7 @@ def blk_pair_step(data, vec, alpha):
     q = vec["q"] + alpha * vec["delta"]
     vec["q"] = q
     del vec["delta"]
+    vec.pop("qp", None)  # the Frank-Wolfe candidate's, when step="auto" compared both
     return (0 if np.all(np.isfinite(q)) else 1,)
 
 
@@ -262,6 +265,14 @@ def blk_logistic_segment(data, vec, a):
     y, sw, delta = data.y, data.sw, vec["delta"]
     sig = expit(-y * (vec["f"] + a * delta))
     return float(sw @ (-y * sig * delta)), float(sw @ (sig * (1.0 - sig) * delta * delta))
+
+
+def blk_logistic_gain(data, vec, a):
+    """sum s (l(f) - l(f + a delta)) for the logistic loss l: the decrease of the loss along
+    the stored direction at step a (w fixed), to compare two candidate steps."""
+    m0 = -data.y * vec["f"]
+    m1 = m0 - a * data.y * vec["delta"]
+    return (float(data.sw @ (np.logaddexp(0.0, m0) - np.logaddexp(0.0, m1))),)
 
 
 def blk_step(data, vec, alpha, eta):
