@@ -12,7 +12,9 @@ from sklearn.preprocessing import PolynomialFeatures
 from fmlearn import ConvexFMClassifier, ConvexFMRegressor, FMRegressor, load
 from fmlearn.datasets import make_cfm_regression
 from fmlearn.exceptions import ConvergenceWarning, DivergenceError
+from fmlearn.solvers._hazan_rows import blk_logistic_gain
 from fmlearn.solvers.hazan import (
+    CFMData,
     CFMState,
     HazanSettings,
     RidgeSystem,
@@ -423,6 +425,13 @@ def test_logistic_line_search_is_the_1d_minimizer():
     grid = np.linspace(0, 1, 20001)
     vals = np.logaddexp(0, -y * (base + grid[:, None] * delta)) @ sw
     assert a == pytest.approx(grid[int(np.argmin(vals))], abs=1e-4)
+    # step="auto" compares the loss's decrease along two segments: sum s (l(f) - l(f + a d))
+    # against the loss written as log(1 + exp(-margin)).
+    data = CFMData(None, None, None, None, y, sw)
+    loss = [sw @ np.log1p(np.exp(-y * (base + t * delta))) for t in (0.0, 0.3, a, 1.0)]
+    for t, val in zip((0.3, a, 1.0), loss[1:], strict=True):
+        gain = blk_logistic_gain(data, {"f": base, "delta": delta}, t)[0]
+        assert gain == pytest.approx(loss[0] - val, rel=1e-10, abs=1e-12)
 
 
 def test_classifier_learns_interactions_and_descends():
