@@ -105,9 +105,10 @@ def test_multiview_encoder_layout_and_errors():
         MultiViewEncoder(block_rows=(2, 2), n_cols=2, block_views=(0,)).fit()
 
 
-def test_multiview_completion_uses_shared_columns():
-    # Two views share the columns through one low-rank matrix (the stacked A of §4.3):
-    # observing part of each view, the CFM completes both better than the bias model.
+def _multiview_completion():
+    """Two views sharing the columns through one rank-2 matrix (the stacked A of §4.3), half
+    of the entries observed, noise-free: (A, encoded observed rows, their y, the rest's
+    rows and y, eta = twice A's nuclear norm)."""
     rng = np.random.default_rng(1)
     rows, cols = (30, 10), 25
     U = rng.normal(size=(sum(rows), 2))
@@ -118,13 +119,40 @@ def test_multiview_completion_uses_shared_columns():
                     for c in range(cols)])
     y = A[enc.row_offsets_[idx[:, 0]] + idx[:, 1], idx[:, 2]]
     obs = rng.random(y.shape[0]) < 0.5
-    Xo, Xm = enc.transform(idx[obs]), enc.transform(idx[~obs])
-    cfm = ConvexFMRegressor(trace_bound=2 * np.linalg.svd(A, compute_uv=False).sum(), max_iter=150,
-                            tol=0, random_state=0).fit(Xo, y[obs])
-    bias = ConvexFMRegressor(trace_bound=0.0).fit(Xo, y[obs])
-    err = np.sqrt(np.mean((cfm.predict(Xm) - y[~obs]) ** 2))
-    base = np.sqrt(np.mean((bias.predict(Xm) - y[~obs]) ** 2))
+    eta = 2 * np.linalg.svd(A, compute_uv=False).sum()
+    return enc.transform(idx[obs]), y[obs], enc.transform(idx[~obs]), y[~obs], eta
+
+
+def test_multiview_completion_uses_shared_columns():
+    # Observing part of each view, the CFM completes both better than the bias model. With
+    # Frank-Wolfe's exact step, which closes the gap fastest here: held-out RMSE 0.26 after
+    # 150 steps, the default step 0.42, the pairwise step 0.53 (bias model: 1.33).
+    Xo, yo, Xm, ym, eta = _multiview_completion()
+    cfm = ConvexFMRegressor(trace_bound=eta, max_iter=150, tol=0, step="exact",
+                            random_state=0).fit(Xo, yo)
+    bias = ConvexFMRegressor(trace_bound=0.0).fit(Xo, yo)
+    err = np.sqrt(np.mean((cfm.predict(Xm) - ym) ** 2))
+    base = np.sqrt(np.mean((bias.predict(Xm) - ym) ** 2))
     assert err < 0.3 * base
+
+
+def test_multiview_completion_default_step_leaves_the_pairwise_stall():
+    # Here (63 atoms, the optimum on the budget's boundary) pairwise steps stall in drop
+    # steps: mass must leave many atoms at once. The default step (Frank-Wolfe's exact step
+    # where the pairwise one is a drop step and lowers the objective less) never increases
+    # the objective, ends below both after 50 steps and below the pairwise run after 150,
+    # within 30% of the exact run (measured: 7.39 against 8.91 exact and 9.00 pairwise; 2.96
+    # against 2.41 and 5.18).
+    Xo, yo, _, _, eta = _multiview_completion()
+    obj = {}
+    for step in ("auto", "exact", "pairwise"):
+        m = ConvexFMRegressor(trace_bound=eta, max_iter=150, tol=0, step=step,
+                              random_state=0).fit(Xo, yo)
+        obj[step] = np.array(m.history_["objective"] + [m.objective_])
+    auto, exact, pairwise = obj["auto"], obj["exact"], obj["pairwise"]
+    assert np.all(np.diff(auto) <= 1e-10 * auto[0])
+    assert auto[50] <= min(exact[50], pairwise[50])
+    assert auto[150] <= min(1.3 * exact[150], pairwise[150])
 
 
 # -- PiercePointEncoder (seed 001 §4.2) ----------------------------------------------------------

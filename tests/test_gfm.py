@@ -487,3 +487,16 @@ def test_nan_in_a_later_batch_is_a_clear_error_and_keeps_the_model():
         m.fit(X, np.where(np.arange(4000) == 7, np.nan, y))
     for key, value in before.items():
         np.testing.assert_array_equal(getattr(m, key), value)
+
+
+def test_unconverged_passes_warning_says_how_far_and_what_to_change():
+    # Three passes over 2 batches cannot settle to tol=1e-12: the warning gives the last
+    # pass's relative change of the training RMSE (the fit's own history) and the remedies.
+    X, y, _ = make_gfm(2 * 600, 8, 2, noise=0.5, random_state=3)
+    with pytest.warns(ConvergenceWarning, match="in the last of 3 passes") as rec:
+        m = GFMRegressor(2, batch_size=600, max_iter=3, tol=1e-12, random_state=0).fit(X, y)
+    msg = str(rec[0].message)
+    r = np.asarray(m.history_["rmse"]).reshape(3, 2) ** 2
+    passes = np.sqrt(r.mean(axis=1))
+    assert f"{abs(passes[1] - passes[2]) / passes[1]:.2g} (relative)" in msg
+    assert "raise max_iter" in msg and "tol=None" in msg

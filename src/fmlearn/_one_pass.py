@@ -400,11 +400,23 @@ class OnePassMixin:
                               max_iter=max_iter, tol=self.tol,
                               weights=[float(sw[a:b].sum()) for a, b in ranges])
         if self.tol is not None and info["n_passes"] > 1 and not info["converged"]:
-            warnings.warn(f"{type(self).__name__}: the training RMSE still changed by more than "
-                          f"tol={self.tol} after {info['n_passes']} passes over the data",
-                          ConvergenceWarning, stacklevel=3)
+            self._warn_passes(info["pass_rmse"])
         return run.commit(dtype_=run.dtype.name, batch_size_=run.batch_size,
                           n_iter_=run.n_steps, n_passes_=info["n_passes"])
+
+    def _warn_passes(self, losses):
+        """The passes re-use the rows, a first-order method on the training risk (outside
+        the one-pass theory) that may still be moving slowly when ``max_iter`` ends: say by
+        how much and what to change."""
+        prev, last = losses[-2], losses[-1]
+        warnings.warn(
+            f"{type(self).__name__}: the training RMSE still changed by "
+            f"{abs(prev - last) / prev:.2g} (relative) in the last of {len(losses)} passes "
+            f"({prev:.4g} -> {last:.4g}; first pass {losses[0]:.4g}), above tol={self.tol}. "
+            "Passes after the first re-use the rows, a first-order method on the training "
+            "error: raise max_iter to fit the training rows closer (the held-out error may not "
+            "follow), or set tol=None to run max_iter passes without "
+            "this check", ConvergenceWarning, stacklevel=4)
 
     def _partial_fit_one_pass(self, X, y, sample_weight, truth):
         first = not hasattr(self, "working_U_")

@@ -219,6 +219,41 @@ def blk_atom(data, vec, p, eta, rhs):
     return float(u.sum()), data.XT @ u
 
 
+def blk_pair(data, vec, p, pa, scale, rhs):
+    """The pairwise direction (mass ``scale`` moved from atom ``pa``, or from the zero vertex
+    when None, to the atom p): delta = scale (q(p p^T) - q(pa pa^T)) (stored); with ``rhs``
+    returns Z^T (s o delta)."""
+    pair = (data.X, data.X2)
+    qa = 0.0 if pa is None else atom_quadratic(pair, pa)
+    # q(p p^T) is already stored when blk_atom ran for this p (step="auto": both candidates)
+    qp = vec["qp"] if "qp" in vec else atom_quadratic(pair, p)
+    vec["delta"] = scale * (qp - qa)
+    if not rhs:
+        return ()
+    u = data.sw * vec["delta"]
+    return float(u.sum()), data.XT @ u
+
+
+def blk_pair_step(data, vec, alpha):
+    """q <- q + a delta (a pairwise step); returns 1 when a prediction is no longer finite."""
+    q = vec["q"] + alpha * vec["delta"]
+    vec["q"] = q
+    del vec["delta"]
+    vec.pop("qp", None)  # the Frank-Wolfe candidate's, when step="auto" compared both
+    return (0 if np.all(np.isfinite(q)) else 1,)
+
+
+def blk_atom_scores(data, vec, P, block=16):
+    """sum_i g_i (x_i . p_k)^2 for every column p_k of P (``block`` columns at a time): with
+    (X o X)^T g, the atoms' p_k^T M(g) p_k (the away atom of a pairwise step)."""
+    g = vec["g"]
+    out = np.empty(P.shape[1])
+    for k in range(0, P.shape[1], block):
+        S = np.asarray(data.X @ P[:, k:k + block])
+        out[k:k + block] = g @ (S * S)
+    return (out,)
+
+
 def blk_exact_step(data, vec, wd0, wd1):
     """g^T delta and s^T res^2 with res = delta - Z w_delta (Eq. 6, corrected)."""
     res = vec["delta"] - (data.X @ wd1 + wd0)
@@ -230,6 +265,14 @@ def blk_logistic_segment(data, vec, a):
     y, sw, delta = data.y, data.sw, vec["delta"]
     sig = expit(-y * (vec["f"] + a * delta))
     return float(sw @ (-y * sig * delta)), float(sw @ (sig * (1.0 - sig) * delta * delta))
+
+
+def blk_logistic_gain(data, vec, a):
+    """sum s (l(f) - l(f + a delta)) for the logistic loss l: the decrease of the loss along
+    the stored direction at step a (w fixed), to compare two candidate steps."""
+    m0 = -data.y * vec["f"]
+    m1 = m0 - a * data.y * vec["delta"]
+    return (float(data.sw @ (np.logaddexp(0.0, m0) - np.logaddexp(0.0, m1))),)
 
 
 def blk_step(data, vec, alpha, eta):

@@ -487,15 +487,15 @@ def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights
     Returns
     -------
     state, n_iter, info : ``n_iter`` batch steps; ``info`` has ``"n_passes"``, ``"converged"``
-        (True after a single pass), ``"rmse"``, ``"change"`` (lists over every step) and
-        ``"diverged"``.
+        (True after a single pass), ``"rmse"``, ``"change"`` (lists over every step),
+        ``"pass_rmse"`` (each finished pass's RMSE) and ``"diverged"``.
     """
     if max_iter == "auto":
         max_iter = auto_max_iter(max_iter, sum(1 for _ in batches()))
     wsum = None if weights is None else np.asarray(weights, dtype=np.float64)
     previous = np.inf
     converged = max_iter == 1
-    n_done, rmses, changes = 0, [], []
+    n_done, rmses, changes, losses = 0, [], [], []
     p = 0
     for p in range(int(max_iter)):
         if p == 1:
@@ -510,6 +510,7 @@ def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights
                                    "change": changes, "diverged": info["diverged"]}
         r = np.square(info["rmse"])
         loss = float(np.sqrt(np.average(r, weights=None if wsum is None else wsum[:r.shape[0]])))
+        losses.append(loss)
         # Pass 1 starts from the zero model, so compare from the third pass on.
         if tol is not None and p >= 2 and (abs(previous - loss) <= tol * previous
                                            or loss <= tol * state.y_scale):
@@ -517,7 +518,7 @@ def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights
             break
         previous = loss
     return state, n_done, {"n_passes": p + 1, "converged": converged, "rmse": rmses,
-                           "change": changes, "diverged": None}
+                           "change": changes, "diverged": None, "pass_rmse": losses}
 
 
 # -- contraction tracking (no silent stall) -----------------------------------------------------
