@@ -384,7 +384,9 @@ def _away_vertex(rows, P, lam, c, eta, rho):
     if live.size:
         Pl = P[:, live]
         s = rows.reduce(blk_atom_scores, Pl)[0] - (Pl * Pl).T @ c
-        j = int(np.argmin(s))
+        # near-ties (duplicate atoms score alike to round-off) go to the lowest index, so
+        # that sums taken in another order (the Dask fit's partitions) choose the same atom
+        j = int(np.flatnonzero(s <= s.min() + AWAY_TIE * abs(rho))[0])
         if s[j] < score + AWAY_TIE * abs(rho):
             best = int(live[j])
     if best >= 0:
@@ -412,7 +414,8 @@ def _step(rows, linear, settings, buf, lam, vertex, eval_data, qv):
             pw = _pair_candidate(linear, buf, p, away)
             # Frank-Wolfe's step only when the pairwise step is a drop step (a = 1: the away
             # vertex's mass ran out before the line search's minimizer) and lowers J less.
-            if not (pw >= 1.0 and fw_gain > linear.gain(pw)):
+            pw_gain = linear.gain(pw)  # ties to round-off: the pairwise step (see above)
+            if not (pw >= 1.0 and fw_gain > pw_gain + AWAY_TIE * abs(pw_gain)):
                 return _pair_step(rows, linear, buf, lam, p, away, pw, eval_data, qv)
         if alpha <= 0.0:
             return alpha, lam, 0, qv
