@@ -227,9 +227,15 @@ def test_ccfm_auto_step_gives_positives_on_an_imbalanced_text_set():
                                                                classes=[0, 1])
     assert c.learning_rate_ == a.learning_rate_
     np.testing.assert_array_equal(c.decision_function(Xte), a.decision_function(Xte))
-    # a regressor has no such rule: "auto" is refused by name
+    # a regressor has no such rule: "auto" is refused by name; so are the other learners',
+    # and the refused call leaves the estimator unfitted
     with pytest.raises(ValueError, match="learning_rate"):
         CCFMRegressor(learning_rate="auto").fit(Xtr[:100], ytr[:100])
+    for learner in ("ftrl", "ogd", "pa"):
+        bad = CCFMClassifier(learner, learning_rate="auto")
+        with pytest.raises(ValueError, match="learner='ocg' only"):
+            bad.fit(Xtr[:100], ytr[:100])
+        assert not hasattr(bad, "n_features_in_")
 
 
 def test_online_fm_default_decision_has_positives_on_an_imbalanced_text_set():

@@ -109,6 +109,12 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         value = getattr(self, name)
         return AUTO[self.learner][name] if value == "auto" else value
 
+    def _validate_params(self):
+        super()._validate_params()
+        if self.learning_rate == "auto" and self.learner != "ocg":
+            raise ValueError(f"learning_rate='auto' is derived for learner='ocg' only; give "
+                             f"learner={self.learner!r} a number (default 1.0)")
+
     def _auto_step(self):
         """Whether the step is derived from the data (the classifier's ``"auto"``)."""
         return (self.learning_rate == "auto" and self.learner == "ocg"
@@ -268,8 +274,8 @@ _CCFM_DOC = """
         ``"ocg"``: the weight eta of the accumulated gradient in F_t (002 Alg. 2 line 4); the
         theory's D / (4 G T^(3/4)) is far too small in practice (see docs/online.md). ``"ogd"``,
         ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t. ``"auto"``
-        (:class:`CCFMClassifier`, ``"ocg"``; 1.0 for the other learners): 32 x the step of
-        least regret bound, 2 delta / (G sqrt T), derived from the bound, the logistic
+        (:class:`CCFMClassifier`, ``"ocg"`` only; refused for the other learners): 32 x the
+        step of least regret bound, 2 delta / (G sqrt T), derived from the bound, the logistic
         loss's slope and the rows of the first batch (fitted ``learning_rate_``; the rule and
         why it is not the default: ``_CCFMBase._rows_scaled`` in :mod:`fmlearn.online.ccfm`).
     gamma_power, gamma_offset : float, default=1.0, 0.0
