@@ -178,7 +178,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         """The learner's step: the parameter, or the value ``"auto"`` resolved to (during
         the choice of the bound, the step of the candidate)."""
         if not self._auto_step():
-            return 1.0 if self.learning_rate == "auto" else float(self.learning_rate)
+            return float(self.learning_rate)  # "auto" elsewhere is refused (_validate_params)
         scale = self.__dict__.get("_grad_scale")
         if scale is not None:
             return float(auto_step(self._trace_bound(), *scale))

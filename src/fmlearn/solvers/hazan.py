@@ -130,8 +130,8 @@ class HazanSettings:
     trace_bound: float
     max_iter: int
     loss: str = "squared"  # "squared" | "logistic"
-    step: str = "exact"  # "exact" | "pairwise" | "auto" (the better of the two; all with exact
-    # line searches) | "standard" (2 / (t + 2))
+    step: str = "exact"  # "exact" | "pairwise" | "auto" (pairwise unless a drop step that
+    # Frank-Wolfe's beats; all with exact line searches) | "standard" (2 / (t + 2))
     tol: float = 0.0  # stop when the certified gap <= tol * gap_scale
     gap_scale: object = None  # the scale of tol (None: the objective; see baseline_loss)
     reg_linear: float = 0.0
