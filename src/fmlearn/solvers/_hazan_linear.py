@@ -151,6 +151,10 @@ class RidgeLinear:
         """Store the pairwise direction; its right-hand side (for :meth:`pair_search`)."""
         return self.ridge._gather(*self.rows.update(blk_pair, p, pa, scale, True))
 
+    def face(self, fn, *args):
+        """Store a direction by the block function ``fn(..., rhs=True)``; its right-hand side."""
+        return self.ridge._gather(*self.rows.update(fn, *args, True))
+
     def pair_search(self, rhs):
         """The exact step in [0, 1] along the stored pairwise direction: w*(delta) by one
         solve, then Eq. 6 with delta in place of eta q(p p^T) - q."""
@@ -277,6 +281,9 @@ class LogisticLinear:
 
     def pair(self, p, pa, scale):
         self.rows.update(blk_pair, p, pa, scale, False)
+
+    def face(self, fn, *args):
+        self.rows.update(fn, *args, False)
 
     def pair_search(self, rhs):
         return self.line_search(None, rhs)

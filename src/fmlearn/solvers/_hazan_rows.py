@@ -254,6 +254,33 @@ def blk_atom_scores(data, vec, P, block=16):
     return (out,)
 
 
+def blk_face_basis(data, vec, Q):
+    """Store B = X Q (the rows in the orthonormal basis Q of the atoms' span, d x k) for the
+    corrective steps; with Q None, drop it."""
+    if Q is None:
+        vec.pop("B", None)
+    else:
+        vec["B"] = np.asarray(data.X @ Q)
+    return ()
+
+
+def blk_face_gradient(data, vec):
+    """B^T diag(g) B: with (X o X)^T g, the face's restriction Q^T M(g) Q of -grad J."""
+    B = vec["B"]
+    return (B.T @ (vec["g"][:, None] * B),)
+
+
+def blk_face_direction(data, vec, D, dD, rhs):
+    """delta = q(Q D Q^T) for a symmetric k x k D, with dD = diag(Q D Q^T) (stored); with
+    ``rhs`` returns Z^T (s o delta)."""
+    B = vec["B"]
+    vec["delta"] = 0.5 * (np.einsum("ij,ij->i", B @ D, B) - data.X2 @ dD)
+    if not rhs:
+        return ()
+    u = data.sw * vec["delta"]
+    return float(u.sum()), data.XT @ u
+
+
 def blk_exact_step(data, vec, wd0, wd1):
     """g^T delta and s^T res^2 with res = delta - Z w_delta (Eq. 6, corrected)."""
     res = vec["delta"] - (data.X @ wd1 + wd0)

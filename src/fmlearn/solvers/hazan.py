@@ -70,6 +70,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ..linalg import leading_eigenpair
+from ._hazan_face import face_steps
 from ._hazan_linear import LogisticLinear, RidgeLinear, RidgeSystem  # noqa: F401 (RidgeSystem)
 from ._hazan_rows import (  # noqa: F401  (CFMData .. sparse_pair: this module's public names)
     CFMData,
@@ -138,6 +139,7 @@ class HazanSettings:
     eig_tol: float = 1e-2  # C_f of Algorithm 1, as a relative Lanczos tolerance
     eig_schedule: bool = True  # eig_tol / (t+1)^2 (Algorithm 1) or a fixed eig_tol
     cg_tol: float = 1e-10
+    corrective: int = 0  # corrective steps on the atoms' face after each step (._hazan_face)
     refresh_every: int = 50  # recompute cached q from the atoms (stops round-off drift)
     linear_mask: object = None  # (d,) 0/1: features with a linear weight (None: all; Eq. 14)
     metric: tuple = ("rmse", -np.inf, np.inf)  # train metric: ("rmse", lo, hi) clipped, or
@@ -345,6 +347,8 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         if bad_q or not linear.is_finite():
             info["diverged"] = _diverged(it, "predictions")
             break
+        if settings.corrective:
+            lam, qv = _correct(rows, linear, settings, buf, lam, eval_data, qv)
         if callback is not None and callback(it, record):
             break
     m = lam.shape[0]
@@ -427,6 +431,18 @@ def _step(rows, linear, settings, buf, lam, vertex, eval_data, qv):
         return alpha, lam, bad, qv
     alpha = _pair_candidate(linear, buf, p, away)
     return _pair_step(rows, linear, buf, lam, p, away, alpha, eval_data, qv)
+
+
+def _correct(rows, linear, settings, buf, lam, eval_data, qv):
+    """``settings.corrective`` projected-gradient steps on the face of the atoms
+    (:func:`._hazan_face.face_steps`); the atoms are rewritten in buf's first columns."""
+    live = lam > 0.0
+    P, w = face_steps(rows, linear, buf[:, :lam.shape[0]][:, live], lam[live],
+                      float(settings.trace_bound), settings.corrective, settings.metric)
+    buf[:, :w.shape[0]] = P
+    if qv is not None:
+        qv = quadratic_part(eval_data, P, w)
+    return w, qv
 
 
 def _pair_candidate(linear, buf, p, away):
