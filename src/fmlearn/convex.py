@@ -510,7 +510,7 @@ warm_start, random_state, verbose :
         As in :class:`ConvexFMRegressor`. Two per Frank-Wolfe step by default: with none, the
         pairwise steps alone left a certified gap of 0.0076 x the class entropy on IJCNN1
         after 100 steps (objective 5487.2, falling 0.006% per step; the optimum is below
-        5430); with two, ``tol`` is met after 32 steps at 5431.7, in less CPU time
+        5430); with two, ``tol`` is met after 39 steps at 5430.2
         (benchmarks/RESULTS.md, "Defaults that learn").
     reg_linear : float, default=1.0
         L2 penalty on w (not w0). Positive by default: on separable data the unpenalized
