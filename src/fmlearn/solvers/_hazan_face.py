@@ -60,13 +60,20 @@ def _direction(rows, linear, Q, D):
     return linear.pair_search(linear.face(blk_face_direction, D, dD))
 
 
-def face_steps(rows, linear, P, lam, eta, n_steps, metric):
+def face_steps(rows, linear, P, lam, eta, n_steps, metric, idx=None):
     """``n_steps`` corrective steps on the face of W = P diag(lam) P^T (see the module
-    docstring). Returns (atoms, weights) of the result, the eigen-basis of Q S Q^T (at most
-    as many atoms as P's rank); the rows' q and ``linear`` follow the steps."""
+    docstring); with ``idx`` (the features of one interaction group, holding every atom),
+    Q is zero outside them, so that W stays block-diagonal. Returns (atoms, weights) of the
+    result, the eigen-basis of Q S Q^T (at most as many atoms as P's rank); the rows' q and
+    ``linear`` follow the steps."""
     from .hazan import compress_atoms  # noqa: PLC0415 (hazan imports this module)
 
-    Q, vals = compress_atoms(P, lam, rtol=DROP)
+    if idx is None:
+        Q, vals = compress_atoms(P, lam, rtol=DROP)
+    else:
+        Qg, vals = compress_atoms(P[idx], lam, rtol=DROP)
+        Q = np.zeros((P.shape[0], vals.shape[0]))
+        Q[idx] = Qg
     if vals.shape[0] == 0:
         return P, lam
     S = np.diag(vals)

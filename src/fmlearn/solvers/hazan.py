@@ -435,10 +435,25 @@ def _step(rows, linear, settings, buf, lam, vertex, eval_data, qv):
 
 def _correct(rows, linear, settings, buf, lam, eval_data, qv):
     """``settings.corrective`` projected-gradient steps on the face of the atoms
-    (:func:`._hazan_face.face_steps`); the atoms are rewritten in buf's first columns."""
+    (:func:`._hazan_face.face_steps`); the atoms are rewritten in buf's first columns. With
+    interaction groups, group by group (the face of each group's atoms, its budget eta minus
+    the other groups' traces): a face spanning atoms of two groups would mix them."""
     live = lam > 0.0
-    P, w = face_steps(rows, linear, buf[:, :lam.shape[0]][:, live], lam[live],
-                      float(settings.trace_bound), settings.corrective, settings.metric)
+    P, w = buf[:, :lam.shape[0]][:, live], lam[live]
+    eta = float(settings.trace_bound)
+    if rows.groups is None:
+        P, w = face_steps(rows, linear, P, w, eta, settings.corrective, settings.metric)
+    else:
+        parts = []
+        for idx in rows.groups:
+            sel = np.any(P[idx] != 0.0, axis=0)
+            if np.any(sel):
+                budget = eta - float(w[~sel].sum()) - sum(float(x.sum()) for _, x in parts)
+                parts.append(face_steps(rows, linear, P[:, sel], w[sel], budget,
+                                        settings.corrective, settings.metric, idx))
+                P, w = P[:, ~sel], w[~sel]
+        P = np.hstack([P] + [a for a, _ in parts])
+        w = np.concatenate([w] + [x for _, x in parts])
     buf[:, :w.shape[0]] = P
     if qv is not None:
         qv = quadratic_part(eval_data, P, w)
