@@ -506,12 +506,13 @@ warm_start, random_state, verbose :
     max_iter : int, default=100
         Frank-Wolfe iterations; each re-fits the linear part by Newton's method, so the
         default is lower than the regressor's.
-    corrective_steps : int, default=2
-        As in :class:`ConvexFMRegressor`. Two per Frank-Wolfe step by default: with none, the
+    corrective_steps : int, default=1
+        As in :class:`ConvexFMRegressor`. One per Frank-Wolfe step by default: with none, the
         pairwise steps alone left a certified gap of 0.0076 x the class entropy on IJCNN1
         after 100 steps (objective 5487.2, falling 0.006% per step; the optimum is below
-        5430); with two, ``tol`` is met after 39 steps at 5430.2
-        (benchmarks/RESULTS.md, "Defaults that learn").
+        5430); with one, ``tol`` is met after 42 steps at 5431.0, and on Adult after 60 (two
+        per step: 39 and 54 steps, 1.3x the CPU seconds on Adult; benchmarks/RESULTS.md,
+        "Defaults that learn").
     reg_linear : float, default=1.0
         L2 penalty on w (not w0). Positive by default: on separable data the unpenalized
         logistic fit has no minimizer.
@@ -536,7 +537,7 @@ warm_start, random_state, verbose :
     _loss = "logistic"
 
     def __init__(self, trace_bound="auto", *, max_iter=100, step="auto", tol=1e-3,
-                 reg_linear=1.0, eig_tol=1e-2, corrective_steps=2, compress=True,
+                 reg_linear=1.0, eig_tol=1e-2, corrective_steps=1, compress=True,
                  linear_features=None, interaction_groups=None,
                  warm_start=False, random_state=None, verbose=0):
         super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
