@@ -510,9 +510,9 @@ warm_start, random_state, verbose :
         As in :class:`ConvexFMRegressor`. One per Frank-Wolfe step by default: with none, the
         pairwise steps alone left a certified gap of 0.0076 x the class entropy on IJCNN1
         after 100 steps (objective 5487.2, falling 0.006% per step; the optimum is below
-        5430); with one, ``tol`` is met after 42 steps at 5431.0, and on Adult after 60 (two
-        per step: 39 and 54 steps, 1.3x the CPU seconds on Adult; benchmarks/RESULTS.md,
-        "Defaults that learn").
+        5430); with one, ``tol`` is met after 42 steps at 5431.0, and on Adult after 60, in
+        0.73x / 0.99x the CPU seconds of 100 steps without (two per step: 39 and 54 steps, but
+        1.3-1.4x the CPU seconds on Adult; benchmarks/RESULTS.md, "Defaults that learn").
     reg_linear : float, default=1.0
         L2 penalty on w (not w0). Positive by default: on separable data the unpenalized
         logistic fit has no minimizer.
