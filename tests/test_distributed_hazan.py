@@ -89,12 +89,15 @@ def test_in_process_without_client():
 @pytest.mark.parametrize("params", [
     {},
     {"reg_linear": 0.5, "linear_features": np.arange(20)},
-    {"interaction_groups": [np.arange(0, 10), np.arange(10, 30)]},
+    # (corrective steps group by group, squared loss: the classifier's test has them ungrouped)
+    {"interaction_groups": [np.arange(0, 10), np.arange(10, 30)], "corrective_steps": 1,
+     "max_iter": 4},
 ])
 def test_regressor_equals_in_memory(client, params):
     X, y = _problem()
     sw = np.random.default_rng(1).uniform(0.5, 2.0, X.shape[0])
-    est = ConvexFMRegressor(trace_bound=3.0, max_iter=8, tol=0, random_state=0, **params)
+    est = ConvexFMRegressor(**{"trace_bound": 3.0, "max_iter": 8, "tol": 0, "random_state": 0,
+                               **params})
     ref = clone(est).fit(X, y, sample_weight=sw)
     m = fit_convex(clone(est), *_sparse_chunks(X, y, (170, 0, 200, 130), sw), client=client)
     assert_same_fit(m, ref, X)
