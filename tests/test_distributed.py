@@ -268,12 +268,11 @@ def test_local_cluster_threads():
 
 
 @pytest.mark.slow
-def test_local_cluster_two_processes():
+def test_local_cluster_two_processes(two_process_cluster):
     """Two worker processes: the tasks and the persisted residuals cross process boundaries."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with Client(two_process_cluster) as client:
         _cluster_checks(client)
 
 
