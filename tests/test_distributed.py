@@ -268,11 +268,12 @@ def test_local_cluster_threads():
 
 
 @pytest.mark.slow
-def test_local_cluster_two_processes(two_process_cluster):
+def test_local_cluster_two_processes():
     """Two worker processes: the tasks and the persisted residuals cross process boundaries."""
-    from distributed import Client
+    from distributed import Client, LocalCluster
 
-    with Client(two_process_cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
         _cluster_checks(client)
 
 

@@ -3,6 +3,7 @@ of 2 worker processes. The fit equals the in-memory fit (same random_state) up t
 order; a killed worker does not change it; a killed client resumes from its checkpoint and
 ends bit-identical; bad input fails clearly and leaves the estimator as it was."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,6 +59,21 @@ def kill_worker(client, victim=None):
     while victim in client.scheduler_info()["workers"] and time.time() < deadline:
         time.sleep(0.05)
     return victim
+
+
+@contextlib.contextmanager
+def two_workers():
+    """A client of a LocalCluster of 2 single-threaded worker processes."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client():
+    with two_workers() as c:
+        yield c
 
 
 def assert_same_model(m, ref, rtol=RTOL):

@@ -14,7 +14,7 @@ from fmlearn._data import merge_duplicate_rows
 from fmlearn.exceptions import DivergenceError
 from fmlearn.solvers._fm_common import init_state
 from fmlearn.solvers.sgd import SGDSettings, sgd_solver
-from test_distributed_fm import dask_rows, kill_worker, one_hot
+from test_distributed_fm import dask_rows, kill_worker, one_hot, two_workers
 
 dask = pytest.importorskip("dask")
 pytest.importorskip("distributed")
@@ -23,6 +23,12 @@ from fmlearn import distributed as fd  # noqa: E402
 from fmlearn.distributed import _fm_sgd  # noqa: E402
 
 KW = dict(n_factors=3, solver="sgd", n_iter=6, learning_rate=0.05, random_state=2)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with two_workers() as c:
+        yield c
 
 
 def _data(n=2000, seed=3, n_test=0):
