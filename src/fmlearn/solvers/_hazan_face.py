@@ -35,6 +35,25 @@ from ._hazan_rows import blk_face_basis, blk_face_direction, blk_face_gradient, 
 DROP = 1e-12
 
 
+def compress_atoms(P, lam, rtol=1e-10):
+    """Rewrite W = P diag(lam) P^T in its eigen-basis, dropping eigenvalues <= rtol * tr(W).
+
+    Thin QR of P (d x m) then an m x m eigendecomposition: O(d m^2), never d x d. Returns
+    orthonormal atoms and their (descending) eigenvalues; W changes by at most the dropped mass.
+    """
+    m = lam.shape[0]
+    if m == 0:
+        return P[:, :0].copy(), lam.copy()
+    Q, R = np.linalg.qr(P)
+    core = (R * lam) @ R.T
+    vals, vecs = np.linalg.eigh(0.5 * (core + core.T))
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], vecs[:, order]
+    total = float(np.sum(np.maximum(vals, 0.0)))
+    keep = vals > rtol * total
+    return np.ascontiguousarray(Q @ vecs[:, keep]), vals[keep].copy()
+
+
 def project_eigenvalues(vals, eta):
     """Euclidean projection of ``vals`` on {v >= 0, sum v <= eta} (the eigenvalues of the
     projection of a symmetric matrix on {S psd, tr S <= eta})."""
@@ -66,8 +85,6 @@ def face_steps(rows, linear, P, lam, eta, n_steps, metric, idx=None):
     Q is zero outside them, so that W stays block-diagonal. Returns (atoms, weights) of the
     result, the eigen-basis of Q S Q^T (at most as many atoms as P's rank); the rows' q and
     ``linear`` follow the steps."""
-    from .hazan import compress_atoms  # noqa: PLC0415 (hazan imports this module)
-
     if idx is None:
         Q, vals = compress_atoms(P, lam, rtol=DROP)
     else:

@@ -70,7 +70,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ..linalg import leading_eigenpair
-from ._hazan_face import face_steps
+from ._hazan_face import compress_atoms, face_steps  # noqa: F401 (compress_atoms: public here)
 from ._hazan_linear import LogisticLinear, RidgeLinear, RidgeSystem  # noqa: F401 (RidgeSystem)
 from ._hazan_rows import (  # noqa: F401  (CFMData .. sparse_pair: this module's public names)
     CFMData,
@@ -488,23 +488,3 @@ def _pair_step(rows, linear, buf, lam, p, away, alpha, eval_data, qv):
 def _diverged(it, what):
     return (f"Hazan's algorithm produced a non-finite {what} at iteration {it}; the data or eta "
             "is too large for float64 (scale X or y, or lower eta)")
-
-
-# -- atoms --------------------------------------------------------------------------------------
-def compress_atoms(P, lam, rtol=1e-10):
-    """Rewrite W = P diag(lam) P^T in its eigen-basis, dropping eigenvalues <= rtol * tr(W).
-
-    Thin QR of P (d x m) then an m x m eigendecomposition: O(d m^2), never d x d. Returns
-    orthonormal atoms and their (descending) eigenvalues; W changes by at most the dropped mass.
-    """
-    m = lam.shape[0]
-    if m == 0:
-        return P[:, :0].copy(), lam.copy()
-    Q, R = np.linalg.qr(P)
-    core = (R * lam) @ R.T
-    vals, vecs = np.linalg.eigh(0.5 * (core + core.T))
-    order = np.argsort(vals)[::-1]
-    vals, vecs = vals[order], vecs[:, order]
-    total = float(np.sum(np.maximum(vals, 0.0)))
-    keep = vals > rtol * total
-    return np.ascontiguousarray(Q @ vecs[:, keep]), vals[keep].copy()
