@@ -7,12 +7,13 @@ evaluated in the ``fmlearn`` namespace) and each ``--seeds`` value set as ``rand
 order ``fit`` visits the rows in) one Markdown row: held-out AUC, predicted and true positives,
 error rate against the majority class's, CPU and wall seconds.
 
-The column "positives, b refit" separates a shifted decision from compressed scores: the
-held-out positives once the constant of the decision function is refit by maximum likelihood
-(logistic loss) on the training rows given the fitted model's scores (one parameter, the
-intercept a GLM would fit for those scores). A model whose scores rank well but sit under the
-threshold by a shift gains positives from it; a model whose scores are compressed (too close
-together to cross the threshold) does not.
+The columns "positives, b refit" and "positives, a and b refit" separate a shifted decision
+from compressed scores: the held-out positives once the decision function's constant b (or its
+scale a and constant b, Platt's scaling) is refit by maximum likelihood (logistic loss) on the
+training rows given the fitted model's scores. A model whose scores rank well but sit under
+the threshold by a shift gains positives from the first; a model whose scores are compressed
+(too close together to cross the threshold) only from the second, whose "a" column says by
+how much the scores are compressed.
 
     python benchmarks/imbalanced_text.py [--dim D] [--seeds 0,1,2] "OnlineFMClassifier()" \\
         "CCFMClassifier()"
@@ -40,6 +41,15 @@ def refit_shift(scores, y):
     return minimize_scalar(loss, bounds=(-50.0, 50.0), method="bounded").x
 
 
+def refit_platt(train_scores, y, scores):
+    """Platt's a s + b fitted by unpenalised logistic regression of y on the training scores,
+    applied to ``scores``; and a."""
+    from sklearn.linear_model import LogisticRegression
+
+    lr = LogisticRegression(C=np.inf).fit(train_scores[:, None], y)
+    return lr.decision_function(scores[:, None]), float(lr.coef_[0, 0])
+
+
 def main(argv=None):
     from sklearn.metrics import roc_auc_score
     from test_online_defaults import sparse_text
@@ -55,9 +65,9 @@ def main(argv=None):
     X, y = sparse_text(d=args.dim)
     Xtr, ytr, Xte, yte = X[:3000], y[:3000], X[3000:], y[3000:]
     print(f"load average {os.getloadavg()[0]:.1f}; d = {args.dim}")
-    print("| estimator | seed | AUC | predicted positives | positives, b refit | true positives "
-          "| error | majority error | CPU s | wall s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| estimator | seed | AUC | predicted positives | positives, b refit | positives, a "
+          "and b refit | a | true positives | error | majority error | CPU s | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in args.specs:
         for seed in seeds:
             est = eval(spec, vars(fmlearn)).set_params(random_state=seed)
@@ -66,10 +76,13 @@ def main(argv=None):
             pred = est.predict(Xte)
             cpu, wall = time.process_time() - c0, time.perf_counter() - t0
             scores = est.decision_function(Xte)
-            shift = refit_shift(est.decision_function(Xtr), ytr)
+            train = est.decision_function(Xtr)
+            shift = refit_shift(train, ytr)
+            platt, a = refit_platt(train, ytr, scores)
             auc = roc_auc_score(yte, scores)
             print(f"| `{spec}` | {seed} | {auc:.3f} | {int((pred == 1).sum())} "
-                  f"| {int((scores + shift > 0).sum())} | {int(yte.sum())} "
+                  f"| {int((scores + shift > 0).sum())} | {int((platt > 0).sum())} | {a:.1f} "
+                  f"| {int(yte.sum())} "
                   f"| {np.mean(pred != yte):.4f} | {np.mean(yte != 0):.4f} | {cpu:.1f} "
                   f"| {wall:.1f} |", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f}")
