@@ -3,8 +3,9 @@
 The set is generated (``sparse_text`` of tests/online/test_online_defaults.py: 3,600 tf-idf-like
 unit-norm rows over 8,000 words, 5% positives from a linear + pairwise score over 20 keywords);
 the first 3,000 rows train, the last 600 are held out. For each estimator (a Python expression
-evaluated in the ``fmlearn`` namespace) and each ``--seeds`` value set as ``random_state`` (the
-order ``fit`` visits the rows in) one Markdown row: held-out AUC, predicted and true positives,
+evaluated in the ``fmlearn`` namespace, plus scikit-learn's ``CalibratedClassifierCV``) and each
+``--seeds`` value set as every ``random_state`` among its parameters (the order ``fit`` visits
+the rows in) one Markdown row: held-out AUC, predicted and true positives,
 error rate against the majority class's, CPU and wall seconds.
 
 The columns "positives, b refit" and "positives, a and b refit" separate a shifted decision
@@ -50,7 +51,16 @@ def refit_platt(train_scores, y, scores):
     return lr.decision_function(scores[:, None]), float(lr.coef_[0, 0])
 
 
+def decision(est, X):
+    """The estimator's decision function, or the log-odds of its ``predict_proba``."""
+    if hasattr(est, "decision_function"):
+        return est.decision_function(X)
+    p = np.clip(est.predict_proba(X)[:, 1], 1e-15, 1 - 1e-15)
+    return np.log(p) - np.log1p(-p)
+
+
 def main(argv=None):
+    from sklearn.calibration import CalibratedClassifierCV
     from sklearn.metrics import roc_auc_score
     from test_online_defaults import sparse_text
 
@@ -62,6 +72,7 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0", help="comma-separated random_state values")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
+    namespace = {**vars(fmlearn), "CalibratedClassifierCV": CalibratedClassifierCV}
     X, y = sparse_text(d=args.dim)
     Xtr, ytr, Xte, yte = X[:3000], y[:3000], X[3000:], y[3000:]
     print(f"load average {os.getloadavg()[0]:.1f}; d = {args.dim}")
@@ -70,13 +81,14 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in args.specs:
         for seed in seeds:
-            est = eval(spec, vars(fmlearn)).set_params(random_state=seed)
+            est = eval(spec, namespace)
+            est.set_params(**{k: seed for k in est.get_params() if k.endswith("random_state")})
             t0, c0 = time.perf_counter(), time.process_time()
             est.fit(Xtr, ytr)
             pred = est.predict(Xte)
             cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-            scores = est.decision_function(Xte)
-            train = est.decision_function(Xtr)
+            scores = decision(est, Xte)
+            train = decision(est, Xtr)
             shift = refit_shift(train, ytr)
             platt, a = refit_platt(train, ytr, scores)
             auc = roc_auc_score(yte, scores)
