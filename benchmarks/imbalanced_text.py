@@ -79,8 +79,8 @@ def main(argv=None):
     print("| estimator | seed | AUC | predicted positives | positives, b refit | positives, a "
           "and b refit | a | true positives | error | majority error | CPU s | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for spec in args.specs:
-        for seed in seeds:
+    for seed in seeds:  # the specs alternated (A B A B ...)
+        for spec in args.specs:
             est = eval(spec, namespace)
             est.set_params(**{k: seed for k in est.get_params() if k.endswith("random_state")})
             t0, c0 = time.perf_counter(), time.process_time()
