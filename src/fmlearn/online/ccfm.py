@@ -2,6 +2,7 @@
 :class:`CCFMClassifier`, with the learners OCCFM (``"ocg"``, 002 Algorithm 2) and the projected
 baselines ``"ogd"``, ``"pa"``, ``"ftrl"`` (002 §4.1)."""
 
+import inspect
 import numbers
 
 import numpy as np
@@ -246,6 +247,14 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         return self._learner().trace_norm()
 
 
+def _base_params(values):
+    """The arguments of ``_CCFMBase.__init__`` among a subclass's ``__init__`` locals."""
+    return {name: values[name] for name in _BASE_NAMES}
+
+
+_BASE_NAMES = tuple(inspect.signature(_CCFMBase.__init__).parameters)[1:]
+
+
 _CCFM_DOC = """
     The compact convexified factorization machine (seed 002 §3.1) predicts
 
@@ -411,14 +420,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
                  sketch_size="auto",
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
-        super().__init__(learner, trace_bound=trace_bound, learning_rate=learning_rate,
-                         gamma_power=gamma_power, gamma_offset=gamma_offset, power_t=power_t,
-                         pa_c=pa_c, epsilon=epsilon, self_interaction=self_interaction,
-                         fit_intercept=fit_intercept, eig_max_iter=eig_max_iter,
-                         eig_tol=eig_tol, max_rank=max_rank,
-                         sketch_size=sketch_size, memory_budget_mb=memory_budget_mb,
-                         n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
-                         random_state=random_state, verbose=verbose)
+        super().__init__(**_base_params(locals()))
         self.clip_predictions = clip_predictions
 
 
@@ -436,9 +438,10 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
         final C ranks well but its scores are compressed, not shifted: on a generated
         imbalanced tf-idf set (5% positives) the default reached AUC 0.98 and predicted 0
         positives; refitting b alone still gave 0, and no step rule gave a count stable
-        across row orders, while the fitted a (about 8-10; about 200 for ``"ftrl"``) and b
-        gave 23-27 of 41 and 19-22 of 30 held-out positives for every row order
-        (benchmarks/RESULTS.md, "Imbalanced sparse text"). When the scores rank backwards
+        across row orders; with the fitted a (about 8-10; about 200 for ``"ftrl"``) and b the
+        default predicts 22-26 of 41 and 19-22 of 30 held-out positives for three row orders,
+        the AUC unchanged (benchmarks/RESULTS.md, "CCFMClassifier's default link"; J. Platt,
+        Probabilistic outputs for support vector machines, 1999). When the scores rank backwards
         the fit keeps a = 0 (the minimiser over a >= 0; the order is never flipped) and the
         decision is the classes' log-odds. ``partial_fit`` refits (a, b) on each call's rows
         when they hold both classes and their scores differ, and keeps the previous link
@@ -469,14 +472,7 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
                  calibration="platt", warm_start=False, random_state=None, verbose=0):
-        super().__init__(learner, trace_bound=trace_bound, learning_rate=learning_rate,
-                         gamma_power=gamma_power, gamma_offset=gamma_offset, power_t=power_t,
-                         pa_c=pa_c, epsilon=epsilon, self_interaction=self_interaction,
-                         fit_intercept=fit_intercept, eig_max_iter=eig_max_iter,
-                         eig_tol=eig_tol, max_rank=max_rank,
-                         sketch_size=sketch_size, memory_budget_mb=memory_budget_mb,
-                         n_iter=n_iter, shuffle=shuffle, warm_start=warm_start,
-                         random_state=random_state, verbose=verbose)
+        super().__init__(**_base_params(locals()))
         self.calibration = calibration
 
     def _fit_link(self, X, y, sw):
