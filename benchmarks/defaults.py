@@ -15,11 +15,16 @@ AsymmetricRankOneSensing) model y = x'Mx without bias or linear term, for matrix
 listed apart and not held to the bar.
 
     python benchmarks/defaults.py [--libsvm-data DIR] [--only NAME ...] [--sets ml,abalone,...]
+        [--set PARAM=VALUE ...]
+
+``--set`` changes one parameter (a Python literal, e.g. ``calibration=None``) of every estimator
+that has it, to measure a default against the value it replaced.
 
 Prints one Markdown table row per (data set, scaling, estimator) as it goes.
 """
 
 import argparse
+import ast
 import os
 import sys
 import time
@@ -94,13 +99,13 @@ def score(task, yte, pred):
     return float(np.mean(yte != pred))
 
 
-def run_one(name, task, Xtr, ytr, Xte, yte):
+def run_one(name, task, Xtr, ytr, Xte, yte, overrides=None):
     import fmlearn
 
     cls = getattr(fmlearn, name)
     est = cls()
-    if "random_state" in est.get_params():
-        est.set_params(random_state=0)
+    params = {"random_state": 0, **(overrides or {})}
+    est.set_params(**{k: v for k, v in params.items() if k in est.get_params()})
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -121,7 +126,10 @@ def main(argv=None):
     ap.add_argument("--sets", default="ml,abalone,ijcnn1,adult")
     ap.add_argument("--only", nargs="*", help="estimator names")
     ap.add_argument("--no-scaled", action="store_true")
+    ap.add_argument("--set", nargs="*", default=[], metavar="PARAM=VALUE",
+                    help="a parameter of every estimator that has it (a Python literal)")
     args = ap.parse_args(argv)
+    overrides = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in args.set)}
     print(f"load average {os.getloadavg()[0]:.1f}")
     print("| data | X | estimator | test error | baseline | ratio | bar 0.9 | CPU s | wall s "
           "| warnings |")
@@ -137,7 +145,7 @@ def main(argv=None):
                 if args.only and name not in args.only:
                     continue
                 err, cpu, wall, note = run_one(name, task, sp.csr_matrix(A), ytr,
-                                               sp.csr_matrix(B), yte)
+                                               sp.csr_matrix(B), yte, overrides)
                 ratio = err / base
                 ok = name in SENSING or ratio <= 0.9
                 failures += not ok

@@ -355,3 +355,74 @@ def test_state_of_ocg_on_wide_sparse_rows_is_bounded_by_the_sketch():
     assert max(sizes[1:]) == min(sizes[1:])
     assert np.all(np.isfinite(m.predict(X[:50])))
 
+
+
+def _platt_oracle(s, y, sw):
+    """Platt's (a, b) by scikit-learn: unpenalised logistic regression of the smoothed
+    targets t, each row as a positive of weight w t and a negative of weight w (1 - t)."""
+    from sklearn.linear_model import LogisticRegression
+
+    pos = y > 0
+    n_pos, n_neg = sw[pos].sum(), sw[~pos].sum()
+    t = np.where(pos, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    Xs = np.concatenate([s, s])[:, None]
+    lab = np.concatenate([np.ones_like(s), np.zeros_like(s)])
+    w = np.concatenate([sw * t, sw * (1 - t)])
+    lr = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(Xs, lab, w)
+    return lr.coef_[0, 0], lr.intercept_[0]
+
+
+def test_platt_link_equals_logistic_regression_and_never_flips_the_order():
+    from scipy.special import logit
+
+    from fmlearn.online._platt import platt_link
+
+    rng = np.random.default_rng(0)
+    s = 0.05 * rng.normal(size=400) - 0.3  # compressed scores, as OCCFM's
+    y = np.where(rng.random(400) < 1 / (1 + np.exp(-(40 * s + 8))), 1.0, -1.0)
+    sw = rng.uniform(0.2, 3.0, size=400)
+    a, b = platt_link(s, y, sw)
+    np.testing.assert_allclose([a, b], _platt_oracle(s, y, sw), rtol=1e-5)
+    # separable scores: Platt's targets keep (a, b) finite, still the oracle's
+    sep = np.where(y > 0, 1.0, -1.0) + 0.1 * rng.normal(size=400)
+    np.testing.assert_allclose(platt_link(sep, y, sw), _platt_oracle(sep, y, sw), rtol=1e-4)
+    # invariant to the scale and shift of the scores
+    a2, b2 = platt_link(1e4 * s + 7.0, y, sw)
+    np.testing.assert_allclose([a2 * 1e4, b2 + 7.0 * a2], [a, b], rtol=1e-6)
+    # scores that rank backwards: a = 0, b the log-odds of the mean target (never flipped)
+    pos = y > 0
+    t = np.where(pos, (sw[pos].sum() + 1) / (sw[pos].sum() + 2), 1 / (sw[~pos].sum() + 2))
+    assert platt_link(-s, y, sw) == (0.0, logit(np.dot(sw, t) / sw.sum()))
+    # nothing to fit: one class, or scores without spread
+    assert platt_link(s, np.ones(400), sw) is None
+    assert platt_link(np.full(400, 0.3), y, sw) is None
+
+
+def test_ccfm_link_fit_and_partial_fit_agree_and_none_is_the_raw_score():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] * X[:, 1] + X[:, 2] > 0.8).astype(int)
+    kw = {"trace_bound": 10.0, "random_state": 0}
+    a = CCFMClassifier(shuffle=False, **kw).fit(X, y)
+    c = CCFMClassifier(**kw).partial_fit(X, y, classes=[0, 1])
+    assert (c.calibration_scale_, c.calibration_offset_) == (a.calibration_scale_,
+                                                            a.calibration_offset_)
+    np.testing.assert_array_equal(c.decision_function(X), a.decision_function(X))
+    # the link is Platt's fit on the final model's training scores y^(x)
+    raw = CCFMClassifier(shuffle=False, calibration=None, **kw).fit(X, y).decision_function(X)
+    np.testing.assert_allclose(a.set_params(calibration=None).decision_function(X), raw)
+    np.testing.assert_allclose(_platt_oracle(raw, np.where(y > 0, 1.0, -1.0), np.ones(400)),
+                               (c.calibration_scale_, c.calibration_offset_), rtol=1e-5)
+    np.testing.assert_allclose(c.decision_function(X),
+                               c.calibration_scale_ * raw + c.calibration_offset_)
+    # a batch of one class keeps the link; a one-row first call starts from (1, 0)
+    link = (c.calibration_scale_, c.calibration_offset_)
+    c.partial_fit(X[y == 1][:5], y[y == 1][:5])
+    assert (c.calibration_scale_, c.calibration_offset_) == link
+    one = CCFMClassifier(**kw).partial_fit(X[:1], y[:1], classes=[0, 1])
+    assert (one.calibration_scale_, one.calibration_offset_) == (1.0, 0.0)
+    # calibration=None fits no link; asking for one it lacks is a clear error
+    none = CCFMClassifier(calibration=None, **kw).fit(X, y)
+    assert "calibration_scale_" not in vars(none)
+    with pytest.raises(ValueError, match="calibration_scale_"):
+        none.set_params(calibration="platt").decision_function(X)

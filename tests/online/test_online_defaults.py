@@ -143,14 +143,16 @@ def test_resolved_values_round_trip_and_crafted_ones_are_refused(cls, kw, tmp_pa
     m = cls(random_state=0, **kw).fit(Xtr[:500], ytr[:500])
     m.save(tmp_path / "m.fmz")
     back = fmlearn.load(tmp_path / "m.fmz")
-    resolved = [k for k in ("trace_bound_", "x_scale_", "learning_rate_") if k in vars(m)]
+    resolved = [k for k in ("trace_bound_", "x_scale_", "learning_rate_", "calibration_scale_",
+                            "calibration_offset_") if k in vars(m)]
     assert len(resolved) >= 2
     assert all(getattr(back, k) == getattr(m, k) for k in resolved)
     np.testing.assert_array_equal(back.predict(Xte), m.predict(Xte))
     with zipfile.ZipFile(tmp_path / "m.fmz") as zf:
         members = {n: zf.read(n) for n in zf.namelist()}
     bad_values = {"trace_bound_": -1.0, "x_scale_": 0.0, "learning_rate_": float("inf"),
-                  "intercept_stats_": [-1.0, 0.0]}
+                  "intercept_stats_": [-1.0, 0.0], "calibration_scale_": -1.0,
+                  "calibration_offset_": float("nan")}
     for name, bad in bad_values.items():
         if name not in vars(m):
             continue
@@ -203,7 +205,7 @@ def test_ccfm_auto_step_gives_positives_on_an_imbalanced_text_set():
 
     X, y = sparse_text(d=1000)
     Xtr, ytr, Xte, yte = X[:3000], y[:3000], X[3000:], y[3000:]
-    kw = {"self_interaction": False, "random_state": 0}
+    kw = {"self_interaction": False, "random_state": 0, "calibration": None}
     m = CCFMClassifier(learning_rate="auto", **kw).fit(Xtr, ytr)
     pred = m.predict(Xte)
     assert roc_auc_score(yte, m.decision_function(Xte)) > 0.9
@@ -236,6 +238,26 @@ def test_ccfm_auto_step_gives_positives_on_an_imbalanced_text_set():
         with pytest.raises(ValueError, match="learner='ocg' only"):
             bad.fit(Xtr[:100], ytr[:100])
         assert not hasattr(bad, "n_features_in_")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ccfm_default_link_gives_positives_on_an_imbalanced_text_set(seed):
+    """Issue 14: CCFMClassifier's final C ranks well but its scores are compressed (not
+    shifted): the decision y^(x) predicts no positive. The default link a y^(x) + b, fitted
+    by Platt's logistic regression on the training scores, predicts a held-out count within
+    a factor 2 of the true one for every row order; the same model's decision without it
+    (``calibration=None``: y^(x)) predicts fewer than half, for every order."""
+    from sklearn.metrics import roc_auc_score
+
+    X, y = sparse_text(n=2000, d=1000)
+    Xtr, ytr, Xte, yte = X[:1666], y[:1666], X[1666:], y[1666:]
+    m = CCFMClassifier(random_state=seed).fit(Xtr, ytr)
+    assert roc_auc_score(yte, m.decision_function(Xte)) > 0.85
+    assert yte.sum() / 2 <= m.predict(Xte).sum() <= 2 * yte.sum(), (m.predict(Xte).sum(),
+                                                                      yte.sum())
+    assert m.calibration_scale_ > 1.0  # the scores are compressed, not only shifted
+    raw = m.set_params(calibration=None).decision_function(Xte)
+    assert np.sum(raw > 0) < yte.sum() / 2
 
 
 def test_online_fm_default_decision_has_positives_on_an_imbalanced_text_set():

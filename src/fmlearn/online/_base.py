@@ -300,6 +300,10 @@ class _OnlineBase(BaseFM):
             self.intercept_stats_ = stats
         return info
 
+    def _fit_link(self, X, y, sw):
+        """Hook: fit what maps the learner's scores to the decision, on the rows X of the
+        call that just learned them (validated)."""
+
     def _intercept_outside(self):
         """Whether the estimator keeps an intercept outside the learner (``fit_intercept``)."""
         return bool(getattr(self, "fit_intercept", False))
@@ -337,6 +341,8 @@ class _OnlineBase(BaseFM):
                 self.__dict__.pop("x_scale_", None)
                 self.__dict__.pop("col_scale_", None)
                 self.__dict__.pop("learning_rate_", None)
+                self.__dict__.pop("calibration_scale_", None)
+                self.__dict__.pop("calibration_offset_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             rng = check_random_state(self.random_state)
             if self.shuffle:
@@ -363,6 +369,7 @@ class _OnlineBase(BaseFM):
             self._update_range(yv)
             self._publish(learner)
             self.info_ = info
+            self._fit_link(Xv, yv, sw)
             return self
 
         return self._atomically(work, X)
@@ -386,6 +393,7 @@ class _OnlineBase(BaseFM):
             self._update_range(yv)
             self._publish(learner)
             self.info_ = info
+            self._fit_link(Xv, yv, sw)
             return out, lo, hi
 
         return self._atomically(work, X)
