@@ -410,8 +410,11 @@ def _construct(meta, path):
     cls = _estimator_class(meta["class"])
     if cls is None:
         raise ModelFileError(f"{path!r}: unknown estimator class {meta['class']!r}")
+    # a parameter added after files were written: files without it load with the value
+    # they were fitted with (the class's ``_params_before``), not today's default
+    params = {**getattr(cls, "_params_before", {}), **meta["params"]}
     try:
-        est = cls(**meta["params"])
+        est = cls(**params)
         est._validate_params()
     except Exception as exc:  # unknown or invalid constructor arguments
         raise ModelFileError(f"{path!r}: invalid parameters for {cls.__name__}: {exc}") from None

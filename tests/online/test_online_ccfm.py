@@ -426,3 +426,32 @@ def test_ccfm_link_fit_and_partial_fit_agree_and_none_is_the_raw_score():
     assert "calibration_scale_" not in vars(none)
     with pytest.raises(ValueError, match="calibration_scale_"):
         none.set_params(calibration="platt").decision_function(X)
+
+
+def test_files_written_before_the_link_load_without_it(tmp_path):
+    """A CCFMClassifier file without the ``calibration`` parameter (written before it
+    existed) loads with ``calibration=None``, the decision it was fitted with."""
+    import json
+    import zipfile
+
+    import fmlearn
+    from fmlearn.io import manifest_digest
+
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 5))
+    y = (X[:, 0] * X[:, 1] > 0.25).astype(int)
+    raw = CCFMClassifier(calibration=None, trace_bound=4.0, random_state=0).fit(X, y)
+    src, old = tmp_path / "m.fmz", tmp_path / "old.fmz"
+    raw.save(src)
+    with zipfile.ZipFile(src) as zf:
+        meta = json.loads(zf.read("fmlearn.json"))
+        blobs = {n: zf.read(n) for n in zf.namelist() if n != "fmlearn.json"}
+    del meta["params"]["calibration"]
+    meta["digest"] = manifest_digest(meta)
+    with zipfile.ZipFile(old, "w") as zf:
+        zf.writestr("fmlearn.json", json.dumps(meta))
+        for n, b in blobs.items():
+            zf.writestr(n, b)
+    back = fmlearn.load(old)
+    assert back.calibration is None
+    np.testing.assert_array_equal(back.decision_function(X), raw.decision_function(X))

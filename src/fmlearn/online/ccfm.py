@@ -466,6 +466,8 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
 
     _parameter_constraints = {**_CCFMBase._parameter_constraints,
                               "calibration": [StrOptions({"platt"}), None]}
+    # model files written before the link existed were fitted without it (fmlearn.io)
+    _params_before = {"calibration": None}
 
     def __init__(self, learner="ocg", *, trace_bound="auto", learning_rate=1.0, gamma_power=1.0,
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
