@@ -106,6 +106,8 @@ def make(alg, task, name, params):
         return cls("ftrl", eig_max_iter=3, eig_tol=1e-4, **params)
     cls = ESTIMATORS["ccfm"][clf]
     learner = {"CCFM-OGD": "ogd", "CCFM-PA": "pa", "CCFM-FTRL": "ftrl", "OCCFM": "ocg"}[alg]
+    if clf:  # 002's models decide by the score itself: no Platt link (CCFMClassifier's default)
+        params = {"calibration": None, **params}
     return cls(learner, **params)
 
 
