@@ -1,5 +1,9 @@
 """Platt's link (Platt 1999): the scale a and constant b of a decision a s + b fitted by
-weighted logistic regression of the labels on the scores s (not an estimator module)."""
+weighted logistic regression of the labels on the scores s (not an estimator module).
+
+scikit-learn's own Platt fit is private (``sklearn.calibration._sigmoid_calibration``) and its
+public form, ``CalibratedClassifierCV``, refits the estimator on folds; this two-parameter
+Newton fit on the already-fitted scores keeps the scale a >= 0 (never flipping the order)."""
 
 import numpy as np
 from scipy.special import expit, logit

@@ -28,6 +28,7 @@ continuous function of the sums, so the Dask fit takes the same steps.
 
 import numpy as np
 
+from ..kernels.lowrank import project_core
 from ._hazan_rows import blk_face_basis, blk_face_direction, blk_face_gradient, blk_pair_step
 
 #: Eigenvalues of W at most DROP x tr W are dropped (round-off of rank-deficient atoms: a
@@ -54,23 +55,12 @@ def compress_atoms(P, lam, rtol=1e-10):
     return np.ascontiguousarray(Q @ vecs[:, keep]), vals[keep].copy()
 
 
-def project_eigenvalues(vals, eta):
-    """Euclidean projection of ``vals`` on {v >= 0, sum v <= eta} (the eigenvalues of the
-    projection of a symmetric matrix on {S psd, tr S <= eta})."""
-    v = np.maximum(vals, 0.0)
-    if v.sum() <= eta:
-        return v
-    u = np.sort(vals)[::-1]
-    css = np.cumsum(u) - eta
-    k = np.arange(1, u.shape[0] + 1)
-    r = int(np.flatnonzero(u - css / k > 0.0)[-1])
-    return np.maximum(vals - css[r] / (r + 1), 0.0)
-
-
 def project_spectahedron(S, eta):
-    """Euclidean projection of a symmetric S on {S psd, tr S <= eta}."""
-    vals, vecs = np.linalg.eigh(0.5 * (S + S.T))
-    return (vecs * project_eigenvalues(vals, eta)) @ vecs.T
+    """Euclidean projection of a symmetric S on {S psd, tr S <= eta}
+    (:func:`fmlearn.kernels.lowrank.project_core`, the projection of the online learners)."""
+    K = np.array(S, dtype=np.float64, order="C")
+    project_core(K, K.shape[0], float(eta), True)
+    return K
 
 
 def _direction(rows, linear, Q, D):
