@@ -27,6 +27,7 @@ from ._gnss_windows import (
     GNSSWindow,
     _window,
     _Windows,
+    double_differences,
 )
 
 __all__ = ["GNSSPart", "GNSSWindow", "GNSSObservations", "GNSSSimulation", "POINT_FIELDS",
@@ -239,28 +240,7 @@ class GNSSSimulation(_Windows):
         obs = truth + self.noise * rng.standard_normal(truth.shape[0])
         index = -np.ones(mask.shape, dtype=np.int64)
         index[ti, st, sa] = np.arange(ti.shape[0])
-        pairs, ys = [], []
-        for c, d in self.links:
-            both = mask[:, c, :] & mask[:, d, :]
-            # The reference satellite: the highest one seen from c (smallest noise and
-            # multipath in practice), at every epoch with at least two common satellites.
-            a = np.argmax(np.where(both, elev[:, c, :], -np.inf), axis=1)
-            ok = both.sum(axis=1) >= 2
-            other = both & ok[:, None]
-            other[np.arange(t.shape[0]), a] = False
-            e, b = np.nonzero(other)
-            a = a[e]
-            ac, ad = index[e, c, a], index[e, d, a]
-            bc, bd = index[e, c, b], index[e, d, b]
-            ys.append(obs[ac] - obs[ad] - obs[bc] + obs[bd])
-            rec = np.zeros(b.shape[0], dtype=_DD_FIELDS)
-            rec["epoch"], rec["satellite_a"], rec["satellite_b"] = t[e].astype(np.int64), a, b
-            rec["station_c"], rec["station_d"] = c, d
-            pairs.append(rec)
-        if pairs:
-            pairs, ys = np.concatenate(pairs), np.concatenate(ys)
-        else:
-            pairs, ys = np.zeros(0, dtype=_DD_FIELDS), np.zeros(0)
+        pairs, ys = double_differences(mask, elev, obs, index, self.links, t.astype(np.int64))
         return pts, pairs, ys, truth
 
     def _window(self, day, start, seconds):
