@@ -17,7 +17,9 @@ geometry, the TEC processing and the double differences:
    Receiver and satellite code biases (DCBs) cancel in them.
 """
 
+import io
 import os
+import re
 import warnings
 
 import numpy as np
@@ -68,17 +70,21 @@ def _georinex():
 
 
 def _load(path, kind):
-    """georinex.load of GPS records, any failure turned into a RinexError naming the file."""
+    """georinex.load of the GPS records of a file, any failure turned into a RinexError that
+    names the file (and the line, where the reader's message lets us find it)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     gr = _georinex()
+    text = _text(path, kind)
+    if kind == "obs":
+        _check_complete(text, path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ds = gr.load(path, use="G", useindicators=(kind == "obs"))
+            ds = gr.load(io.StringIO(text), use="G", useindicators=(kind == "obs"))
     except Exception as exc:  # georinex raises many types on damaged input; name the file
-        raise RinexError(f"{path}: not a readable RINEX {_KIND[kind]} file "
-                         f"({type(exc).__name__}: {exc})") from exc
+        raise RinexError(f"{path}{_locate(text, str(exc))}: not a readable RINEX "
+                         f"{_KIND[kind]} file ({type(exc).__name__}: {exc})") from exc
     if ds is None or ds.attrs.get("rinextype") != kind:
         got = None if ds is None else ds.attrs.get("rinextype")
         raise RinexError(f"{path}: expected a RINEX {_KIND[kind]} file, got "
@@ -87,6 +93,83 @@ def _load(path, kind):
         raise RinexError(f"{path}: no GPS {_KIND[kind]} records (truncated, or another "
                          "constellation only)")
     return ds
+
+
+def _text(path, kind):
+    """The plain RINEX text of a file: gzip, .Z, bzip2, zip and Hatanaka are expanded by the
+    ``hatanaka`` package."""
+    try:
+        import hatanaka
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError("reading RINEX files needs georinex and hatanaka: "
+                          "pip install 'fmlearn[gnss]'") from exc
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        raw = hatanaka.decompress(raw)
+    except Exception as exc:  # corrupt or truncated compressed stream
+        raise RinexError(f"{path}: cannot be decompressed, corrupt or truncated "
+                         f"({type(exc).__name__}: {exc})") from exc
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise RinexError(f"{path}, line {line}: not a RINEX {_KIND[kind]} file (a byte "
+                         f"{raw[exc.start]:#x} that is not ASCII text)") from None
+
+
+_EPOCH2 = re.compile(r"^ [ \d]\d [ \d]\d [ \d]\d [ \d]\d [ \d]\d [ \d]\d\.\d{7}  \d")
+
+
+def _check_complete(text, path):
+    """Refuse an observation file whose last epoch record is cut short: georinex reads what
+    is there and would fill the missing satellites with nothing, or a cut number with a
+    wrong value, without a word."""
+    lines = text.splitlines()
+    v3 = lines and lines[0][:9].strip().startswith("3")
+    n_obs = 0
+    for ln in lines:
+        if "# / TYPES OF OBSERV" in ln and ln[:6].strip():
+            n_obs = int(ln[:6])
+        if "END OF HEADER" in ln:
+            break
+    last = None
+    for i in range(len(lines) - 1, -1, -1):
+        if (v3 and lines[i].startswith(">")) or (not v3 and _EPOCH2.match(lines[i])):
+            last = i
+            break
+    if last is None:
+        return
+    ln = lines[last]
+    try:
+        flag, nsat = (int(ln[31]), int(ln[32:35])) if v3 else (int(ln[28]), int(ln[29:32]))
+    except ValueError:
+        return
+    if flag > 1:
+        need = nsat
+    elif v3:
+        need = nsat
+    else:
+        need = (nsat - 1) // 12 + nsat * max(1, -(-n_obs // 5))
+    have = len(lines) - last - 1
+    if have < need:
+        raise RinexError(f"{path}: truncated: the epoch record at line {last + 1} needs "
+                         f"{need} more lines, the file ends after {have}")
+    if text and not text.endswith("\n") and len(lines[-1]) < 80 and len(lines) > last + 1:
+        raise RinexError(f"{path}: truncated in line {len(lines)} (the file ends in the "
+                         "middle of a line)")
+
+
+def _locate(text, message):
+    """', line N' for the first line holding the text quoted in a reader's message."""
+    m = re.search(r"'([^']{4,})'", message)
+    if not m:
+        return ""
+    frag = m.group(1).strip()
+    for i, ln in enumerate(text.splitlines()):
+        if frag and frag in ln:
+            return f", line {i + 1}"
+    return ""
 
 
 _KIND = {"obs": "observation", "nav": "navigation"}
@@ -171,7 +254,7 @@ def _ephemerides(nav, path, prns, t, max_age_s):
     return out, ok
 
 
-def tec_arcs(t, L1, L2, P1, P2, lli=None, *, gf_slip_m=0.05, mw_slip_cycles=2.0,
+def tec_arcs(t, L1, L2, P1, P2, lli=None, *, gf_slip_m=0.05, mw_slip_cycles=1.5,
              max_gap_s=120.0, min_arc_epochs=5, weights=None):
     """Levelled slant TEC of one station-satellite series, arc by arc.
 
@@ -189,8 +272,10 @@ def tec_arcs(t, L1, L2, P1, P2, lli=None, *, gf_slip_m=0.05, mw_slip_cycles=2.0,
     prediction from the two previous epochs of the arc larger than ``gf_slip_m`` (RTKLIB's
     threshold 0.05 m; a (1, 1) slip moves L_GF by 0.054 m), or at a Melbourne-Wuebbena jump:
     the wide-lane ambiguity L1 - L2 - (f1 P1 + f2 P2) / ((f1 + f2) lambda_WL) leaving its
-    running mean over the arc by more than ``mw_slip_cycles`` (catches the slips the
-    geometry-free test misses, e.g. (9, 7): 0.003 m in L_GF but 2 wide-lane cycles). Arcs of
+    running mean over the arc by more than ``mw_slip_cycles`` at this epoch and the next
+    (catches the slips the geometry-free test misses, e.g. (9, 7): 0.003 m in L_GF but 2
+    wide-lane cycles; a single code outlier is not a slip; the code noise of C/A receivers
+    of 2005 moves the wide lane by up to ~1 cycle at low elevation). Arcs of
     fewer than ``min_arc_epochs`` epochs are dropped (their levelling is too noisy).
 
     Parameters
@@ -232,7 +317,12 @@ def tec_arcs(t, L1, L2, P1, P2, lli=None, *, gf_slip_m=0.05, mw_slip_cycles=2.0,
             else:
                 pred = lgf[i - 1]
             slip |= abs(lgf[i] - pred) > gf_slip_m
-            slip |= abs(mw[i] - mw_sum / (i - start)) > mw_slip_cycles
+            # A wide-lane jump counts when the next epoch confirms it (one code outlier is
+            # not a slip).
+            mean = mw_sum / (i - start)
+            slip |= (abs(mw[i] - mean) > mw_slip_cycles and i + 1 < n
+                     and t[i + 1] - t[i] <= max_gap_s
+                     and abs(mw[i + 1] - mean) > mw_slip_cycles)
             slips += slip
             new = slip
         if new:
@@ -267,6 +357,9 @@ class GNSSNetwork(GNSSObservations):
         Every pierce point kept (all stations), ``satellite`` = the GPS PRN.
     slant_tec, elevation : ndarray (n_points,)
         Levelled slant TEC (TECU, with the code biases) and elevation (rad) per point.
+    arcs : int ndarray (n_points,)
+        The levelling arc of each point (one number per station, satellite and continuous
+        arc): the levelling error is one constant per arc.
     pairs, y : the double differences (all links; ``y`` in TECU).
     date : numpy.datetime64
         The start of day 0 (GPS time); epochs count seconds from it.
@@ -274,14 +367,14 @@ class GNSSNetwork(GNSSObservations):
         Per station: observation codes used, cycle slips found, arcs kept.
     """
 
-    def __init__(self, points, pairs, y, stations, links, test_station, *, slant_tec,
+    def __init__(self, points, pairs, y, stations, links, test_station, *, slant_tec, arcs,
                  elevation, date, info, shell_height_km, elevation_mask_deg):
         training = stations["station"][stations["station"] != test_station]
         super().__init__(points, pairs, y, test_station, training, 0)
         st = stations.copy()
         st["role"] = np.where(st["station"] == test_station, "test", "train")
         self.stations, self.links = st, links
-        self.slant_tec, self.elevation = slant_tec, elevation
+        self.slant_tec, self.arcs, self.elevation = slant_tec, arcs, elevation
         self.date, self.info = date, info
         self.shell_height_km, self.elevation_mask_deg = shell_height_km, elevation_mask_deg
 
@@ -289,7 +382,8 @@ class GNSSNetwork(GNSSObservations):
         """The same data with another station held out (an index or a station name)."""
         sid = _station_id(self.stations, station)
         return GNSSNetwork(self.points, self.pairs, self.y, self.stations, self.links, sid,
-                           slant_tec=self.slant_tec, elevation=self.elevation, date=self.date,
+                           slant_tec=self.slant_tec, arcs=self.arcs, elevation=self.elevation,
+                           date=self.date,
                            info=self.info, shell_height_km=self.shell_height_km,
                            elevation_mask_deg=self.elevation_mask_deg)
 
@@ -333,7 +427,7 @@ def _links(stations, links):
 
 def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delaunay",
                        elevation_mask_deg=10.0, shell_height_km=350.0, min_arc_epochs=5,
-                       gf_slip_m=0.05, mw_slip_cycles=2.0, max_gap_s=120.0,
+                       gf_slip_m=0.05, mw_slip_cycles=1.5, max_gap_s=120.0,
                        max_ephemeris_age_s=86400.0):
     """Double differences of slant TEC from RINEX observation files of a station network.
 
@@ -395,6 +489,15 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
                          "min_arc_epochs >= 2")
     obs = [_load(p, "obs") for p in obs_files]
     nav = _load(nav_file, "nav")
+    for ds, p in zip(obs, obs_files, strict=True):
+        missing = [what for what, names in (
+            ("L1 phase", _PHASE1), ("L2 phase", _PHASE2),
+            ("L1 code", sum(_CODE1.values(), ())), ("L2 code", sum(_CODE2.values(), ())))
+            if _pick(ds, names) is None]
+        if missing:
+            raise RinexError(f"{p}: no dual-frequency GPS observations (missing "
+                             f"{', '.join(missing)}; observation types "
+                             f"{sorted(v for v in ds.data_vars if v[-3:] not in ('lli', 'ssi'))})")
     code1 = _code_kind(obs, obs_files, _CODE1, 1)
     code2 = _code_kind(obs, obs_files, _CODE2, 2)
     raw = [_read_station(ds, p, code1, code2) for ds, p in zip(obs, obs_files, strict=True)]
@@ -417,7 +520,8 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
     elev_grid = np.full((T, N, S), -np.inf)
     stec_grid = np.full((T, N, S), np.nan)
     lat_g, lon_g, zen_g, az_g = (np.full((T, N, S), np.nan) for _ in range(4))
-    info = {}
+    arc_g = -np.ones((T, N, S), np.int64)
+    info, n_arcs_total = {}, 0
     for k, (r, path) in enumerate(zip(raw, obs_files, strict=True)):
         lat, lon, h = ecef_to_geodetic(r["position"])
         name = r["marker"].split()[0] if r["marker"].strip() else \
@@ -448,9 +552,12 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
                 mw_slip_cycles=mw_slip_cycles, max_gap_s=max_gap_s,
                 min_arc_epochs=min_arc_epochs, weights=np.sin(el[sel, j]) ** 2)
             n_slips += slips
-            n_arcs += np.unique(arc[arc >= 0]).shape[0]
+            kept_arcs, arc_ids = np.unique(arc[arc >= 0], return_inverse=True)
+            n_arcs += kept_arcs.shape[0]
             keep = sel[arc >= 0]
             stec = stec[arc >= 0]
+            arc_g[ti[keep], k, si[j]] = n_arcs_total + arc_ids
+            n_arcs_total += kept_arcs.shape[0]
             stec_grid[ti[keep], k, si[j]] = stec
             valid[ti[keep], k, si[j]] = True
             elev_grid[ti[keep], k, si[j]] = el[keep, j]
@@ -480,6 +587,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
     epochs = (t_all - day0).astype(np.int64)
     pts["epoch"] = epochs[ti]
     stec = stec_grid[ti, st, sa]
+    arcs = arc_g[ti, st, sa]
     pairs, y = double_differences(valid, elev_grid, stec, index, link_arr, epochs)
     if pairs.shape[0] == 0:
         common = {f"{obs_files[c]} + {obs_files[d]}":
@@ -496,7 +604,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
         test_station = int(np.argmin(np.linalg.norm(xyz - xyz.mean(0), axis=1)))
     sid = _station_id(stations, test_station)
     date = _GPS_EPOCH + np.timedelta64(int(day0), "s")
-    return GNSSNetwork(pts, pairs, y, stations, link_arr, sid, slant_tec=stec,
+    return GNSSNetwork(pts, pairs, y, stations, link_arr, sid, slant_tec=stec, arcs=arcs,
                        elevation=np.pi / 2 - pts["zenith"], date=date, info=info,
                        shell_height_km=float(shell_height_km),
                        elevation_mask_deg=float(elevation_mask_deg))
