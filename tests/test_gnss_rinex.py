@@ -195,19 +195,18 @@ def test_japanese_pair_double_differences_are_small(japan):
     part = w.test
     assert part.n_targets == japan.y.shape[0] > 50
     np.testing.assert_array_equal(np.unique(part.pairs["station_c"]), [0])
+    from fmlearn.reproduce.vtec_rinex import arc_combinations
+
+    group, sign = arc_combinations(japan)
+    y = japan.y * sign
+    dev = y - np.bincount(group, y)[group] / np.bincount(group)[group]
+    assert dev.std() < 0.1 and np.max(np.abs(dev)) < 0.5
     key = {(e, s, v): i for i, (e, s, v) in enumerate(zip(
         japan.points["epoch"], japan.points["station"], japan.points["satellite"],
         strict=True))}
     rows = [key[(e, s, v)] for e, s, v in zip(part.points["epoch"], part.points["station"],
                                              part.points["satellite"], strict=True)]
-    arcs = japan.arcs[rows]
     C = part.contrasts.tocsr()
-    combo = [tuple(sorted(arcs[C.indices[C.indptr[g]:C.indptr[g + 1]]]))
-             for g in range(part.n_targets)]
-    _, group = np.unique(np.array(combo), axis=0, return_inverse=True)
-    group = group.ravel()
-    dev = part.y - np.bincount(group, part.y)[group] / np.bincount(group)[group]
-    assert dev.std() < 0.1 and np.max(np.abs(dev)) < 0.5
     # The contrasts applied to the levelled slant TEC are the observations.
     np.testing.assert_allclose(C @ japan.slant_tec[rows], part.y, atol=1e-9)
 
@@ -332,3 +331,42 @@ def test_bad_files_are_refused_naming_the_file(tmp_path):
     # an observation file given as the navigation file
     with pytest.raises(RinexError, match="expected a RINEX navigation file"):
         load_rinex_network(JP, JP[0])
+
+
+def test_reproduce_vtec_on_real_files_holds_out_each_station(tmp_path, capsys):
+    # The command of Table 1 on the fixture folder: three networks (Japan, the Netherlands,
+    # the Azores) and two navigation files of different days; every Dutch station is held
+    # out in turn, every method is tuned on the first window and scored on the later ones.
+    from fmlearn.cli import main
+
+    assert main(["reproduce", "vtec", "--rinex", FIX, "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("network:") == 3
+    assert "stations 0759, 3040; baselines 3.3-3.3 km" in out
+    for name in ("delf", "eijs", "zegv"):
+        assert f"held out {name}:" in out
+    table = [ln.split() for ln in out.splitlines() if ln.startswith(("delf ", "eijs ", "zegv ",
+                                                                       "pooled "))]
+    table = [row for row in table if len(row) == 9]        # name, n, six methods, zero
+    assert len(table) == 4
+    for row in table:
+        vals = np.array(row[2:], float)                     # six methods, then zero
+        assert vals.shape == (7,) and np.all(np.isfinite(vals)) and np.all(vals > 0)
+    assert "paper's finding (iFM lowest) holds here:" in out
+
+
+def test_reproduce_tunes_on_earlier_windows_only(dutch):
+    from fmlearn.reproduce import vtec_rinex
+
+    logs = []
+    prot = vtec_rinex.RealProtocol(reg_grid=(1e-2, 1.0), rank_grid=(2,))
+    rows = vtec_rinex.run_network(dutch, prot, logs.append)
+    assert [r["station"] for r in rows] == ["delf", "eijs", "zegv"]
+    for r in rows:
+        # the zero predictor's RMSE is that of the test windows' double differences alone
+        held = dutch.with_test_station(r["station"])
+        ws = [w for w in held.windows(seconds=120) if w.train.n_targets and w.test.n_targets]
+        y = np.concatenate([w.test.y for w in ws[1:]])
+        assert r["n_test"] == y.shape[0]
+        np.testing.assert_allclose(r["zero"], np.sqrt(np.mean(y ** 2)))
+        assert set(r["rmse"]) == {"Ridge", "LASSO", "ElasticNet", "Kernel", "FM", "iFM"}

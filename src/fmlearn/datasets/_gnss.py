@@ -20,7 +20,6 @@ from scipy.spatial import Delaunay
 
 from ._gnss_csv import GNSSObservations, load_gnss_csv, write_gnss_csv
 from ._gnss_windows import (
-    _DD_FIELDS,
     POINT_FIELDS,
     SECONDS_PER_DAY,
     GNSSPart,

@@ -34,7 +34,7 @@ from ._gnss_geometry import (
     pierce_point,
     transmit_positions,
 )
-from ._gnss_windows import POINT_FIELDS, SECONDS_PER_DAY, double_differences
+from ._gnss_windows import POINT_FIELDS, SECONDS_PER_DAY, _keys, double_differences
 
 __all__ = ["GNSSNetwork", "load_rinex_network", "RinexError", "tec_arcs"]
 
@@ -57,7 +57,14 @@ _CODE2 = {"P": ("P2", "C2W", "C2P"), "L2C": ("C2", "C2L", "C2S", "C2X")}
 
 
 class RinexError(ValueError):
-    """A RINEX file that cannot be used (unreadable, incomplete, or the wrong content)."""
+    """A RINEX file that cannot be used (unreadable, incomplete, or the wrong content).
+
+    ``path`` is the file at fault when there is one (None when the problem lies between
+    files, e.g. stations without a common epoch)."""
+
+    def __init__(self, message, path=None):
+        super().__init__(message)
+        self.path = path
 
 
 def _georinex():
@@ -84,14 +91,14 @@ def _load(path, kind):
             ds = gr.load(io.StringIO(text), use="G", useindicators=(kind == "obs"))
     except Exception as exc:  # georinex raises many types on damaged input; name the file
         raise RinexError(f"{path}{_locate(text, str(exc))}: not a readable RINEX "
-                         f"{_KIND[kind]} file ({type(exc).__name__}: {exc})") from exc
+                         f"{_KIND[kind]} file ({type(exc).__name__}: {exc})", path=path) from exc
     if ds is None or ds.attrs.get("rinextype") != kind:
         got = None if ds is None else ds.attrs.get("rinextype")
         raise RinexError(f"{path}: expected a RINEX {_KIND[kind]} file, got "
-                         f"{got or 'nothing readable'}")
+                         f"{got or 'nothing readable'}", path=path)
     if ds.sizes.get("time", 0) == 0 or ds.sizes.get("sv", 0) == 0:
         raise RinexError(f"{path}: no GPS {_KIND[kind]} records (truncated, or another "
-                         "constellation only)")
+                         "constellation only)", path=path)
     return ds
 
 
@@ -109,13 +116,13 @@ def _text(path, kind):
         raw = hatanaka.decompress(raw)
     except Exception as exc:  # corrupt or truncated compressed stream
         raise RinexError(f"{path}: cannot be decompressed, corrupt or truncated "
-                         f"({type(exc).__name__}: {exc})") from exc
+                         f"({type(exc).__name__}: {exc})", path=path) from exc
     try:
         return raw.decode("ascii")
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise RinexError(f"{path}, line {line}: not a RINEX {_KIND[kind]} file (a byte "
-                         f"{raw[exc.start]:#x} that is not ASCII text)") from None
+                         f"{raw[exc.start]:#x} that is not ASCII text)", path=path) from None
 
 
 _EPOCH2 = re.compile(r"^ [ \d]\d [ \d]\d [ \d]\d [ \d]\d [ \d]\d [ \d]\d\.\d{7}  \d")
@@ -145,19 +152,22 @@ def _check_complete(text, path):
         flag, nsat = (int(ln[31]), int(ln[32:35])) if v3 else (int(ln[28]), int(ln[29:32]))
     except ValueError:
         return
-    if flag > 1:
-        need = nsat
-    elif v3:
+    slack = 0
+    if flag > 1 or v3:
         need = nsat
     else:
-        need = (nsat - 1) // 12 + nsat * max(1, -(-n_obs // 5))
+        per_sat = max(1, -(-n_obs // 5))
+        need = (nsat - 1) // 12 + nsat * per_sat
+        # Writers drop the blank trailing line(s) of the file's last satellite (fields all
+        # empty): not a truncation when the file ends with a complete line.
+        slack = per_sat - 1 if text.endswith("\n") else 0
     have = len(lines) - last - 1
-    if have < need:
+    if have < need - slack:
         raise RinexError(f"{path}: truncated: the epoch record at line {last + 1} needs "
-                         f"{need} more lines, the file ends after {have}")
+                         f"{need} more lines, the file ends after {have}", path=path)
     if text and not text.endswith("\n") and len(lines[-1]) < 80 and len(lines) > last + 1:
         raise RinexError(f"{path}: truncated in line {len(lines)} (the file ends in the "
-                         "middle of a line)")
+                         "middle of a line)", path=path)
 
 
 def _locate(text, message):
@@ -184,6 +194,10 @@ def _present(ds, name):
     return name in ds.data_vars and bool(np.isfinite(ds[name].values).any())
 
 
+def _obs_types(ds):
+    return sorted(v for v in ds.data_vars if v[-3:] not in ("lli", "ssi"))
+
+
 def _pick(ds, names):
     return next((n for n in names if _present(ds, n)), None)
 
@@ -207,12 +221,12 @@ def _read_station(ds, path, code1, code2):
     if missing:
         raise RinexError(f"{path}: no dual-frequency GPS observations (missing "
                          f"{', '.join(missing)}; observation types "
-                         f"{sorted(v for v in ds.data_vars if v[-3:] not in ('lli', 'ssi'))})")
+                         f"{_obs_types(ds)})", path=path)
     pos = np.asarray(ds.attrs.get("position", [np.nan] * 3), np.float64)
     if pos.shape != (3,) or not np.all(np.isfinite(pos)) or np.linalg.norm(pos) < 6.0e6 \
             or np.linalg.norm(pos) > 6.5e6:
         raise RinexError(f"{path}: the header's APPROX POSITION XYZ ({pos.tolist()}) is not a "
-                         "position on the Earth's surface")
+                         "position on the Earth's surface", path=path)
     t = _gps_seconds(ds.time.values)
     lli = np.zeros(ds[l1].shape, bool)
     for name in (l1 + "lli", l2 + "lli"):
@@ -378,6 +392,20 @@ class GNSSNetwork(GNSSObservations):
         self.date, self.info = date, info
         self.shell_height_km, self.elevation_mask_deg = shell_height_km, elevation_mask_deg
 
+    def corners(self):
+        """(n_pairs, 4) indices into ``points`` of each double difference's corners (a, c),
+        (a, d), (b, c), (b, d): ``y = slant_tec[k0] - slant_tec[k1] - slant_tec[k2] +
+        slant_tec[k3]``."""
+        keys = _keys(self.points["epoch"], self.points["station"], self.points["satellite"])
+        order = np.argsort(keys)
+        out = np.empty((self.pairs.shape[0], 4), np.int64)
+        corners = (("satellite_a", "station_c"), ("satellite_a", "station_d"),
+                   ("satellite_b", "station_c"), ("satellite_b", "station_d"))
+        for j, (sat, sta) in enumerate(corners):
+            k = _keys(self.pairs["epoch"], self.pairs[sta], self.pairs[sat])
+            out[:, j] = order[np.searchsorted(keys, k, sorter=order)]
+        return out
+
     def with_test_station(self, station):
         """The same data with another station held out (an index or a station name)."""
         sid = _station_id(self.stations, station)
@@ -497,7 +525,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
         if missing:
             raise RinexError(f"{p}: no dual-frequency GPS observations (missing "
                              f"{', '.join(missing)}; observation types "
-                             f"{sorted(v for v in ds.data_vars if v[-3:] not in ('lli', 'ssi'))})")
+                             f"{_obs_types(ds)})", path=p)
     code1 = _code_kind(obs, obs_files, _CODE1, 1)
     code2 = _code_kind(obs, obs_files, _CODE2, 2)
     raw = [_read_station(ds, p, code1, code2) for ds, p in zip(obs, obs_files, strict=True)]
@@ -513,7 +541,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
         raise RinexError(
             f"{nav_file}: its ephemerides ({_date(toe.min())} to {_date(toe.max())}) do not "
             f"cover the observations ({_date(t_all[0])} to {_date(t_all[-1])}): a navigation "
-            "file of another day?")
+            "file of another day?", path=nav_file)
 
     names, rows = [], []
     valid = np.zeros((T, N, S), bool)
@@ -570,7 +598,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
         if not valid[:, k, :].any():
             raise RinexError(f"{path}: no satellite arc of at least {min_arc_epochs} epochs "
                              f"above {elevation_mask_deg} deg with dual-frequency data and "
-                             "an ephemeris")
+                             "an ephemeris", path=path)
 
     stations = np.array(rows, dtype=[("station", "i8"), ("name", "U16"), ("lat", "f8"),
                                      ("lon", "f8"), ("height", "f8"), ("x", "f8"),

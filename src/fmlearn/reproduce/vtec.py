@@ -125,27 +125,37 @@ def encode_windows(sim, days, segment_starts, run_length, seconds=60, random_sta
     the day) of each day; K-means restarts from the previous window's centres within a
     segment whenever the number of satellites is unchanged. Segments are numbered from
     ``first_segment``."""
-    from ..encoders import PiercePointEncoder
-
     out = []
     seg = first_segment
     for day in days:
         for s0 in segment_starts:
-            prev = None
-            for w in sim.windows(seconds=seconds, days=[day], start=s0,
-                                 stop=s0 + run_length * seconds):
-                t0 = time.perf_counter()
-                init = "k-means++"
-                if prev is not None and prev.cluster_centers_.shape[0] == w.n_satellites:
-                    init = prev.cluster_centers_
-                enc = PiercePointEncoder(n_clusters=w.n_satellites, init=init,
-                                         random_state=random_state).fit(w.train.points)
-                Xtr, Xte = enc.transform(w.train.points), enc.transform(w.test.points)
-                out.append(EncodedWindow(w.day, w.start, seg, w.validation, Xtr,
-                                         w.train.contrasts, w.train.y, Xte, w.test.contrasts,
-                                         w.test.y, time.perf_counter() - t0))
-                prev = enc
+            out += encode_segment(sim.windows(seconds=seconds, days=[day], start=s0,
+                                              stop=s0 + run_length * seconds),
+                                  seg, random_state)
             seg += 1
+    return out
+
+
+def encode_segment(windows, segment, random_state=0, validation=None):
+    """Encode consecutive :class:`~fmlearn.datasets.GNSSWindow` objects as one segment (the
+    encoder's K-means started from the previous window's centres when the number of
+    satellites is unchanged). ``validation`` overrides the windows' own flag."""
+    from ..encoders import PiercePointEncoder
+
+    out, prev = [], None
+    for w in windows:
+        t0 = time.perf_counter()
+        init = "k-means++"
+        if prev is not None and prev.cluster_centers_.shape[0] == w.n_satellites:
+            init = prev.cluster_centers_
+        enc = PiercePointEncoder(n_clusters=w.n_satellites, init=init,
+                                 random_state=random_state).fit(w.train.points)
+        Xtr, Xte = enc.transform(w.train.points), enc.transform(w.test.points)
+        out.append(EncodedWindow(w.day, w.start, segment,
+                                 w.validation if validation is None else validation, Xtr,
+                                 w.train.contrasts, w.train.y, Xte, w.test.contrasts,
+                                 w.test.y, time.perf_counter() - t0))
+        prev = enc
     return out
 
 
