@@ -284,7 +284,8 @@ def run(out_dir, quick=False, rinex_dir=None, protocol=None):
         xyz = np.column_stack([st["x"], st["y"], st["z"]])
         d = np.linalg.norm(xyz[:, None] - xyz[None], axis=-1) / 1000
         base = d[np.triu_indices(len(st), 1)]
-        log(f"  stations {', '.join(st['name'])}; baselines {base.min():.1f}-{base.max():.1f} km; {net.y.shape[0]} double differences of slant TEC over "
+        log(f"  stations {', '.join(st['name'])}; baselines {base.min():.1f}-{base.max():.1f} "
+            f"km; {net.y.shape[0]} double differences of slant TEC over "
             f"{len(np.unique(net.pairs['epoch']))} epochs")
         s = double_difference_summary(net)
         log(f"  |DD| (TECU): median {s['abs_p50']:.3f}, 90 % {s['abs_p90']:.3f}, max "
