@@ -209,3 +209,14 @@ def test_pierce_point_encoder_errors():
         PiercePointEncoder(n_clusters=0).fit(pts)
     with pytest.raises(ValueError, match="0 rows"):
         PiercePointEncoder(n_clusters=1).fit(np.zeros((0, 4)))
+    # Out-of-range angles: a zenith of 1e200 would encode to inf (zenith^2), a latitude of
+    # 530 deg is no place; degrees given for radians are caught the same way.
+    enc = PiercePointEncoder(n_clusters=1).fit(pts)
+    for col, value, name in ((2, 1e200, "zenith"), (0, 530.0, "latitude"),
+                             (3, 270.0, "azimuth"), (1, -400.0, "longitude")):
+        bad = pts.copy()
+        bad[1, col] = value
+        with pytest.raises(ValueError, match=f"{name} .* of point 1 is outside"):
+            PiercePointEncoder(n_clusters=1).fit(bad)
+        with pytest.raises(ValueError, match=f"{name} .* of point 1 is outside"):
+            enc.transform(bad)

@@ -135,6 +135,11 @@ def test_same_seed_same_windows_and_days_split():
 
 
 def test_bad_parameters():
+    # Non-finite settings would simulate NaN data: refused by name.
+    for kw in ({"noise": np.nan}, {"day_vtec_amplitude": np.inf},
+               {"mstid_amplitude": (0.1, np.inf)}, {"center": (np.nan, 114.0)}):
+        with pytest.raises(ValueError, match=f"{next(iter(kw))} must be finite"):
+            make_gnss_vtec(**kw)
     with pytest.raises(ValueError, match="observable"):
         make_gnss_vtec(observable="stec")
     with pytest.raises(ValueError, match="n_validation_days"):

@@ -372,6 +372,17 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
 
 def _check_params(p):
     """Refuse the parameters of :func:`make_gnss_vtec` (a dict of them) that make no set-up."""
+    for name, value in p.items():
+        if isinstance(value, str) or value is None:
+            continue
+        try:
+            vals = np.asarray(value, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number or a pair of numbers, got {value!r}") \
+                from None
+        if not np.all(np.isfinite(vals)):
+            raise ValueError(f"{name} must be finite, got {value!r}: NaN or infinity would "
+                             "make NaN data")
     if p["n_days"] < 1 or not 0 <= p["n_validation_days"] <= p["n_days"]:
         raise ValueError(f"need n_days >= 1 and 0 <= n_validation_days <= n_days, got "
                          f"n_days={p['n_days']}, n_validation_days={p['n_validation_days']}")

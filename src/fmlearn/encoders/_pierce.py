@@ -33,6 +33,16 @@ def _pierce_columns(X):
         raise ValueError("PiercePointEncoder: no pierce points (0 rows)")
     if not np.all(np.isfinite(arr)):
         raise ValueError("PiercePointEncoder: the pierce points contain NaN or infinity")
+    # Angles outside their ranges are a unit mistake (degrees for radians) or garbage, and a
+    # huge one overflows the encoding (zenith^2 of 1e200 is infinite): refuse them by name.
+    for j, name, lo, hi, unit in ((0, "latitude", -90.0, 90.0, "degrees"),
+                                  (1, "longitude", -360.0, 360.0, "degrees"),
+                                  (2, "zenith", 0.0, np.pi, "radians"),
+                                  (3, "azimuth", -2 * np.pi, 2 * np.pi, "radians")):
+        bad = np.flatnonzero((arr[:, j] < lo - 1e-9) | (arr[:, j] > hi + 1e-9))
+        if bad.shape[0]:
+            raise ValueError(f"PiercePointEncoder: {name} {arr[bad[0], j]!r} of point "
+                             f"{int(bad[0])} is outside [{lo:g}, {hi:g}] {unit}")
     return arr
 
 
@@ -52,8 +62,10 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
     one compact cloud, so v gives every satellite's region its own local linear coordinates,
     and a second-order model on Enc(x) fits a local quadratic surface per cluster.
 
-    Units are the caller's: the angles enter sin/cos, so give them in radians (as
-    :func:`fmlearn.datasets.make_gnss_vtec` does); latitude and longitude in degrees.
+    Units: the angles enter sin/cos, so give them in radians (as
+    :func:`fmlearn.datasets.make_gnss_vtec` does; zenith in [0, pi], azimuth in
+    [-2 pi, 2 pi]); latitude in [-90, 90] and longitude in [-360, 360] degrees. Points outside
+    these ranges are refused with a ``ValueError`` naming the point.
 
     Parameters
     ----------

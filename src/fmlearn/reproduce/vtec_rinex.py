@@ -210,7 +210,8 @@ def run_network(net, protocol, log, ionex=None):
         log(f"  held out {name}: {len(test)} test windows, {yte.shape[0]} double differences; "
             + ", ".join(f"{m} {row['rmse'][m]:.3f}" for m in names)
             + f", zero {row['zero']:.3f}"
-            + (f", IONEX {row['ionex']:.3f}" if "ionex" in row else ""))
+            + (f", IONEX {row['ionex']:.3f} (its double differences' RMS "
+               f"{row['ionex_rms']:.3f})" if "ionex" in row else ""))
         rows.append(row)
     return rows
 
