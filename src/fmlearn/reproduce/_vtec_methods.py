@@ -9,6 +9,7 @@ results are the same as without the cache.
 """
 
 import inspect
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,30 @@ class KernelContrast:
         return self.P @ self.dual_coef_
 
 
+class OutOfRangeWarning(UserWarning):
+    """Predicted double differences beyond what the window's training differences support."""
+
+
+#: A prediction beyond this multiple of the largest training target |y| is flagged.
+OUT_OF_RANGE_FACTOR = 2.0
+
+
+def check_range(pred, y_train, name):
+    """Warn (:class:`OutOfRangeWarning`) when predicted contrasts leave the range of the
+    training targets by more than :data:`OUT_OF_RANGE_FACTOR`: the training differences give
+    no support there (a model that extrapolates in the directions the double differences leave
+    free). Returns whether it warned."""
+    top = float(np.max(np.abs(y_train))) if y_train.shape[0] else 0.0
+    worst = float(np.max(np.abs(pred))) if pred.shape[0] else 0.0
+    if worst > OUT_OF_RANGE_FACTOR * top:
+        warnings.warn(f"{name}: a predicted double difference of {worst:.3g} TECU is more than "
+                      f"{OUT_OF_RANGE_FACTOR:g} times the largest training one ({top:.3g}): "
+                      "outside what the training differences support", OutOfRangeWarning,
+                      stacklevel=3)
+        return True
+    return False
+
+
 class FactorContrast:
     """An estimator with ``fit(X, y, contrasts=C)`` / ``predict_contrasts``, warm-started from
     the previous window of its segment (a cold start gets more sweeps)."""
@@ -104,7 +129,9 @@ class FactorContrast:
         return self
 
     def predict(self, w):
-        return self.est.predict_contrasts(w.Xte, w.Cte)
+        pred = self.est.predict_contrasts(w.Xte, w.Cte)
+        self.out_of_range = check_range(pred, w.ytr, type(self.est).__name__)
+        return pred
 
 
 def _ridge(p):

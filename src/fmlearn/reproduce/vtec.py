@@ -92,6 +92,9 @@ class Protocol:
     observable: str = "slant"
     truth: str = "chapman"
     noise_model: str = "elevation"
+    # How the pierce-point encoder groups the points: by satellite (the fix of docs/vtec.md,
+    # "Why iFM blew up on unseen pierce points") or by K-means as the paper prints it.
+    encoder_groups: str = "satellite"
 
     def simulator(self):
         """The simulation this protocol runs on."""
@@ -134,7 +137,7 @@ class EncodedWindow:
 
 
 def encode_windows(sim, days, segment_starts, run_length, seconds=60, random_state=0,
-                   first_segment=0):
+                   first_segment=0, groups="kmeans"):
     """Encode the windows of ``run_length`` consecutive minutes from each start (seconds of
     the day) of each day; K-means restarts from the previous window's centres within a
     segment whenever the number of satellites is unchanged. Segments are numbered from
@@ -145,15 +148,16 @@ def encode_windows(sim, days, segment_starts, run_length, seconds=60, random_sta
         for s0 in segment_starts:
             out += encode_segment(sim.windows(seconds=seconds, days=[day], start=s0,
                                               stop=s0 + run_length * seconds),
-                                  seg, random_state)
+                                  seg, random_state, groups=groups)
             seg += 1
     return out
 
 
-def encode_segment(windows, segment, random_state=0, validation=None):
+def encode_segment(windows, segment, random_state=0, validation=None, groups="kmeans"):
     """Encode consecutive :class:`~fmlearn.datasets.GNSSWindow` objects as one segment (the
     encoder's K-means started from the previous window's centres when the number of
-    satellites is unchanged). ``validation`` overrides the windows' own flag."""
+    satellites is unchanged; ``groups="satellite"``: the satellites as groups). ``validation``
+    overrides the windows' own flag."""
     from ..encoders import PiercePointEncoder
 
     out, prev = [], None
@@ -162,7 +166,9 @@ def encode_segment(windows, segment, random_state=0, validation=None):
         init = "k-means++"
         if prev is not None and prev.cluster_centers_.shape[0] == w.n_satellites:
             init = prev.cluster_centers_
-        enc = PiercePointEncoder(n_clusters=w.n_satellites, init=init,
+        if groups == "satellite":
+            init = "k-means++"
+        enc = PiercePointEncoder(n_clusters=w.n_satellites, init=init, groups=groups,
                                  random_state=random_state).fit(w.train.points)
         Xtr, Xte = enc.transform(w.train.points), enc.transform(w.test.points)
         out.append(EncodedWindow(w.day, w.start, segment,
@@ -268,12 +274,14 @@ def load_windows(protocol, part):
     if part == "validation":
         for day in sim.validation_days:
             out += encode_windows(sim, [day], protocol.tuning_starts(day), protocol.run_length,
-                                  protocol.seconds, protocol.random_state, len(out))
+                                  protocol.seconds, protocol.random_state, len(out),
+                                  groups=protocol.encoder_groups)
     else:
         if part not in sim.test_days:
             raise ValueError(f"day {part} is not a test day ({sim.test_days})")
         out = encode_windows(sim, [part], list(protocol.test_starts), protocol.run_length,
-                             protocol.seconds, protocol.random_state)
+                             protocol.seconds, protocol.random_state,
+                             groups=protocol.encoder_groups)
     while len(_LOADED) >= 2:
         _LOADED.pop(next(iter(_LOADED)))
     _LOADED[key] = out

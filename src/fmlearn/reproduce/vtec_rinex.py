@@ -52,6 +52,7 @@ class RealProtocol:
     shell_height_km: float = 350.0
     max_network_km: float = 1000.0
     random_state: int = 0
+    encoder_groups: str = "satellite"
 
 
 FULL = RealProtocol()
@@ -178,8 +179,10 @@ def run_network(net, protocol, log, ionex=None):
             log(f"  {name}: {len(ws)} window(s) with training and test double differences; "
                 f"needs more than {nv}: skipped")
             continue
-        val = encode_segment(ws[:nv], 0, protocol.random_state, validation=True)
-        test = encode_segment(ws[nv:], 1, protocol.random_state, validation=False)
+        val = encode_segment(ws[:nv], 0, protocol.random_state, validation=True,
+                             groups=protocol.encoder_groups)
+        test = encode_segment(ws[nv:], 1, protocol.random_state, validation=False,
+                              groups=protocol.encoder_groups)
         yte = np.concatenate([w.yte for w in test])
         row = {"station": name, "n_test": int(yte.shape[0]), "n_windows": len(test),
                "zero": float(np.sqrt(np.mean(yte ** 2))), "rmse": {}, "params": {},
