@@ -176,20 +176,29 @@ def test_ifm_on_unseen_pierce_points_is_not_worse_than_zero(truth, seed, start):
     assert rmse["satellite"] < 0.5 * zero
 
 
-def test_predictions_outside_the_training_range_are_flagged():
+def test_predictions_outside_the_training_range_are_flagged_and_guarded():
     # A satellite at the elevation mask seen by 7 training stations on one side: its quadratic
     # surface, fitted at regularisation 1e-4, extrapolates to the test station's pierce point
-    # (15.9 TECU of error on its double differences): the protocol warns.
+    # (15.9 TECU of error on its double differences). The protocol warns, and its guard (a
+    # more regularised refit of the window, chosen from the training targets and the test
+    # inputs only) brings the predictions back, below predicting zero.
     from fmlearn.reproduce._vtec_methods import OutOfRangeWarning
     from fmlearn.reproduce.vtec import METHODS, encode_segment
 
     sim = make_gnss_vtec(n_days=2, random_state=1, truth="thin_shell", n_mstids=6)
     w = next(sim.windows(seconds=20, days=[1], start=7200))
     ew = encode_segment([w], 0, 1, groups="satellite")[0]
+    top = 2 * np.max(np.abs(ew.ytr))
     m = METHODS["iFM"].make({"reg": 1e-4, "rank": 6}).fit(ew)
+    m.guard = False
     with pytest.warns(OutOfRangeWarning, match="outside what the training differences"):
+        raw = m.predict(ew)
+    assert np.max(np.abs(raw)) > top
+    m.guard = True
+    with pytest.warns(OutOfRangeWarning):
         pred = m.predict(ew)
-    assert np.max(np.abs(pred)) > 2 * np.max(np.abs(ew.ytr))
+    assert m.guard_refits >= 1 and np.max(np.abs(pred)) <= top
+    assert np.sqrt(np.mean((pred - ew.yte) ** 2)) < np.sqrt(np.mean(ew.yte ** 2))
     # a well-posed fit of the same window stays in range, silently
     m = METHODS["iFM"].make({"reg": 1.0, "rank": 6}).fit(ew)
     with warnings.catch_warnings():
