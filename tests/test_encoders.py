@@ -185,7 +185,7 @@ def test_pierce_point_encoder_matches_the_paper():
     # unwrap_azimuth (default): gamma moves by 2 pi exactly where it is more than pi from its
     # cluster's circular mean azimuth; every other feature is the paper's.
     unw = PiercePointEncoder(n_clusters=w.n_satellites, random_state=0).fit(w.train.points)
-    Zu, Zp = unw.transform(w.test.points).toarray(), Z
+    Zu = unw.transform(w.test.points).toarray()
     g = np.argmin(((pts[:, None, :2] - unw.cluster_centers_[None]) ** 2).sum(2), axis=1)
     ref = np.mod(np.angle([np.mean(np.exp(1j * w.train.points["azimuth"][
         unw.kmeans_.labels_ == k])) for k in range(w.n_satellites)]), 2 * np.pi)
