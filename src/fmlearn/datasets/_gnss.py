@@ -461,7 +461,8 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
     >>> bool(9 <= w.n_satellites <= 20)
     True
     >>> import numpy as np
-    >>> bool(np.allclose(w.train.contrasts @ w.train.truth, w.train.y, atol=0.2))
+    >>> resid = w.train.contrasts @ w.train.truth - w.train.y   # the noise alone
+    >>> bool(np.sqrt(np.mean(resid ** 2)) < 0.1)
     True
     """
     params = {k: v for k, v in locals().items() if k != "random_state"}
