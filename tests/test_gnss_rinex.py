@@ -337,21 +337,30 @@ def test_reproduce_vtec_on_real_files_holds_out_each_station(tmp_path, capsys):
     # The command of Table 1 on the fixture folder: three networks (Japan, the Netherlands,
     # the Azores) and two navigation files of different days; every Dutch station is held
     # out in turn, every method is tuned on the first window and scored on the later ones.
+    import shutil
+
     from fmlearn.cli import main
 
-    assert main(["reproduce", "vtec", "--rinex", FIX, "--quick", "--out", str(tmp_path)]) == 0
+    data = tmp_path / "data"
+    shutil.copytree(FIX, data)
+    # an IONEX map over the Netherlands (the loose bound of the table's last column)
+    (data / "test0090.21i").write_text(_ionex_text([[[100, 120, 140], [200, 220, 240]]] * 25,
+                                                   n_maps=25))
+    assert main(["reproduce", "vtec", "--rinex", str(data), "--quick", "--out",
+                 str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
+    assert "IONEX map test0090.21i" in out
     assert out.count("network:") == 3
     assert "stations 0759, 3040; baselines 3.3-3.3 km" in out
     for name in ("delf", "eijs", "zegv"):
         assert f"held out {name}:" in out
     table = [ln.split() for ln in out.splitlines() if ln.startswith(("delf ", "eijs ", "zegv ",
                                                                        "pooled "))]
-    table = [row for row in table if len(row) == 9]        # name, n, six methods, zero
+    table = [row for row in table if len(row) == 10]       # name, n, six methods, zero, IONEX
     assert len(table) == 4
     for row in table:
-        vals = np.array(row[2:], float)                     # six methods, then zero
-        assert vals.shape == (7,) and np.all(np.isfinite(vals)) and np.all(vals > 0)
+        vals = np.array(row[2:], float)
+        assert vals.shape == (8,) and np.all(np.isfinite(vals)) and np.all(vals > 0)
     assert "paper's finding (iFM lowest) holds here:" in out
 
 
@@ -370,3 +379,50 @@ def test_reproduce_tunes_on_earlier_windows_only(dutch):
         assert r["n_test"] == y.shape[0]
         np.testing.assert_allclose(r["zero"], np.sqrt(np.mean(y ** 2)))
         assert set(r["rmse"]) == {"Ridge", "LASSO", "ElasticNet", "Kernel", "FM", "iFM"}
+
+
+def _ionex_text(values, n_maps=2):
+    """A small IONEX 1.0 file: latitudes 60, 50 (DLAT -10), longitudes 0, 10, 20; one map an
+    hour; TEC in 0.1 TECU (EXPONENT -1)."""
+    def rec(body, label):
+        return f"{body:<60}{label}\n"
+    out = [rec("     1.0            IONOSPHERE MAPS     GPS", "IONEX VERSION / TYPE"),
+           rec("  2021     1     9     0     0     0", "EPOCH OF FIRST MAP"),
+           rec("  3600", "INTERVAL"),
+           rec("   350.0 350.0   0.0", "HGT1 / HGT2 / DHGT"),
+           rec("    60.0  50.0 -10.0", "LAT1 / LAT2 / DLAT"),
+           rec("     0.0  20.0  10.0", "LON1 / LON2 / DLON"),
+           rec("    -1", "EXPONENT"), rec("", "END OF HEADER")]
+    for k in range(n_maps):
+        out += [rec(f"{k + 1:6d}", "START OF TEC MAP"),
+                rec(f"  2021     1     9     {k}     0     0", "EPOCH OF CURRENT MAP")]
+        for i, lat in enumerate((60.0, 50.0)):
+            out.append(rec(f"  {lat:6.1f}   0.0  20.0  10.0 350.0", "LAT/LON1/LON2/DLON/H"))
+            out.append("".join(f"{v:5d}" for v in values[k][i]) + "\n")
+        out.append(rec(f"{k + 1:6d}", "END OF TEC MAP"))
+    return "".join(out)
+
+
+def test_ionex_maps_are_read_and_interpolated(tmp_path):
+    from fmlearn.reproduce._ionex import read_ionex
+
+    vals = [[[100, 120, 140], [200, 220, 240]], [[300, 320, 340], [400, 420, 440]]]
+    p = tmp_path / "test0090.21i"
+    p.write_text(_ionex_text(vals))
+    m = read_ionex(p)
+    assert m.tec.shape == (2, 2, 3) and m.height_km == 350.0
+    np.testing.assert_allclose(m.tec[1], np.array(vals[1]) / 10)
+    # bilinear in space, linear in time: the centre of the first cell at 00:30
+    want = 0.5 * np.mean([10, 12, 20, 22]) + 0.5 * np.mean([30, 32, 40, 42])
+    np.testing.assert_allclose(m.vtec(55.0, 5.0, 1800.0), want)
+    np.testing.assert_allclose(m.vtec([60.0], [20.0], [3600.0]), [34.0])
+    # a map cut short, a non-number: named with the line
+    lines = _ionex_text(vals).splitlines(keepends=True)
+    (tmp_path / "cut.21i").write_text("".join(lines[:12]))
+    with pytest.raises(ValueError, match=r"cut\.21i, line \d+: .*truncated"):
+        read_ionex(tmp_path / "cut.21i")
+    bad = list(lines)
+    bad[11] = "  abc" + bad[11][5:]
+    (tmp_path / "bad.21i").write_text("".join(bad))
+    with pytest.raises(ValueError, match=r"bad\.21i, line 12: a TEC value"):
+        read_ionex(tmp_path / "bad.21i")

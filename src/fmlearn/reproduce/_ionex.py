@@ -92,13 +92,24 @@ def read_ionex(path):
             i += 1
             continue
         i += 1
-        ep = [int(x) for x in lines[i][:60].split()[:6]]
-        when = np.datetime64(f"{ep[0]:04d}-{ep[1]:02d}-{ep[2]:02d}T{ep[3]:02d}:{ep[4]:02d}:"
-                             f"{ep[5]:02d}", "s")
+        if i >= n:
+            raise _err(path, i, "the file ends inside a TEC map (truncated)")
+        try:
+            ep = [int(x) for x in lines[i][:60].split()[:6]]
+        except ValueError:
+            raise _err(path, i + 1, "the EPOCH OF CURRENT MAP is not a date") from None
+        try:
+            # date plus seconds: some writers put the last map at 24:00:00
+            when = np.datetime64(f"{ep[0]:04d}-{ep[1]:02d}-{ep[2]:02d}", "s") \
+                + np.timedelta64(3600 * ep[3] + 60 * ep[4] + ep[5], "s")
+        except (ValueError, IndexError):
+            raise _err(path, i + 1, "the EPOCH OF CURRENT MAP is not a date") from None
         times.append((when - first_epoch) / np.timedelta64(1, "s"))
         grid = np.empty((lat.shape[0], lon.shape[0]))
         i += 1
         for r in range(lat.shape[0]):
+            if i >= n:
+                raise _err(path, i, "the file ends inside a TEC map (truncated)")
             if lines[i][60:].strip() != "LAT/LON1/LON2/DLON/H":
                 raise _err(path, i + 1, "expected a LAT/LON1/LON2/DLON/H record")
             vals = []
