@@ -55,8 +55,9 @@ def test_broadcast_orbit_matches_the_published_example():
     # The worked example of Calais' GPS geodesy lab (Purdue), also georinex's
     # tests/test_kepler.py: elements of GPS week 910, evaluated at 403272.93 s of the week.
     # The reference coordinates carry 9 significant digits (0.01-0.05 m), the elements ~9
-    # too: IS-GPS-200's algorithm must land within a metre (a one-step Kepler solution or
-    # WGS-84's GM instead of the GPS value is off by 2 m to kilometres).
+    # too: IS-GPS-200's algorithm must land within a metre (WGS-84's GM instead of the GPS
+    # value is 2.1 m off; one fixed-point step of Kepler's equation, as georinex's
+    # keplerian2ecef takes, 160 m).
     eph = {"GPSWeek": 910, "Toe": 410400, "Eccentricity": 4.27323824e-3,
            "sqrtA": 5.15353571e3, "Cic": 9.8720193e-8, "Crc": 282.28125,
            "Cis": -3.9115548e-8, "Crs": -132.71875, "Cuc": -6.60121440e-6,
