@@ -48,7 +48,7 @@ _GPS_EPOCH = np.datetime64("1980-01-06T00:00:00", "ns")
 
 # Observation codes, RINEX 2 then RINEX 3 names. Phases: any tracking mode (the levelling
 # absorbs their constant biases). Codes: one *kind* for the whole network, since the
-# satellites' P1-C1 (or P2-C2) biases of up to a few ns (~3 TECU) would not cancel in a
+# satellites' P1-C1 (or P2-C2) biases of 1-2 ns (3-6 TECU: 1 ns is 0.3 m) would not cancel in a
 # double difference between a station that uses P and one that uses C/A.
 _PHASE1 = ("L1", "L1C", "L1W", "L1P", "L1X", "L1S", "L1L")
 _PHASE2 = ("L2", "L2W", "L2P", "L2C", "L2L", "L2S", "L2X", "L2D")
