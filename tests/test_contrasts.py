@@ -171,6 +171,26 @@ def test_bad_contrasts_are_refused_and_change_nothing():
         check_contrasts("abc", 3)
 
 
+@pytest.mark.parametrize("solver", ["als", "lm"])
+@pytest.mark.parametrize("Est", [GFMRegressor, IFMRegressor])
+def test_overflowing_contrasts_raise_divergence_and_change_nothing(Est, solver):
+    # C x 1e300 is finite, so it passes the checks, but C^T C overflows inside the solver:
+    # the reliability guide promises DivergenceError (not scipy's "must not contain infs"),
+    # and the fitted model stays as it was.
+    from fmlearn.exceptions import DivergenceError
+
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((40, 4))
+    C = double_differences(40, 60, rng)
+    y = C @ rng.standard_normal(40)
+    m = Est(n_factors=2, solver=solver, max_iter=2, random_state=0).fit(X, y, contrasts=C)
+    before = snapshot(m)
+    with pytest.raises(DivergenceError, match="failed numerically"):
+        m.fit(X, y * 1e300, contrasts=C * 1e300)
+    for key, value in before.items():
+        np.testing.assert_array_equal(getattr(m, key), value)
+
+
 @pytest.mark.parametrize("zd", [False, True])
 def test_model_values_equal_the_written_out_model(zd):
     from fmlearn.solvers.contrast_ls import model_values

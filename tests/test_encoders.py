@@ -175,12 +175,29 @@ def test_pierce_point_encoder_matches_the_paper():
 
     sim = make_gnss_vtec(n_days=1, random_state=0)
     w = next(sim.windows(seconds=60, start=30000))
-    enc = PiercePointEncoder(n_clusters=w.n_satellites, random_state=0).fit(w.train.points)
+    enc = PiercePointEncoder(n_clusters=w.n_satellites, random_state=0,
+                             unwrap_azimuth=False).fit(w.train.points)
     Z = enc.transform(w.test.points)
     assert sp.issparse(Z) and Z.shape == (w.test.points.shape[0], 2 * w.n_satellites + 8)
     pts = np.column_stack([w.test.points[f] for f in ("lat", "lon", "zenith", "azimuth")])
     np.testing.assert_allclose(Z.toarray(), _pierce_oracle(pts, enc.cluster_centers_),
                                rtol=0, atol=1e-12)
+    # unwrap_azimuth (default): gamma moves by 2 pi exactly where it is more than pi from its
+    # cluster's circular mean azimuth; every other feature is the paper's.
+    unw = PiercePointEncoder(n_clusters=w.n_satellites, random_state=0).fit(w.train.points)
+    Zu = unw.transform(w.test.points).toarray()
+    g = np.argmin(((pts[:, None, :2] - unw.cluster_centers_[None]) ** 2).sum(2), axis=1)
+    ref = np.mod(np.angle([np.mean(np.exp(1j * w.train.points["azimuth"][
+        unw.kmeans_.labels_ == k])) for k in range(w.n_satellites)]), 2 * np.pi)
+    far = np.abs(pts[:, 3] - ref[g]) > np.pi
+    assert far.any() and not far.all()
+    gam = pts[:, 3] - 2 * np.pi * np.sign(pts[:, 3] - ref[g]) * far
+    m2 = 2 * w.n_satellites
+    np.testing.assert_allclose(Zu[:, m2 + 6], gam, atol=1e-12)
+    np.testing.assert_allclose(Zu[:, m2 + 7], gam ** 2, atol=1e-9)
+    np.testing.assert_allclose(np.delete(Zu, [m2 + 6, m2 + 7], 1),
+                               np.delete(_pierce_oracle(pts, unw.cluster_centers_),
+                                         [m2 + 6, m2 + 7], 1), atol=1e-12)
     # A plain (n, 4) array gives the same encoding as the structured table.
     np.testing.assert_array_equal(Z.toarray(), enc.transform(pts).toarray())
     # With m = number of satellites, K-means finds the satellites' pierce-point clouds: every
@@ -190,6 +207,42 @@ def test_pierce_point_encoder_matches_the_paper():
     purity = sum(np.bincount(sats[g == c]).max() for c in np.unique(g)) / sats.shape[0]
     assert purity > 0.95
     assert len(enc.get_feature_names_out()) == Z.shape[1]
+
+
+def test_pierce_point_encoder_groups_by_satellite():
+    from fmlearn.datasets import make_gnss_vtec
+    from fmlearn.encoders import PiercePointEncoder
+
+    w = next(make_gnss_vtec(n_days=1, random_state=0).windows(seconds=10, start=30000))
+    tr, te = w.train.points, w.test.points
+    enc = PiercePointEncoder(groups="satellite").fit(tr)
+    sats = np.unique(tr["satellite"])
+    np.testing.assert_array_equal(enc.satellites_, sats)
+    assert enc.n_features_out_ == 2 * sats.shape[0] + 8 and enc.kmeans_ is None
+    Z = enc.transform(te).tocsr()
+    # every point sits in its own satellite's slots, offset from that satellite's mean point
+    g = np.searchsorted(sats, te["satellite"])
+    np.testing.assert_array_equal(Z.indices.reshape(-1, 10)[:, 0], 2 * g)
+    for k in np.unique(g)[:3]:
+        centre = [tr["lat"][tr["satellite"] == sats[k]].mean(),
+                  tr["lon"][tr["satellite"] == sats[k]].mean()]
+        rows = np.flatnonzero(g == k)
+        np.testing.assert_allclose(Z[rows, 2 * k].toarray().ravel(),
+                                   te["lat"][rows] - centre[0], atol=1e-12)
+    # a satellite unseen in fit takes the nearest centre; satellites= overrides the field
+    other = te.copy()
+    other["satellite"] = 999
+    near = PiercePointEncoder(groups="satellite").fit(tr)
+    d2 = ((np.column_stack([te["lat"], te["lon"]])[:, None] - near.cluster_centers_[None]) ** 2)
+    np.testing.assert_array_equal(near.transform(other).indices.reshape(-1, 10)[:, 0],
+                                  2 * np.argmin(d2.sum(2), axis=1))
+    pts = np.column_stack([te[f] for f in ("lat", "lon", "zenith", "azimuth")])
+    np.testing.assert_array_equal(enc.transform(pts, satellites=te["satellite"]).toarray(),
+                                  Z.toarray())
+    with pytest.raises(ValueError, match="needs the satellite"):
+        enc.transform(pts)
+    with pytest.raises(ValueError, match="groups must be"):
+        PiercePointEncoder(groups="sat").fit(tr)
 
 
 def test_pierce_point_encoder_errors():
@@ -209,3 +262,14 @@ def test_pierce_point_encoder_errors():
         PiercePointEncoder(n_clusters=0).fit(pts)
     with pytest.raises(ValueError, match="0 rows"):
         PiercePointEncoder(n_clusters=1).fit(np.zeros((0, 4)))
+    # Out-of-range angles: a zenith of 1e200 would encode to inf (zenith^2), a latitude of
+    # 530 deg is no place; degrees given for radians are caught the same way.
+    enc = PiercePointEncoder(n_clusters=1).fit(pts)
+    for col, value, name in ((2, 1e200, "zenith"), (0, 530.0, "latitude"),
+                             (3, 270.0, "azimuth"), (1, -400.0, "longitude")):
+        bad = pts.copy()
+        bad[1, col] = value
+        with pytest.raises(ValueError, match=f"{name} .* of point 1 is outside"):
+            PiercePointEncoder(n_clusters=1).fit(bad)
+        with pytest.raises(ValueError, match=f"{name} .* of point 1 is outside"):
+            enc.transform(bad)

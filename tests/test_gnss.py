@@ -77,15 +77,25 @@ def test_pierce_points_match_a_ray_shell_intersection(window, sim):
     assert np.all(z <= np.radians(90 - 5) + 1e-12)
 
 
-def test_double_differences_are_contrasts_of_the_field(window):
+def test_double_differences_are_contrasts_of_the_field(window, sim):
     for part in (window.train, window.test):
         C = part.contrasts
         assert C.shape == (part.y.shape[0], part.points.shape[0])
         assert np.all(np.abs(C.data) == 1) and np.all(C.getnnz(axis=1) == 4)
         np.testing.assert_array_equal(np.asarray(C.sum(axis=1)).ravel(), 0)
         resid = C @ part.truth - part.y
-        # Undifferenced noise 0.01 TECU: a double difference has std 0.02.
-        assert 0.015 < resid.std() < 0.025
+        # Elevation-dependent noise: each corner has std noise_std(E); the residual of a
+        # double difference, divided by the root of the four variances, is standard normal.
+        # Targets share corners (the reference satellite's, the test station's), so their
+        # mean has the exact variance 1' D C S C' D 1 / n^2 (D = diag of 1/sqrt(variances),
+        # S = diag of the corners' variances): it must lie within 4 of its standard errors.
+        sd = sim.noise_std(np.pi / 2 - part.points["zenith"])
+        inv = 1 / np.sqrt(abs(C) @ sd ** 2)
+        z = resid * inv
+        u = C.T @ inv
+        se = np.sqrt(np.sum(u ** 2 * sd ** 2)) / z.shape[0]
+        assert abs(z.mean()) < 4 * se and 0.9 < z.std() < 1.1
+        assert sd.min() >= 0.01 - 1e-12 and sd.max() > 3 * 0.01
         for r in range(0, part.y.shape[0], 97):
             pr = part.pairs[r]
             cols = C.indices[C.indptr[r]:C.indptr[r + 1]]
@@ -135,6 +145,11 @@ def test_same_seed_same_windows_and_days_split():
 
 
 def test_bad_parameters():
+    # Non-finite settings would simulate NaN data: refused by name.
+    for kw in ({"noise": np.nan}, {"day_vtec_amplitude": np.inf},
+               {"mstid_amplitude": (0.1, np.inf)}, {"center": (np.nan, 114.0)}):
+        with pytest.raises(ValueError, match=f"{next(iter(kw))} must be finite"):
+            make_gnss_vtec(**kw)
     with pytest.raises(ValueError, match="observable"):
         make_gnss_vtec(observable="stec")
     with pytest.raises(ValueError, match="n_validation_days"):
@@ -188,3 +203,64 @@ def test_csv_errors(tmp_path, sim):
     os.remove(path)
     with pytest.raises(FileNotFoundError, match="points.csv"):
         load_gnss_csv(tmp_path, test_station=0)
+
+
+def test_chapman_slant_tec_integrates_the_layer_along_the_ray():
+    # Oracle: march along the ray in Cartesian coordinates (1 km steps to 3,000 km of path)
+    # through a horizontally uniform layer of vertical TEC 20: sum n(h(s)) ds, with the
+    # Chapman profile normalised by its own vertical sum. At the zenith the slant TEC is the
+    # vertical TEC; toward the horizon the thick layer's mapping function differs from the
+    # thin shell's 1 / cos z'(350 km), by more at lower elevation.
+    s = make_gnss_vtec(n_days=1, random_state=0)
+    s.vtec = lambda lat, lon, t: np.full(np.shape(lat), 20.0)
+    R, hm, H = EARTH_RADIUS_KM, 350.0, 60.0
+
+    def profile(h):
+        z = (h - hm) / H
+        return np.exp(0.5 * (1 - z - np.exp(-z)))
+
+    hv = np.arange(0.5, 3000, 1.0)
+    norm = profile(hv).sum()
+    elev = np.radians([90.0, 60.0, 30.0, 15.0, 5.0])
+    ds = 0.05
+    path = np.arange(ds / 2, 6000, ds)
+    oracle = []
+    for e in elev:
+        h = np.sqrt(R ** 2 + path ** 2 + 2 * R * path * np.sin(e)) - R
+        oracle.append(20.0 * profile(h).sum() * ds / norm)
+    got = s.slant_tec(np.zeros(5, int), elev, np.zeros(5), np.zeros(5))
+    np.testing.assert_allclose(got, oracle, rtol=2e-4)
+    assert abs(got[0] - 20.0) < 1e-9
+    thin = 20.0 / np.sqrt(1 - (R / (R + 350.0) * np.cos(elev)) ** 2)
+    rel = np.abs(got / thin - 1)
+    assert rel[0] < 1e-9 and np.all(np.diff(rel) > 0) and rel[-1] > 0.01
+
+
+def test_chapman_truth_errs_most_at_low_elevation_and_storms_add_gradients():
+    kw = dict(n_days=2, noise=0.0, random_state=4)
+    ch = make_gnss_vtec(truth="chapman", **kw)
+    th = make_gnss_vtec(truth="thin_shell", **kw)
+    w_ch = next(ch.windows(seconds=5, days=[0], start=50000))
+    w_th = next(th.windows(seconds=5, days=[0], start=50000))
+    p = w_ch.train.points
+    np.testing.assert_array_equal(p, w_th.train.points)
+    rel = np.abs(w_ch.train.truth / w_th.train.truth - 1)
+    elev = np.degrees(np.pi / 2 - p["zenith"])
+    # the single-layer model's own error: small overhead, largest near the horizon
+    hi, lo = elev > np.percentile(elev, 75), elev < np.percentile(elev, 25)
+    assert np.median(rel[hi]) < np.median(rel[lo]) / 2 and np.median(rel[lo]) > 0.01
+    # a disturbed day: day 0 unchanged, day 1 carries a storm front and an anomaly crest
+    st = make_gnss_vtec(disturbed_days=(1,), **kw)
+    w0 = next(st.windows(seconds=5, days=[0], start=50000))
+    np.testing.assert_array_equal(w0.train.y, w_ch.train.y)
+    lat = np.linspace(25.0, 35.0, 201)
+    # when the front crosses the network's centre (200 km from its start at 200 m/s): a wall
+    # of storm_amplitude TECU over ~150 km, i.e. several TECU per degree of latitude
+    t = 86400 + st._storms[1][0] + 1000.0
+    diff = st.vtec(lat, np.full_like(lat, 114.0), t) - ch.vtec(lat, np.full_like(lat, 114.0), t)
+    assert np.max(np.abs(np.diff(diff))) / 0.05 > 2.0
+    assert np.ptp(diff) > 0.5 * st.storm_amplitude
+    with pytest.raises(ValueError, match="disturbed_days"):
+        make_gnss_vtec(n_days=2, disturbed_days=(5,))
+    with pytest.raises(ValueError, match="needs truth='thin_shell'"):
+        make_gnss_vtec(observable="vtec")

@@ -222,8 +222,17 @@ class ContrastALSMixin(PredictContrastsMixin):
         data = ContrastData(Xz, C, y, sw)
         # Small dense matrices every iteration: BLAS threads only add synchronisation here
         # (the thread policy of fmlearn._threads).
-        with blas_single_thread():
-            new, n_iter, info = contrast_ls(data, state, settings)
+        try:
+            with blas_single_thread():
+                new, n_iter, info = contrast_ls(data, state, settings)
+        except (ValueError, FloatingPointError, ZeroDivisionError,
+                np.linalg.LinAlgError) as exc:
+            # The data were validated above: what fails inside the solver is numerical (e.g.
+            # C with entries near 1e300 overflows C^T C and scipy refuses the infinite
+            # system), which the reliability guide promises as a DivergenceError.
+            raise DivergenceError(f"{type(self).__name__}(solver={settings.method!r}) failed "
+                                  f"numerically ({type(exc).__name__}: {exc}); the estimator "
+                                  "keeps its previous state") from exc
         if info["diverged"]:
             raise DivergenceError(f"{type(self).__name__}(solver={settings.method!r}) diverged: "
                                   f"{info['diverged']}; the estimator keeps its previous state")

@@ -142,6 +142,9 @@ def build_parser():
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./fmlearn-reproduce/NAME)")
     p.add_argument("--quick", action="store_true", help="a smaller run of the same experiment")
+    p.add_argument("--rinex", metavar="DIR",
+                   help="vtec only: run on the real RINEX files of DIR (observation files, a "
+                        "GPS navigation file, optionally an IONEX map) instead of the simulator")
 
     from ._online import add_parser as _add_online
 

@@ -26,6 +26,18 @@ def cmd_reproduce(args):
     except KeyError as exc:
         raise CLIError(exc.args[0]) from None
     out_dir = args.out or os.path.join("fmlearn-reproduce", args.name)
+    if getattr(args, "rinex", None):
+        if args.name != "vtec":
+            raise CLIError("--rinex goes with the vtec experiment only")
+        from fmlearn.reproduce import vtec_rinex
+
+        os.makedirs(out_dir, exist_ok=True)
+        try:
+            vtec_rinex.run(out_dir, quick=args.quick, rinex_dir=args.rinex)
+        except (FileNotFoundError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
+        print(f"outputs written to {out_dir}")
+        return 0
     reproduce.run(args.name, out_dir, quick=args.quick)
     print(f"outputs written to {out_dir}")
     return 0

@@ -21,6 +21,7 @@ from ._gnss import (
     make_gnss_vtec,
     write_gnss_csv,
 )
+from ._gnss_rinex import GNSSNetwork, RinexError, load_rinex_network
 from ._home import get_data_home
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
@@ -40,9 +41,11 @@ from ._synthetic_gfm import (
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
+    "GNSSNetwork",
     "GNSSObservations",
     "GNSSSimulation",
     "PlantedModel",
+    "RinexError",
     "fetch",
     "fetch_abalone",
     "fetch_adult",
@@ -55,6 +58,7 @@ __all__ = [
     "iter_svmlight",
     "load_gnss_csv",
     "load_movielens_100k",
+    "load_rinex_network",
     "load_svmlight",
     "make_asymmetric_sensing",
     "make_ccfm_stream",

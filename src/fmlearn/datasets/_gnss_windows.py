@@ -76,6 +76,54 @@ def _keys(epoch, station, satellite):
         + np.asarray(satellite, np.int64)
 
 
+def double_differences(valid, elev, value, index, links, epochs):
+    """Double differences along the links of a network, epoch by epoch.
+
+    For every link (c, d) and epoch with at least two satellites valid at both stations, the
+    reference satellite a is the highest one seen from c (the smallest noise and multipath in
+    practice) and b runs over the other common satellites:
+    y = value(a, c) - value(a, d) - value(b, c) + value(b, d).
+
+    Parameters
+    ----------
+    valid : bool ndarray (n_epochs, n_stations, n_satellites)
+    elev : float ndarray of the same shape (radians; only compared)
+    value : ndarray (n_points,)
+        The observable at each point.
+    index : int ndarray (n_epochs, n_stations, n_satellites)
+        The point of each valid (epoch, station, satellite).
+    links : int ndarray (n_links, 2)
+    epochs : int ndarray (n_epochs,)
+        The epoch (s) of each index of the first axis.
+
+    Returns
+    -------
+    pairs : structured ndarray (epoch, satellite_a, satellite_b, station_c, station_d), with
+        satellite and station *indices* into the second and third axes
+    y : ndarray
+    """
+    n_t = valid.shape[0]
+    pairs, ys = [], []
+    for c, d in links:
+        both = valid[:, c, :] & valid[:, d, :]
+        a = np.argmax(np.where(both, elev[:, c, :], -np.inf), axis=1)
+        ok = both.sum(axis=1) >= 2
+        other = both & ok[:, None]
+        other[np.arange(n_t), a] = False
+        e, b = np.nonzero(other)
+        a = a[e]
+        ac, ad = index[e, c, a], index[e, d, a]
+        bc, bd = index[e, c, b], index[e, d, b]
+        ys.append(value[ac] - value[ad] - value[bc] + value[bd])
+        rec = np.zeros(b.shape[0], dtype=_DD_FIELDS)
+        rec["epoch"], rec["satellite_a"], rec["satellite_b"] = epochs[e], a, b
+        rec["station_c"], rec["station_d"] = c, d
+        pairs.append(rec)
+    if not pairs:
+        return np.zeros(0, dtype=_DD_FIELDS), np.zeros(0)
+    return np.concatenate(pairs), np.concatenate(ys)
+
+
 def _part(points, pairs, y, truth):
     """Keep the pierce points that ``pairs`` reference and build the contrast matrix."""
     n_t = pairs.shape[0]

@@ -54,7 +54,8 @@ REGISTRY = {
         "seed 002 Tables 3-4, Fig. 1-2: OCCFM vs FM/CFM/CCFM online baselines"),
     "vtec": Experiment(
         "fmlearn.reproduce.vtec",
-        "seed 001 §4.2 Table 1: online vTEC from GNSS double differences (simulated)"),
+        "seed 001 §4.2 Table 1: online vTEC from GNSS double differences (simulated; "
+        "--rinex DIR: real RINEX files)"),
 }
 
 

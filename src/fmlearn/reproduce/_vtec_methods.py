@@ -9,6 +9,7 @@ results are the same as without the cache.
 """
 
 import inspect
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,13 +86,39 @@ class KernelContrast:
         return self.P @ self.dual_coef_
 
 
+class OutOfRangeWarning(UserWarning):
+    """Predicted double differences beyond what the window's training differences support."""
+
+
+#: A prediction beyond this multiple of the largest training target |y| is flagged.
+OUT_OF_RANGE_FACTOR = 2.0
+
+
+def check_range(pred, y_train, name):
+    """Warn (:class:`OutOfRangeWarning`) when predicted contrasts leave the range of the
+    training targets by more than :data:`OUT_OF_RANGE_FACTOR`: the training differences give
+    no support there (a model that extrapolates in the directions the double differences leave
+    free). Returns whether it warned."""
+    top = float(np.max(np.abs(y_train))) if y_train.shape[0] else 0.0
+    worst = float(np.max(np.abs(pred))) if pred.shape[0] else 0.0
+    if worst > OUT_OF_RANGE_FACTOR * top:
+        warnings.warn(f"{name}: a predicted double difference of {worst:.3g} TECU is more than "
+                      f"{OUT_OF_RANGE_FACTOR:g} times the largest training one ({top:.3g}): "
+                      "outside what the training differences support", OutOfRangeWarning,
+                      stacklevel=3)
+        return True
+    return False
+
+
 class FactorContrast:
     """An estimator with ``fit(X, y, contrasts=C)`` / ``predict_contrasts``, warm-started from
-    the previous window of its segment (a cold start gets more sweeps)."""
+    the previous window of its segment (a cold start gets more sweeps). With ``guard``,
+    predictions outside the range the training differences support are replaced by those of
+    a more regularised refit of the window (:meth:`_guarded`)."""
 
-    def __init__(self, estimator, cold_passes=3, warm_passes=1):
+    def __init__(self, estimator, cold_passes=3, warm_passes=1, guard=True):
         self.est, self.cold, self.warm = estimator, cold_passes, warm_passes
-        self.started = False
+        self.started, self.guard, self.guard_refits = False, guard, 0
 
     def fit(self, w):
         d_prev = getattr(self.est, "n_features_in_", None)
@@ -104,7 +131,32 @@ class FactorContrast:
         return self
 
     def predict(self, w):
-        return self.est.predict_contrasts(w.Xte, w.Cte)
+        pred = self.est.predict_contrasts(w.Xte, w.Cte)
+        self.out_of_range = check_range(pred, w.ytr, type(self.est).__name__)
+        if self.out_of_range and self.guard:
+            pred = self._guarded(w, pred)
+        return pred
+
+    def _guarded(self, w, pred):
+        """The online system's answer to an out-of-range prediction (it sees the training
+        targets and the test inputs, never the test targets): refit the window cold with 100
+        times the regularisation, up to 3 times, until the predictions are back in the range
+        the training differences support; the warm-started model of the segment is kept."""
+        from sklearn.base import clone
+
+        top = OUT_OF_RANGE_FACTOR * float(np.max(np.abs(w.ytr)))
+        p = self.est.get_params()
+        n_iter = "max_iter" if "max_iter" in p else "n_iter"
+        for k in range(1, 4):
+            alt = clone(self.est).set_params(
+                warm_start=False, reg_linear=p["reg_linear"] * 100.0 ** k,
+                reg_pairwise=p["reg_pairwise"] * 100.0 ** k, **{n_iter: self.cold})
+            alt.fit(w.Xtr, w.ytr, contrasts=w.Ctr)
+            alt_pred = alt.predict_contrasts(w.Xte, w.Cte)
+            self.guard_refits += 1
+            if np.max(np.abs(alt_pred)) <= top:
+                return alt_pred
+        return alt_pred
 
 
 def _ridge(p):
