@@ -104,6 +104,7 @@ def run_fm(record):
     Xtr, ytr, Xte = X[:1200], y[:1200], X[1200:]
     ycls = np.where(y > np.median(y), "hi", "lo")
     sw = np.random.default_rng(1).uniform(0.5, 2.0, 1200)
+    sw0 = sw * (np.arange(1200) % 7 != 0)  # rows of weight 0 are dropped
     groups = [0] * 40 + [1] * 30 + [2, 2]
     common = {"n_factors": 3, "random_state": 0}
     for solver, extra in [("mcmc", {"n_iter": 30}), ("als", {"n_iter": 10, "reg_linear": 0.1,
@@ -113,14 +114,19 @@ def run_fm(record):
         record(f"FMRegressor[{solver}]", m, Xte)
         m = FMRegressor(solver=solver, **common, **extra).fit(Xtr, ytr, sample_weight=sw)
         record(f"FMRegressor[{solver}] weighted", m, Xte)
+        m = FMRegressor(solver=solver, **common, **extra).fit(Xtr, ytr, sample_weight=sw0)
+        record(f"FMRegressor[{solver}] some weights 0", m, Xte)
         m = FMClassifier(solver=solver, **common, **extra).fit(Xtr, ycls[:1200])
         record(f"FMClassifier[{solver}]", m, Xte)
+        m = FMClassifier(solver=solver, **common, **extra).fit(Xtr, ycls[:1200],
+                                                               sample_weight=sw0)
+        record(f"FMClassifier[{solver}] some weights 0", m, Xte)
         m = FMRegressor(solver=solver, warm_start=True, **common, **extra).fit(Xtr, ytr)
         m.fit(Xtr, ytr)
         record(f"FMRegressor[{solver}] warm 2x", m, Xte)
         calls = []
         m = FMRegressor(solver=solver, verbose=0, **common, **extra).fit(
-            Xtr, ytr, eval_set=(Xte, y[1200:]), callback=lambda i, h: calls.append(i))
+            Xtr, ytr, eval_set=(Xte, y[1200:]), callback=lambda i, h, c=calls: c.append(i))
         record(f"FMRegressor[{solver}] eval_set+callback", m, Xte, extra=calls)
         m = FMRegressor(solver=solver, **common, **extra).fit(Xtr.astype(np.float32), ytr)
         record(f"FMRegressor[{solver}] float32", m, Xte)
@@ -328,6 +334,12 @@ def run_dask(record):
                               ("sgd", {"n_iter": 4, "learning_rate": 0.02})]:
             m = fd.fit(FMRegressor(3, solver=solver, random_state=0, **extra), Xd, yd)
             record(f"distributed.fit FMRegressor[{solver}]", m, X[:100], skip=("distributed_",))
+        sw0 = np.where(np.arange(1500) % 7 == 0, 0.0, 1.5)
+        for solver in ("als", "sgd"):
+            m = fd.fit(FMRegressor(3, solver=solver, n_iter=4, random_state=0), Xd, yd,
+                       da.from_array(sw0, chunks=500))
+            record(f"distributed.fit FMRegressor[{solver}] some weights 0", m, X[:100],
+                   skip=("distributed_",))
         m = fd.fit(FMClassifier(3, solver="mcmc", n_iter=10, random_state=0), Xd,
                    da.from_array(ycls, chunks=500))
         record("distributed.fit FMClassifier[mcmc]", m, X[:100], skip=("distributed_",))
