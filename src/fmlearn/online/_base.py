@@ -455,6 +455,19 @@ class _OnlineBase(BaseFM):
             raise ValueError("model parameters give a non-finite prediction")
 
 
+def is_online(estimator):
+    """Whether ``estimator`` is one of the online estimators (CCFM, OnlineFM, OnlineCFM)."""
+    return isinstance(estimator, _OnlineBase)
+
+
+def prequential_scores(estimator, X, y, sample_weight=None, classes=None):
+    """The online estimators' compiled prequential step, for
+    :func:`fmlearn.evaluate_prequential`: learn the rows of ``X`` in order (as
+    ``partial_fit``) and return the scores predicted *before* each row's update (regression:
+    clipped to the range of the targets seen before that row)."""
+    return estimator._prequential(X, y, sample_weight, classes=classes)
+
+
 class _OnlineClassifier(FMClassifierMixin):
     """Binary classification front of the online estimators."""
 
