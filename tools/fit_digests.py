@@ -409,11 +409,11 @@ def compare(path_a, path_b):
         b = json.load(fh)
     a.pop("fmlearn", None)
     b.pop("fmlearn", None)
-    differ = 0
+    differ = missing = 0
     for name in sorted(set(a) | set(b)):
         if name not in a or name not in b:
             print(f"{name}: only in {path_a if name in a else path_b}")
-            differ += 1
+            missing += 1
             continue
         ea, eb = a[name], b[name]
         for part in ("predictions", "extra"):
@@ -428,7 +428,8 @@ def compare(path_a, path_b):
                 print(f"{name}: {attr} differs")
                 differ += 1
     n = len(set(a) & set(b))
-    print(f"{n} fits compared, {differ} differences in results")
+    print(f"{n} fits compared, {differ} differences in results"
+          + (f" ({missing} fits run on one side only)" if missing else ""))
     return 1 if differ else 0
 
 
