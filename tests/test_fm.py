@@ -953,7 +953,7 @@ def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
     # one group of d features: lambda_w ~ Gamma((d + 2) / 2) / ((1 + sum_j w_j^2) / 2), about
     # (d + 2) / 5 = 80 from the random start against d + 2 = 402 from zeros
     assert m.chain_["lambda_w"][0] < 0.5 * (d + 2)
-    import fmlearn._fm_plan as plan_mod
+    import fmlearn.fm._plan as plan_mod
     from fmlearn._plan import DataSummary
 
     monkeypatch.setattr(plan_mod, "init_state",

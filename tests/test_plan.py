@@ -20,20 +20,15 @@ import scipy.sparse as sp
 
 import fmlearn
 from fmlearn import FMClassifier, FMRegressor
-from fmlearn._fm_plan import ClassicFMPlan
 from fmlearn._plan import DataSummary, RunContext
+from fmlearn.fm._plan import ClassicFMPlan
 from fmlearn.solvers._fm_common import auto_init_stdev
 from fmlearn.solvers.sgd import sgd_init_stdev
 
 SRC = pathlib.Path(fmlearn.__file__).parent
 
 #: The modules of each model family (a family may call its own estimators' private methods).
-FAMILIES = {
-    "fm": ("fm.py", "_fm_plan.py", "_fm_contrasts.py", "_fm_history.py", "_fm_mcmc.py"),
-    "gfm": ("gfm.py", "ifm.py", "sensing.py", "_one_pass.py", "_contrasts.py"),
-    "convex": ("convex.py",),
-    "online": ("online",),
-}
+FAMILIES = {"fm": ("fm",), "gfm": ("gfm",), "convex": ("convex",), "online": ("online",)}
 #: Hooks of the shared estimator base (fmlearn._base.BaseFM and scikit-learn's BaseEstimator)
 #: that shared infrastructure calls on any estimator.
 SHARED_HOOKS = {"_validate_params", "_check_loaded_state", "_validate_X_predict"}

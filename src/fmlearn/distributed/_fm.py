@@ -53,8 +53,8 @@ from sklearn.base import is_classifier
 from .._base import failure_atomic
 from .._checkpoint import Checkpointer
 from .._data import check_sparse_structure, merge_duplicate_rows, raw, to_csr
-from .._fm_plan import ClassicFMPlan
 from .._plan import DataSummary, validate_params
+from ..fm._plan import ClassicFMPlan
 from ..kernels.cd import greedy_coloring
 from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays

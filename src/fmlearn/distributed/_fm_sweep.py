@@ -7,11 +7,11 @@ import time
 
 import numpy as np
 
-from .._fm_mcmc import fitted_chain
 from ..exceptions import DivergenceError
+from ..fm._mcmc import fitted_chain
 from ..kernels.cd import Config, _step, draw_group_hyper, gamma_shapes, n_normals
 from ..kernels.cd_rows import Apply, Gather, Step, class_step
-from ..losses import SMOOTHNESS, SQUARED
+from ..kernels.losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _reserve, record_sweep, sweep_config

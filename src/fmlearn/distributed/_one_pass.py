@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from .._base import progress
-from .._one_pass import OnePassMixin
+from ..gfm._one_pass import OnePassMixin
 from ..solvers.one_pass import Batch, predict_batch, scale_from_variance, weighted_moments
 from ._common import Runner, active_client, is_frame, prepare_block, row_arrays
 

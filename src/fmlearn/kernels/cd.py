@@ -40,8 +40,8 @@ from numba import njit, prange
 from numba.core import types
 from numba.extending import overload
 
-from ..losses import SQUARED, loss_derivative
 from . import compile_for
+from .losses import SQUARED, loss_derivative
 
 Columns = namedtuple("Columns", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
                                  "y", "sw", "unit"])

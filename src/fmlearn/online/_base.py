@@ -22,7 +22,7 @@ from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from .._data import merge_duplicate_rows, raw, to_csr
 from .._threads import blas_single_thread
 from ..exceptions import DivergenceError
-from ..losses import LOSS_CODES
+from ..kernels.losses import LOSS_CODES
 from ..solvers._online_common import status_message
 
 _PREFIX = "state_"

@@ -6,8 +6,8 @@ import numpy as np
 
 from .._data import raw
 from ..kernels.cd import ROW_BLOCK, Columns, Plan, cooccurrence_work, greedy_coloring
+from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr
-from ..losses import SQUARED
 
 
 @dataclass

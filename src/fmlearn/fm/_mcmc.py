@@ -9,7 +9,7 @@ and the estimators' loaded-state check.
 
 import numpy as np
 
-from .solvers.mcmc import SETTLE_WINDOW, Chain, MCMCSettings
+from ..solvers.mcmc import SETTLE_WINDOW, Chain, MCMCSettings
 
 __all__ = ["AUTO_OVERRELAXATION", "MCMC_SAMPLES_BUDGET", "chain_attributes",
            "chain_for_warm_start", "check_loaded_chain", "fitted_chain", "mcmc_settings"]

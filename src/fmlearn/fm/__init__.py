@@ -15,21 +15,21 @@ from sklearn.base import _fit_context, is_classifier
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from ._data import merge_duplicate_rows, raw, to_csr
-from ._docs import fill_doc
-from ._fm_contrasts import ClassicFMContrastMixin
-from ._fm_history import FitRecorder
-from ._fm_mcmc import check_loaded_chain
-from ._fm_plan import ClassicFMPlan
-from ._plan import DataSummary, RunContext
-from ._threads import n_threads
-from .exceptions import DivergenceError
-from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
-from .solvers._fm_common import check_groups, column_data
-from .solvers.als import als_solver
-from .solvers.mcmc import mcmc_solver
-from .solvers.sgd import sgd_solver
+from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
+from .._data import merge_duplicate_rows, raw, to_csr
+from .._docs import fill_doc
+from .._plan import DataSummary, RunContext
+from .._threads import n_threads
+from ..exceptions import DivergenceError
+from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
+from ..solvers._fm_common import check_groups, column_data
+from ..solvers.als import als_solver
+from ..solvers.mcmc import mcmc_solver
+from ..solvers.sgd import sgd_solver
+from ._contrasts import ClassicFMContrastMixin
+from ._history import FitRecorder
+from ._mcmc import check_loaded_chain
+from ._plan import ClassicFMPlan
 
 
 def _solver_is_sgd(est):

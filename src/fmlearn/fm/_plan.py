@@ -21,13 +21,13 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
-from ._fm_mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
-from ._plan import FitPlan
-from .losses import LOSS_CODES
-from .solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
-from .solvers.als import ALSSettings
-from .solvers.mcmc import Chain, MCMCSettings
-from .solvers.sgd import SGDSettings, sgd_init_stdev
+from .._plan import FitPlan
+from ..kernels.losses import LOSS_CODES
+from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
+from ..solvers.als import ALSSettings
+from ..solvers.mcmc import Chain, MCMCSettings
+from ..solvers.sgd import SGDSettings, sgd_init_stdev
+from ._mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
 
 __all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan"]
 

@@ -19,13 +19,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from ._data import merge_duplicate_rows, raw, to_csr
-from ._docs import fill_doc
-from ._threads import blas_single_thread
-from .exceptions import ConvergenceWarning, DivergenceError
-from .kernels.predict import fm_predict_csr
-from .solvers.hazan import (
+from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
+from .._data import merge_duplicate_rows, raw, to_csr
+from .._docs import fill_doc
+from .._threads import blas_single_thread
+from ..exceptions import ConvergenceWarning, DivergenceError
+from ..kernels.predict import fm_predict_csr
+from ..solvers.hazan import (
     CFMState,
     HazanSettings,
     auto_trace_bound,

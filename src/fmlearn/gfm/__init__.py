@@ -15,10 +15,10 @@ import warnings
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin
-from ._contrasts import ContrastALSMixin
+from .._base import BaseFM, FMRegressorMixin
+from .._contrasts import ContrastALSMixin
+from ..exceptions import SmallBatchWarning
 from ._one_pass import OnePassFMMixin
-from .exceptions import SmallBatchWarning
 
 __all__ = ["GFMRegressor", "SmallBatchWarning"]
 
@@ -176,7 +176,7 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         return "use solver='moment' or IFMRegressor"
 
     def _after_first_batch(self, state):
-        from .diagnostics import TAU_CAUTION
+        from ..diagnostics import TAU_CAUTION
 
         if state.tau is None:
             return

@@ -11,7 +11,7 @@ its clock in the plan's run context, never on the estimator.
 import numpy as np
 from scipy.special import ndtr
 
-from .kernels.predict import fm_predict_csr
+from ..kernels.predict import fm_predict_csr
 
 __all__ = ["FitRecorder", "fm_metric"]
 
@@ -126,7 +126,7 @@ class FitRecorder:
         """The per-iteration callback of the contrast solvers: solver seconds always, the
         weighted RMSE of the target residuals with ``verbose`` or a callback (then called with
         the history)."""
-        from .solvers.fm_contrast import target_residuals
+        from ..solvers.fm_contrast import target_residuals
 
         history, bar, ctx = self.history, self.bar, self.context
         verbose = self.plan.verbose

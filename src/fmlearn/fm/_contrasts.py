@@ -10,14 +10,14 @@ module stays the plain estimator; it imports no estimator module.
 import numpy as np
 from sklearn.utils.validation import check_array, validate_data
 
-from ._base import FLOAT_DTYPES, check_sample_weight, progress
-from ._contrasts import PredictContrastsMixin, bias_identifiable, check_contrasts
-from ._data import check_sparse_structure, to_csr
-from ._fm_history import FitRecorder
-from ._fm_plan import CONTRAST_ATTRIBUTES, ClassicFMPlan
-from ._plan import DataSummary, RunContext
-from ._threads import n_threads
-from .exceptions import DivergenceError
+from .._base import FLOAT_DTYPES, check_sample_weight, progress
+from .._contrasts import PredictContrastsMixin, bias_identifiable, check_contrasts
+from .._data import check_sparse_structure, to_csr
+from .._plan import DataSummary, RunContext
+from .._threads import n_threads
+from ..exceptions import DivergenceError
+from ._history import FitRecorder
+from ._plan import CONTRAST_ATTRIBUTES, ClassicFMPlan
 
 
 class ClassicFMContrastMixin(PredictContrastsMixin):
@@ -86,7 +86,7 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         return to_csr(X, dtype), C, y, sw
 
     def _fit_contrasts(self, X, y, sample_weight, eval_set, contrasts, callback=None):
-        from .solvers.fm_contrast import (
+        from ..solvers.fm_contrast import (
             als_contrast_solver,
             contrast_data,
             mcmc_contrast_solver,
