@@ -466,7 +466,7 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
 
 def _start(est, client, X, y, sample_weight, merge=None):
     """The partitions loaded (see :func:`_load_partitions`; ``merge`` for SGD), the fit's
-    :class:`~fmlearn._fm_plan.ClassicFMPlan` from the merged summaries of the partitions, and
+    :class:`~fmlearn.fm._plan.ClassicFMPlan` from the merged summaries of the partitions, and
     the estimator's validation attributes set as its in-memory fit sets them
     (``n_features_in_``, a classifier's ``classes_``): returns the partitions, the colouring
     (None for SGD), the plan, the checkpoint fingerprint of the data and the partitions'

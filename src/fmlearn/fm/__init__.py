@@ -4,6 +4,12 @@
 
 Every seed paper compares against this model; the solvers follow libFM 1.4 (Rendle 2012,
 "Factorization Machines with libFM", ACM TIST 3(3)).
+
+The family's package: the estimators here; their fit plan in :mod:`fmlearn.fm._plan` (every
+entry point's hand-off to the solvers of :mod:`fmlearn.solvers.sgd`, :mod:`~fmlearn.solvers.als`
+and :mod:`~fmlearn.solvers.mcmc`), the per-iteration history in :mod:`fmlearn.fm._history`, the
+MCMC chain's attributes in :mod:`fmlearn.fm._mcmc` and the fit on contrast targets in
+:mod:`fmlearn.fm._contrasts`.
 """
 
 import numbers

@@ -4,7 +4,7 @@
 request (``verbose``, ``eval_set`` or a fit ``callback``) the train / validation metric and,
 for ALS and MCMC, libFM's running averages of the predictions; the progress bar and the user's
 callback are fed from the same place. A :class:`FitRecorder` lives as long as one call: it
-reads the plan (:class:`fmlearn._fm_plan.ClassicFMPlan`: the metric, the clip range) and keeps
+reads the plan (:class:`fmlearn.fm._plan.ClassicFMPlan`: the metric, the clip range) and keeps
 its clock in the plan's run context, never on the estimator.
 """
 

@@ -3,7 +3,7 @@
 How a fit's :class:`~fmlearn.solvers.mcmc.MCMCSettings` are resolved (burn-in, kept samples
 within a memory budget, the over-relaxation of "auto"), which chain a warm start continues,
 how the chain and its kept samples become fitted attributes (``samples_*_``, ``chain_``) and
-come back, and the check of a loaded chain. Used by :class:`fmlearn._fm_plan.ClassicFMPlan`
+come back, and the check of a loaded chain. Used by :class:`fmlearn.fm._plan.ClassicFMPlan`
 and the estimators' loaded-state check.
 """
 

@@ -3,7 +3,7 @@
 solvers.
 
 Every entry point builds it the same way -- ``fit``, ``partial_fit``, ``fit(contrasts=C)``
-(:mod:`fmlearn._fm_contrasts`), :func:`fmlearn.stream.fit_stream` through ``partial_fit``, and
+(:mod:`fmlearn.fm._contrasts`), :func:`fmlearn.stream.fit_stream` through ``partial_fit``, and
 the Dask backend (:func:`fmlearn.distributed.fit`) -- with :meth:`ClassicFMPlan.build` from
 the estimator's parameters, a :class:`~fmlearn._plan.DataSummary` of the training rows and the
 fitted state a warm start continues; and writes the result back with
