@@ -388,7 +388,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         after 50 / 150 steps 8.91 / 2.41 exact, 9.00 / 5.18 pairwise, 7.39 / 2.96 "auto").
         Taking the lower objective at every step regardless (no drop condition) is greedy
         per step, not per run: 31% above the pairwise run after 60 steps on
-        tests/test_convex.py's regression. For the squared loss the objectives along both
+        tests/convex/test_convex.py's regression. For the squared loss the objectives along both
         directions are the quadratics of Eq. 6 (closed form); for the logistic loss the loss
         along each segment with the linear part fixed. "auto" costs one more
         conjugate-gradient solve (squared loss) or 1-D search (logistic) per step than
