@@ -123,8 +123,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from .evaluate import evaluate_prequential
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
-    from .gfm.ifm import IFMRegressor
-    from .gfm.sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
+    from .ifm import IFMRegressor
     from .online import (
         CCFMClassifier,
         CCFMRegressor,
@@ -134,4 +133,5 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMRegressor,
     )
     from .recommender import embed_rows, feature_embeddings, recommend
+    from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream
