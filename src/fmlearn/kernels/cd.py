@@ -477,7 +477,7 @@ def _plain_pass(cols, plan, pa, group, E, work, cfg):
     return None
 
 
-@njit
+@njit(inline="always")
 def gibbs_sweep(cols, plan, prior, model, E, r, work, z, g, cfg):
     """One sweep over every parameter in libFM's draw order (``draw_all``): the one home of
     that order, run by the plain sweep (:func:`coordinate_sweep`) and by the contrast sweep
@@ -492,9 +492,11 @@ def gibbs_sweep(cols, plan, prior, model, E, r, work, z, g, cfg):
     consumed whether or not it is drawn, so ALS and MCMC share the layout. Returns
     :func:`sweep_finite` of the result.
 
-    Not cached itself: it is compiled into each calling sweep, whose cache entry then holds it
-    (numba keys a cache entry by the caller's own source file only: after editing this
-    function, clear ``kernels/__pycache__`` as for any kernel called across modules).
+    Not cached itself: it is inlined into each calling sweep (numba IR inlining: no function of
+    its own to compile, which cost 1.6 s CPU more per cold process,
+    ``benchmarks/compile_sweeps_ab.py``), whose cache entry then holds it. numba keys a cache
+    entry by the caller's own source file only: after editing this function, clear
+    ``kernels/__pycache__``, as for any kernel called across modules.
     """
     w = model.w
     V = model.V
