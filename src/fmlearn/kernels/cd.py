@@ -492,11 +492,13 @@ def gibbs_sweep(cols, plan, prior, model, E, r, work, z, g, cfg):
     consumed whether or not it is drawn, so ALS and MCMC share the layout. Returns
     :func:`sweep_finite` of the result.
 
-    Not cached itself: it is inlined into each calling sweep (numba IR inlining: no function of
-    its own to compile, which cost 1.6 s CPU more per cold process,
-    ``benchmarks/compile_sweeps_ab.py``), whose cache entry then holds it. numba keys a cache
-    entry by the caller's own source file only: after editing this function, clear
-    ``kernels/__pycache__``, as for any kernel called across modules.
+    Not cached itself: it is inlined into each calling sweep (numba IR inlining), whose cache
+    entry then holds it. Against the two copies of the order it replaced, the first compilation
+    in a process with a cold cache costs 1.5-2 s more CPU inlined, 3.2 s as a function of its
+    own (``benchmarks/compile_sweeps_ab.py``: ALS and MCMC on rows and on contrasts); loading
+    from the cache costs the same. numba keys a cache entry by the caller's own source file
+    only: after editing this function, clear ``kernels/__pycache__``, as for any kernel called
+    across modules.
     """
     w = model.w
     V = model.V
