@@ -22,10 +22,9 @@ from hardening import data, estimators, fitted, is_online
 
 BATCH = sorted(name for name in estimators() if not is_online(name))
 
-# A method each family calls at the end of a step, when part of the new state is written (the
-# classic FM's: its plan's commit, which writes the learned attributes).
+# A method each family calls at the end of a step, when part of the new state is written.
 LATE_HOOK = {
-    "FM": "commit",
+    "FM": "_store",
     "GFM": "_store_state",
     "IFM": "_store_state",
     "Symmetric": "_store_state",
@@ -119,9 +118,11 @@ def test_interrupt_after_the_solver_wrote_state_keeps_the_model(name, method, mo
     model.set_params(warm_start=True)
     before = _snapshot(model)
     cls = type(model)
-    if name.startswith("FM"):
-        from fmlearn.fm._plan import ClassicFMPlan as cls
     hook = next((h for prefix, h in LATE_HOOK.items() if name.startswith(prefix)), None)
+    if name.startswith("FM"):  # the classic FM writes its learned attributes in its plan's
+        from fmlearn.fm._plan import ClassicFMPlan as cls  # commit (there is no _store)
+
+        hook = "commit"
     if hook is not None:
         original = getattr(cls, hook)
 
