@@ -56,6 +56,15 @@ def test_load_imports_the_estimator_module_on_demand(tmp_path):
     assert out.stdout.split() == ["IFMRegressor", "(2,)"]
 
 
+def _former_path(module):
+    """A module named by a path it had before the family layout (``fmlearn.losses``, imported
+    from its new place by ``fmlearn._MOVED``) as the module at that place."""
+    for old, new in fmlearn._MOVED.items():
+        if module == f"fmlearn.{old}" or module.startswith(f"fmlearn.{old}."):
+            return f"fmlearn.{new}" + module[len(f"fmlearn.{old}"):]
+    return module
+
+
 def _module_imports():
     """{module: set of fmlearn modules it imports anywhere in its source}."""
     mods = {}
@@ -79,6 +88,7 @@ def _module_imports():
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
                            for a in node.names]
             for t in targets:
+                t = _former_path(t)
                 while t not in mods and "." in t:
                     t = t.rsplit(".", 1)[0]
                 if t in mods and t != name:
