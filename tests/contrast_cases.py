@@ -1,5 +1,6 @@
-"""Contrast matrices shared by tests/test_contrasts.py (GFM/IFM) and tests/test_fm_contrasts.py
-(classic FM): random double differences, and contrasts that validation must refuse."""
+"""Contrast matrices shared by tests/gfm/test_contrasts.py (GFM/IFM) and
+tests/fm/test_fm_contrasts.py (classic FM): random double differences, and contrasts that
+validation must refuse."""
 
 import numpy as np
 import scipy.sparse as sp

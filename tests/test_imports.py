@@ -90,3 +90,23 @@ def test_one_pass_gfm_imports_only_its_own_family():
     assert not [m for m in ("fmlearn.fm", "fmlearn.kernels.cd", "fmlearn.kernels.sgd",
                             "fmlearn.online", "fmlearn.kernels.ocg", "dask", "matplotlib")
                 if m in mods]
+
+
+def test_former_module_paths_import_the_moved_modules():
+    # fmlearn.ifm, fmlearn.sensing and fmlearn.losses moved into family packages; importing
+    # them by the former path gives the same module, and the estimators keep the module path
+    # that model files, pipeline files and pickles record
+    mods = _modules_after(
+        "import pickle\n"
+        "import fmlearn.ifm, fmlearn.sensing, fmlearn.losses\n"
+        "import fmlearn.gfm.ifm, fmlearn.gfm.sensing, fmlearn.kernels.losses\n"
+        "assert fmlearn.ifm is fmlearn.gfm.ifm and fmlearn.sensing is fmlearn.gfm.sensing\n"
+        "assert fmlearn.losses is fmlearn.kernels.losses\n"
+        "from fmlearn.sensing import PhaseRetrieval\n"
+        "assert PhaseRetrieval.__module__ == 'fmlearn.sensing'\n"
+        "assert fmlearn.IFMRegressor.__module__ == 'fmlearn.ifm'\n"
+        "blob = pickle.dumps(fmlearn.IFMRegressor(3))\n"
+        "assert b'fmlearn.ifm' in blob and pickle.loads(blob).n_factors == 3\n")
+    assert {"fmlearn.ifm", "fmlearn.gfm.ifm", "fmlearn.losses"} <= mods
+    with pytest.raises(ModuleNotFoundError):
+        import fmlearn.no_such_module  # noqa: F401

@@ -7,6 +7,9 @@ something needs them. ``dir(fmlearn)`` and ``__all__`` list every public name.
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 from typing import TYPE_CHECKING
 
 from ._version import __version__
@@ -68,6 +71,35 @@ __all__ = [
     "save",
     "__version__",
 ]
+
+
+# modules that moved into a family subpackage -> where they live now; ``import fmlearn.ifm``
+# (and pickles or pipeline files that name it) still finds them (see _MovedModules)
+_MOVED = {"ifm": "gfm.ifm", "sensing": "gfm.sensing", "losses": "kernels.losses"}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``fmlearn.<old>`` of :data:`_MOVED` as the module at its new place (the same
+    module object, so ``fmlearn.ifm.IFMRegressor is fmlearn.gfm.ifm.IFMRegressor``). Asked
+    only after the ordinary finders found no such file; handles nothing else."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        parent, _, name = fullname.rpartition(".")
+        if parent == __name__ and name in _MOVED:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        # the import system returns what sys.modules holds under the name after this call
+        new = importlib.import_module(f"{__name__}.{_MOVED[module.__name__.rpartition('.')[2]]}")
+        sys.modules[module.__name__] = new
+
+
+if not any(type(f).__name__ == "_MovedModules" for f in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name):

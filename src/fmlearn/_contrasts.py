@@ -8,7 +8,7 @@ block linearly into every target. This module holds what they share: validating 
 (:func:`bias_identifiable`: not when every row of C sums to zero, since C (f + c) = C f), and
 the estimator glue for the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
 (:class:`ContrastALSMixin`) and ``predict_contrasts`` (:class:`PredictContrastsMixin`). It
-imports no estimator module; the classic FM's glue is :mod:`fmlearn._fm_contrasts`.
+imports no estimator module; the classic FM's glue is :mod:`fmlearn.fm._contrasts`.
 """
 
 import warnings
@@ -109,7 +109,7 @@ class PredictContrastsMixin:
 
 class ContrastALSMixin(PredictContrastsMixin):
     """``fit(..., contrasts=C)`` through :func:`fmlearn.solvers.contrast_ls.contrast_ls` and
-    ``predict_contrasts`` for the models of :class:`fmlearn.gfm.OnePassMixin` (GFM, iFM).
+    ``predict_contrasts`` for the models of :class:`fmlearn.gfm._one_pass.OnePassMixin` (GFM, iFM).
 
     The fitted state is stored in the one-pass attributes (``working_*``, ``mean_`` = 0,
     ``scale_``), so ``predict``, ``w_``, ``U_``, ``V_``, ``M_`` and saving work unchanged.

@@ -32,11 +32,18 @@ PUBLIC = {
     "SymmetricRankOneSensing": "fmlearn.sensing:SymmetricRankOneSensing",
 }
 
+#: Modules that moved into a family subpackage -> the module path their classes keep: model
+#: and pipeline files (skops records ``module.Class``) and pickles written before the move
+#: name it, and ``import`` of it still works (``fmlearn._MOVED``).
+MOVED = {"fmlearn.gfm.ifm": "fmlearn.ifm", "fmlearn.gfm.sensing": "fmlearn.sensing"}
+
 _DEFINED = {}
 
 
 def register(cls):
-    """Record a class defined in fmlearn (called by ``BaseFM.__init_subclass__``)."""
+    """Record a class defined in fmlearn (called by ``BaseFM.__init_subclass__``); a class of a
+    moved module gets the module path it had (:data:`MOVED`)."""
+    cls.__module__ = MOVED.get(cls.__module__, cls.__module__)
     if cls.__module__.startswith("fmlearn.") and not cls.__name__.startswith("_"):
         _DEFINED[f"{cls.__module__}:{cls.__qualname__}"] = cls
 

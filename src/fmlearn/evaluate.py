@@ -6,6 +6,7 @@ papers; their values after every batch form the learning curves (and, against th
 time, the loss-versus-time curves of 002 Fig. 1-2).
 """
 
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if total is None and isinstance(stream, tuple) and len(stream) in (2, 3):
         total = stream[0].shape[0] if hasattr(stream[0], "shape") else len(stream[0])
-    fast = hasattr(estimator, "_prequential")
+    family = _online_family(estimator)  # None: learn row by row through partial_fit
     seen_classes = None if classes is None else np.unique(np.asarray(classes))
     n_rows, elapsed, curves = [], [], {name: [] for name in metrics}
     kept_scores, kept_labels = [], []
@@ -182,12 +183,13 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
         for X, y, w in _batches(stream, batch_size):
             if clf and seen_classes is None:
                 seen_classes = np.unique(y)
-            if fast and warm_up and not n_rows:
-                compile_time = _compile_on_copy(estimator, X, y, w, seen_classes if clf else None)
+            if family and warm_up and not n_rows:
+                compile_time = _compile_on_copy(family, estimator, X, y, w,
+                                                seen_classes if clf else None)
             t0 = time.perf_counter()
-            if fast:
+            if family:
                 kw = {"classes": seen_classes} if clf else {}
-                scores = estimator._prequential(X, y, w, **kw)
+                scores = family.prequential_scores(estimator, X, y, w, **kw)
                 valid = np.ones(scores.shape[0], dtype=bool)
             else:
                 scores, valid = _row_by_row(estimator, X, y, w, clf, seen_classes)
@@ -225,7 +227,16 @@ def evaluate_prequential(estimator, stream, metrics=None, *, batch_size=1000, cl
 _WARM_UP_ROWS = 32
 
 
-def _compile_on_copy(estimator, X, y, w, classes):
+def _online_family(estimator):
+    """The online family's module (:mod:`fmlearn.online._base`, whose compiled prequential
+    step learns a batch in one call) when ``estimator`` is one of its estimators, else None.
+    A family that is not imported has no estimator here: evaluating another model imports
+    nothing of it."""
+    family = sys.modules.get(__name__.rpartition(".")[0] + ".online._base")
+    return family if family is not None and family.is_online(estimator) else None
+
+
+def _compile_on_copy(family, estimator, X, y, w, classes):
     """Seconds to run an unfitted copy of ``estimator`` on the first rows of a batch: the
     kernels' compilation (cold numba cache) or loading (warm cache), kept out of the timing of
     the stream. Errors are left to the real call, which reports them on the user's data."""
@@ -238,8 +249,8 @@ def _compile_on_copy(estimator, X, y, w, classes):
             twin = clone(estimator)
             rows = slice(0, _WARM_UP_ROWS)
             kw = {} if classes is None else {"classes": classes}
-            twin._prequential(X[rows], np.asarray(y)[rows],
-                              None if w is None else np.asarray(w)[rows], **kw)
+            family.prequential_scores(twin, X[rows], np.asarray(y)[rows],
+                                      None if w is None else np.asarray(w)[rows], **kw)
         except Exception:  # the timed call below raises the same error, with its context
             pass
     return time.perf_counter() - t0

@@ -49,14 +49,14 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 from sklearn.base import is_classifier
-from sklearn.utils import check_random_state
 
 from .._base import failure_atomic
 from .._checkpoint import Checkpointer
 from .._data import check_sparse_structure, merge_duplicate_rows, raw, to_csr
+from .._plan import DataSummary, validate_params
+from ..fm._plan import ClassicFMPlan
 from ..kernels.cd import greedy_coloring
 from ..kernels.cd_rows import Rows, row_pairs
-from ..solvers._fm_common import square_stats
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
@@ -132,12 +132,9 @@ def _labels(y):
     return np.unique(np.asarray(y).ravel())
 
 
-def _scan(rows):
-    """Rows, total weight, target range and :func:`square_stats` of a partition."""
-    n = rows.indptr.shape[0] - 1
-    lo = float(rows.y.min()) if n else math.inf
-    hi = float(rows.y.max()) if n else -math.inf
-    return n, float(rows.sw.sum()), lo, hi, square_stats(rows.indptr, rows.data, rows.sw)
+def _scan(rows, n_features):
+    """The :class:`~fmlearn._plan.DataSummary` of a partition's rows."""
+    return DataSummary.of_csr(rows.indptr, rows.data, n_features, rows.y, rows.sw)
 
 
 def _pairs(rows, n_features):
@@ -333,12 +330,12 @@ def _load_partitions(client, X, y, sample_weight, classifier, merge=None):
         if merge:
             parts = [delayed(_merged, pure=True)(r, d) for r in parts]
         parts = _persist(client, parts)
-        scans = _run(client, [delayed(_scan, pure=True)(r) for r in parts])
+        scans = _run(client, [delayed(_scan, pure=True)(r, d) for r in parts])
         return parts, d, dtype, classes, scans, None
     parts = _persist(client, parts)
     coloring = delayed(_color_task, pure=True)([delayed(_pairs, pure=True)(r, d)
                                                  for r in parts], d)
-    *scans, color = _run(client, [delayed(_scan, pure=True)(r) for r in parts] + [coloring])
+    *scans, color = _run(client, [delayed(_scan, pure=True)(r, d) for r in parts] + [coloring])
     return parts, d, dtype, classes, scans, np.ascontiguousarray(color, dtype=np.int64)
 
 
@@ -348,7 +345,7 @@ def _check_estimator(est):
     if not isinstance(est, (FMRegressor, FMClassifier)):
         raise TypeError(f"fmlearn.distributed.fit trains FMRegressor or FMClassifier, got "
                         f"{type(est).__name__} (fit_one_pass trains the one-pass estimators)")
-    est._validate_params()
+    validate_params(est)
     if est.solver not in ("als", "mcmc", "sgd"):
         raise ValueError(f"fmlearn.distributed.fit runs solver='als', 'mcmc' or 'sgd', the "
                          f"estimator has solver={est.solver!r}")
@@ -443,63 +440,51 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     if estimator.solver == "sgd":  # data-parallel epochs, parameter mixing: _fm_sgd
         from ._fm_sgd import fit_sgd
 
-        t = int(estimator.t_) if estimator.warm_start and hasattr(estimator, "t_") else 0
         started = _start(estimator, client, X, y, sample_weight, merge=bool(estimator.shuffle))
-        return fit_sgd(estimator, started, t, client, checkpoint, checkpoint_every)
+        return fit_sgd(estimator, started, client, checkpoint, checkpoint_every)
     est = estimator
-    parts, scans, color, groups, seed, state, fingerprint = _start(est, client, X, y,
-                                                                   sample_weight)
-    sw_total = fingerprint["weight"]
+    parts, color, plan, fingerprint, _ = _start(est, client, X, y, sample_weight)
     pos, classes_of = _classes(color)
-    classifier = is_classifier(est)
-    ck = Checkpointer(checkpoint, checkpoint_every, f"fd.fit/{est.solver}", est, fingerprint)
-    sweeper = _Sweeper(est, state, groups, color, pos, classes_of, sw_total, seed)
+    ck = Checkpointer(checkpoint, checkpoint_every, f"fd.fit/{plan.solver}", est, fingerprint)
+    sweeper = _Sweeper(plan, color, pos, classes_of)
     start = 0
     found = ck.resume()
     if found is not None:
         start = sweeper.resume(found[0], found[1])
     cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos)
-    history = {"metric": "error_rate" if classifier else "rmse", "train": [], "val": [],
-               "iter_time": [], "train_avg": [], "val_avg": []}
+    history = {"metric": plan.metric, "train": [], "val": [], "iter_time": [], "train_avg": [],
+               "val_avg": []}
     try:
-        sweeper.run(cluster, start, ck, history)
+        sweeper.run(cluster, start, ck, history, est)
     finally:
         cluster.close()
     ck.finish()
-    sweeper.store(est)
-    est.history_ = history
-    est.solver_ = est.solver
+    sweeper.store(est, history)
     est.distributed_ = _report(cluster, sweeper, start)
     return est
 
 
 def _start(est, client, X, y, sample_weight, merge=None):
-    """The partitions loaded (see :func:`_load_partitions`; ``merge`` for SGD) and the
-    estimator's data attributes set as its in-memory fit sets them: returns the partitions,
-    their scans, the colouring (None for SGD), the groups, the random seed, the initial model
-    and the checkpoint fingerprint of the data."""
+    """The partitions loaded (see :func:`_load_partitions`; ``merge`` for SGD), the fit's
+    :class:`~fmlearn.fm._plan.ClassicFMPlan` from the merged summaries of the partitions, and
+    the estimator's validation attributes set as its in-memory fit sets them
+    (``n_features_in_``, a classifier's ``classes_``): returns the partitions, the colouring
+    (None for SGD), the plan, the checkpoint fingerprint of the data and the partitions'
+    total weights."""
     classifier = is_classifier(est)
     parts, d, dtype, classes, scans, color = _load_partitions(client, X, y, sample_weight,
                                                               classifier, merge)
-    n_rows = [s[0] for s in scans]
+    n_rows = [s.n_samples for s in scans]
     if sum(n_rows) == 0:
         raise ValueError("there is nothing to fit: no row (of positive weight) in any "
                          "partition")
-    groups = est._check_groups(d)
+    summary = DataSummary.merge(scans, d, dtype)
+    plan = ClassicFMPlan.build(est, summary, mode="fit" if merge is None else "epochs")
     est.n_features_in_ = d
-    est.dtype_ = dtype.name
     if classifier:
         est.classes_ = classes
-    else:
-        est._update_clip_range(np.array([min(s[2] for s in scans), max(s[3] for s in scans)]),
-                               extend=est.warm_start)
-    rs = check_random_state(est.random_state)
-    seed = int(rs.randint(np.iinfo(np.int32).max))
-    squares = (math.fsum(s[4][0] for s in scans), sum(s[4][1] for s in scans))
-    state = est._prepare_state(d, dtype, rs, squares)
-    fingerprint = {"n_features": d, "partitions": n_rows,
-                   "weight": float(sum(s[1] for s in scans))}
-    return parts, scans, color, groups, seed, state, fingerprint
+    fingerprint = {"n_features": d, "partitions": n_rows, "weight": summary.weight}
+    return parts, color, plan, fingerprint, [s.weight for s in scans]
 
 
 def _report(cluster, sweeper, start):

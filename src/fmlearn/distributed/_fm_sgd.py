@@ -37,9 +37,8 @@ import numpy as np
 
 from .._checkpoint import Checkpointer
 from ..exceptions import DivergenceError
-from ..losses import LOSS_CODES
 from ..solvers._fm_common import FMState
-from ..solvers.sgd import SGDSettings, TailAverage, sgd_solver
+from ..solvers.sgd import TailAverage, sgd_solver
 from ._fm_sweep import MAX_RESTARTS, _lost_errors
 
 __all__ = ["fit_sgd"]
@@ -139,32 +138,20 @@ class _Epochs:
         self.t += max(o[3] for o in out)
 
 
-def _settings(est):
-    lo, hi = est._clip_range()
-    return SGDSettings(1, LOSS_CODES[est._loss], est.learning_rate, est.lr_schedule,
-                       est.power_t, est.reg_bias, est.reg_linear, est.reg_pairwise, est.shuffle,
-                       est.implicit_sgd, lo, hi)
-
-
-def _snapshot(est, run, n_done):
+def _snapshot(plan, est, run, n_done):
     snap = copy.copy(est)
-    snap.solver_ = "sgd"
-    snap.t_ = int(run.t)
-    snap.n_iter_ = int(n_done)
-    snap._store(run.state.copy())
+    plan.commit(snap, run.state.copy(), int(n_done), t=int(run.t))
     return snap
 
 
-def fit_sgd(est, started, t, client, checkpoint, checkpoint_every):
+def fit_sgd(est, started, client, checkpoint, checkpoint_every):
     """:func:`fmlearn.distributed.fit` for ``solver="sgd"`` (see the module docstring).
 
     ``started`` is what ``_fm._start`` returned for the call (the partitions loaded with their
-    duplicate rows merged when ``shuffle``), ``t`` the step count to continue from."""
-    from sklearn.base import is_classifier
-
-    parts, scans, _, _, seed, state, fingerprint = started
-    weights = [s[1] for s in scans]
-    classifier = is_classifier(est)
+    duplicate rows merged when ``shuffle``, the plan of mode "epochs": one epoch per round,
+    from the steps ``plan.t`` of a warm start)."""
+    parts, _, plan, fingerprint, weights = started
+    state, seed, t = plan.state, plan.seed, plan.t
     ck = Checkpointer(checkpoint, checkpoint_every, "fd.fit/sgd", est, fingerprint)
     start = 0
     found = ck.resume()
@@ -173,24 +160,20 @@ def fit_sgd(est, started, t, client, checkpoint, checkpoint_every):
         state = FMState(float(saved.w0_), saved.w_.astype(state.w.dtype),
                         saved.V_.astype(state.V.dtype))
         seed, t, start = int(info["progress"]["seed"]), int(info["progress"]["t"]), info["step"]
-    run = _Epochs(client, parts, weights, state, _settings(est), seed, t)
-    history = {"metric": "error_rate" if classifier else "rmse", "train": [], "val": [],
-               "iter_time": []}
-    tail = TailAverage(est.n_iter, est._average_epochs())
-    for e in range(start, est.n_iter):
+    run = _Epochs(client, parts, weights, state, plan.sgd, seed, t)
+    history = {"metric": plan.metric, "train": [], "val": [], "iter_time": []}
+    tail = TailAverage(plan.n_iter, plan.average_epochs)
+    for e in range(start, plan.n_iter):
         clock = time.perf_counter()
         run.epoch(e)
         tail.add(e, run.state)
         history["iter_time"].append(time.perf_counter() - clock)
-        if ck.due(e + 1, est.n_iter):
-            ck.write(_snapshot(est, run, e + 1), e + 1, est.n_iter, {"seed": seed, "t": run.t})
+        if ck.due(e + 1, plan.n_iter):
+            ck.write(_snapshot(plan, est, run, e + 1), e + 1, plan.n_iter,
+                     {"seed": seed, "t": run.t})
     ck.finish()
     tail.store(run.state)
-    est.t_ = int(run.t)
-    est.n_iter_ = int(est.n_iter)
-    est._store(run.state)
-    est.history_ = history
-    est.solver_ = "sgd"
+    plan.commit(est, run.state, int(plan.n_iter), t=int(run.t), history=history)
     est.distributed_ = {"rounds": run.rounds, "bytes_sent": int(run.sent),
                         "seconds_rounds": run.t_wait, "seconds_rounds_compute": run.t_compute,
                         "seconds_client": run.t_client, "restarts": run.restarts,

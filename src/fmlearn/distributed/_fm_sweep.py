@@ -6,12 +6,12 @@ import copy
 import time
 
 import numpy as np
-from sklearn.base import is_classifier
 
 from ..exceptions import DivergenceError
+from ..fm._mcmc import fitted_chain
 from ..kernels.cd import Config, _step, draw_group_hyper, gamma_shapes, n_normals
 from ..kernels.cd_rows import Apply, Gather, Step, class_step
-from ..losses import SMOOTHNESS, SQUARED
+from ..kernels.losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _reserve, record_sweep, sweep_config
@@ -47,28 +47,29 @@ def _lost_errors():
 class _Sweeper:
     """The client's part of the sweeps: the model, the chain, the random numbers."""
 
-    def __init__(self, est, state, groups, color, pos, classes_of, sw_total, seed):
-        self.est = est
-        self.mcmc = est.solver == "mcmc"
-        self.probit = self.mcmc and is_classifier(est)
-        self.state = state
+    def __init__(self, plan, color, pos, classes_of):
+        self.plan = plan
+        self.mcmc = plan.solver == "mcmc"
+        self.probit = plan.probit
+        self.state = plan.state
         self.color = color
         self.pos = pos
         self.classes_of = classes_of
-        self.seed = seed
-        self.sw_total = sw_total
-        d, k = state.V.shape
+        self.seed = plan.seed
+        self.sw_total = plan.summary.weight
+        groups = plan.groups
+        d, k = self.state.V.shape
         self.group, self.size = groups if groups is not None else group_index(None, d)
         self.chain = None
         if self.mcmc:
-            s = self.settings = est._mcmc_settings(d, state.V.dtype, groups)
-            self._use_chain(est._chain_for_warm_start(state, self.size.shape[0]))
+            s = self.settings = plan.mcmc
+            self._use_chain(plan.chain)
             self.loss = SQUARED
             self.mode = "probit" if self.probit else "squared"
             self.cfg = Config(SQUARED, 1.0, True, True, not self.probit, float(s.reg_bias),
                               s.alpha_0, s.beta_0, s.gamma_0, s.mu_0, float(s.relax))
         else:
-            s = self.settings = est._als_settings(groups)
+            s = self.settings = plan.als
             prior = fixed_prior(groups, d, k, s.reg_linear, s.reg_pairwise)
             self.lam_w, self.mu_w, self.lam_v, self.mu_v = (prior.lam_w, prior.mu_w,
                                                              prior.lam_v, prior.mu_v)
@@ -97,15 +98,15 @@ class _Sweeper:
         st.V[:] = saved.V_
         self.seed = int(info["progress"]["seed"])
         if self.mcmc:
-            self._use_chain(saved._fitted_chain())
+            self._use_chain(fitted_chain(saved))
         self.n_done = int(info["step"])
         return self.n_done
 
-    def snapshot_estimator(self):
-        """A copy of the estimator as a fit of the sweeps done so far leaves it."""
-        snap = copy.copy(self.est)
-        snap.solver_ = self.est.solver
+    def snapshot_estimator(self, est):
+        """A copy of ``est`` as a fit of the sweeps done so far leaves it."""
+        snap = copy.copy(est)
         st = self.state.copy()
+        chain = None
         if self.mcmc:
             c = self.chain
             chain = Chain(c.alpha, c.lambda_w.copy(), c.mu_w.copy(), c.lambda_v.copy(),
@@ -113,22 +114,17 @@ class _Sweeper:
                           None if c.samples is None else tuple(a[:c.n_samples].copy()
                                                                for a in c.samples),
                           c.n_samples, c.settled_at, list(c.scales))
-            snap._store_mcmc(st, chain, self.n_done)
-        else:
-            snap.n_iter_ = self.n_done
-            snap._store(st)
+        self.plan.commit(snap, st, self.n_done, chain=chain)
         return snap
 
-    def store(self, est):
-        if self.mcmc:
-            est._store_mcmc(self.state, self.chain, self.n_done)
-        else:
-            est.n_iter_ = self.n_done
-            est._store(self.state)
+    def store(self, est, history):
+        """Commit the fit to ``est`` (the model, the chain, ``history``)."""
+        self.plan.commit(est, self.state, self.n_done, chain=self.chain if self.mcmc else None,
+                         history=history)
 
     # -- sweeps ------------------------------------------------------------------------------
-    def run(self, cluster, start, ck, history):
-        n_iter = self.est.n_iter
+    def run(self, cluster, start, ck, history, est):
+        n_iter = self.plan.n_iter
         if self.mcmc:
             _reserve(self.chain, self.state, self.settings)
         every = ck.every if ck.enabled else 0
@@ -157,13 +153,13 @@ class _Sweeper:
             if self.mcmc:
                 record_sweep(self.chain, self.state, self.settings)
             if not (ok and self.state.is_finite()):
-                raise DivergenceError(f"{self.est.solver.upper()} produced non-finite values "
+                raise DivergenceError(f"{self.plan.solver.upper()} produced non-finite values "
                                       f"at sweep {self.n_done}; increase the regularization "
                                       "or rescale the targets. The estimator keeps its "
                                       "previous state")
             history["iter_time"].append(time.perf_counter() - clock)
             if ck.due(self.n_done, n_iter):
-                ck.write(self.snapshot_estimator(), self.n_done, n_iter, {"seed": self.seed})
+                ck.write(self.snapshot_estimator(est), self.n_done, n_iter, {"seed": self.seed})
 
     def _save(self):
         extra = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.cd_rows import Gather, Rows, bias_sums, class_round
-from ..losses import SQUARED
+from ..kernels.losses import SQUARED
 from ..solvers._fm_common import FMState, predict_rows
 from ..solvers.mcmc import draw_latent
 

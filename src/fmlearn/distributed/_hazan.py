@@ -24,11 +24,11 @@ import dask
 import numpy as np
 from dask.delayed import Delayed
 from sklearn.base import is_classifier
-from sklearn.utils.validation import validate_data
 
 from .._base import failure_atomic
 from .._data import to_csr
-from ..convex import _BaseConvexFM
+from .._plan import validate_params
+from ..convex import begin_rows, fit_rows, is_convex_fm
 from ..solvers.hazan import cfm_data
 from ._common import active_client, is_frame, prepare_block, row_arrays
 
@@ -225,7 +225,7 @@ def _single(items):
 def dispatch_convex(estimator, X, y, sample_weight, client, checkpoint):
     """:func:`fmlearn.distributed.fit` for a convex FM: :func:`fit_convex`; None for any other
     estimator (``fit`` then goes on)."""
-    if not isinstance(estimator, _BaseConvexFM):
+    if not is_convex_fm(estimator):
         return None
     if checkpoint is not None:
         raise ValueError("checkpoint= is not supported for the convex FM (an iteration of "
@@ -235,7 +235,7 @@ def dispatch_convex(estimator, X, y, sample_weight, client, checkpoint):
 
 
 def _convex_estimator(estimator):
-    if not isinstance(estimator, _BaseConvexFM):
+    if not is_convex_fm(estimator):
         raise TypeError(f"fit_convex trains ConvexFMRegressor / ConvexFMClassifier, not "
                         f"{type(estimator).__name__}")
 
@@ -302,7 +302,7 @@ def fit_convex(estimator, X, y=None, sample_weight=None, *, eval_set=None, clien
 
 @failure_atomic
 def _fit(estimator, X, y, sample_weight, eval_set, client):
-    estimator._validate_params()
+    validate_params(estimator)
     classifier = is_classifier(estimator)
     parts, d, dtype, head = _partitions(X, y, sample_weight)
     client = active_client(client)
@@ -319,7 +319,7 @@ def _fit(estimator, X, y, sample_weight, eval_set, client):
         where.release(blocks)
         raise
     try:
-        estimator._fit_rows(rows, eval_set)
+        fit_rows(estimator, rows, eval_set)
     finally:
         rows.close()
     return estimator
@@ -339,19 +339,16 @@ def _rows(estimator, where, blocks, summaries, d, head, classifier):
     if sum(s[0] for s in summaries) == 0 or sum(s[3] for s in summaries) <= 0:
         raise ValueError("all sample weights are zero (or X has no rows): there is nothing to "
                          "fit")
-    validate_data(estimator, np.empty((0, d)) if head is None else head, reset=True,
-                  skip_check_array=True)
     dtypes = {s[2] for s in summaries}
-    estimator.dtype_ = dtypes.pop() if len(dtypes) == 1 else "float64"
-    classes = None
+    dtype = dtypes.pop() if len(dtypes) == 1 else "float64"
     if classifier:
         labels = np.unique(np.concatenate([s[4] for s in summaries]))
-        estimator._encode_y(labels, reset=True)
+        groups = begin_rows(estimator, d, dtype, labels=labels, head=head)
         classes = estimator.classes_
     else:
         ranges = np.array([s[4] for s in summaries if s[4] is not None])
-        estimator._update_clip_range(ranges.ravel(), extend=estimator.warm_start)
-    groups = estimator._groups(d)
+        groups = begin_rows(estimator, d, dtype, target_range=ranges.ravel(), head=head)
+        classes = None
     states = [where.submit(i, _block_state, b, classes, groups) for i, b in enumerate(blocks)]
     where.release(blocks)
     return DaskRows(where, states, d, groups)

@@ -9,7 +9,8 @@ computes each of them as a map over the partitions of the batch (on the workers 
 them; ``rho`` stays there between the two passes) and a reduce on the client in partition
 order; :func:`fmlearn.solvers.one_pass.one_pass_step_rows` does the rest (d x O(k) work).
 The estimator side is the public step of every one-pass estimator,
-:meth:`fmlearn._one_pass.OnePassMixin.begin_one_pass` and :class:`fmlearn._one_pass.OnePassRun`.
+:meth:`fmlearn.gfm._one_pass.OnePassMixin.begin_one_pass` and
+:class:`fmlearn.gfm._one_pass.OnePassRun`.
 """
 
 import numbers
@@ -19,7 +20,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from .._base import progress
-from .._one_pass import OnePassMixin
+from ..gfm._one_pass import OnePassMixin
 from ..solvers.one_pass import Batch, predict_batch, scale_from_variance, weighted_moments
 from ._common import Runner, active_client, is_frame, prepare_block, row_arrays
 

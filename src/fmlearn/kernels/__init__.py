@@ -1,4 +1,5 @@
-"""Compiled primitives on raw arrays (see ``ARCHITECTURE.md``), and :func:`compile_for`."""
+"""Compiled primitives on raw arrays and named records (the repository's ``ARCHITECTURE.md``,
+"Kernels": records, caching, sharing code between kernels), and :func:`compile_for`."""
 
 from numba import typeof
 

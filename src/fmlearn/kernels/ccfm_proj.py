@@ -14,7 +14,7 @@ from collections import namedtuple
 
 from numba import njit
 
-from ..losses import SQUARED, loss_derivative
+from .losses import SQUARED, loss_derivative
 from .lowrank import extend_coordinates, lr_compress, predict_step, project_core
 from .steps import BAD_STEP, NO_ROOM, OK, invscaling, run_rows
 

@@ -13,7 +13,8 @@ the loss derivative l'_i and the loss's smoothness L:
   threads.
 
 One call of :func:`coordinate_sweep` is a whole sweep (libFM's ``draw_all``): alpha, w0, the
-hyper-parameters of w, every w_j, the hyper-parameters of every factor, then V factor by factor.
+hyper-parameters of w, every w_j, the hyper-parameters of every factor, then V factor by factor,
+in the order of :func:`gibbs_sweep`, which the contrast sweep runs too.
 Every feature j belongs to a group ``group[j]`` (libFM's ``-meta``) with its own prior
 (lambda, mu) for w and for each factor; one group is the ungrouped model.
 
@@ -36,9 +37,11 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit, prange
+from numba.core import types
+from numba.extending import overload
 
-from ..losses import SQUARED, loss_derivative
 from . import compile_for
+from .losses import SQUARED, loss_derivative
 
 Columns = namedtuple("Columns", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
                                  "y", "sw", "unit"])
@@ -428,14 +431,74 @@ def _parallel_flag(plan):
 
 @njit(cache=True)
 def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
-    """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place.
+    """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place: the
+    draw order of :func:`gibbs_sweep` with this module's bias step and passes.
 
-    ``z`` holds the sweep's standard normals (:func:`n_normals` of them, in the order w0, mu_w
-    per group, w_j per feature, mu_f per factor and group, v_jf factor by factor; unread by
-    ALS) and ``g`` its standard gammas (shapes :func:`gamma_shapes`; unread without
-    ``cfg.hyper`` and ``cfg.draw_alpha``). ``E[:, 0]`` must hold the row
-    state on entry (see the module docstring); columns 1 and 2 are work space.
-    Returns True when the row state and every parameter are finite afterwards.
+    ``z`` holds the sweep's standard normals (:func:`n_normals` of them; unread by ALS) and
+    ``g`` its standard gammas (shapes :func:`gamma_shapes`; unread without ``cfg.hyper`` and
+    ``cfg.draw_alpha``). ``E[:, 0]`` must hold the row state on entry (see the module
+    docstring); columns 1 and 2 are work space. Returns True when the row state and every
+    parameter are finite afterwards.
+    """
+    return gibbs_sweep(cols, plan, prior, model, E, E[:, 0], par, z, g, cfg)
+
+
+# The two steps gibbs_sweep takes from the sweep that runs it, resolved by the type of the
+# sweep's data record (numba overloads: compiled into the calling sweep, which numba can
+# cache; a compiled function passed as a value could not be): ``kernels.cd`` registers them
+# for :data:`Columns`, ``kernels.cd_contrast`` for its ``ContrastColumns``.
+def sweep_bias(cols, E, w0, alpha, noise, cfg):
+    """w0's coordinate step of the sweep of ``cols``: updates the row state, returns w0."""
+    raise NotImplementedError("compiled only (numba overload by the type of cols)")
+
+
+def sweep_pass(cols, plan, pa, group, E, work, cfg):
+    """One pass of the sweep of ``cols`` over every feature's ``pa.theta[:, pa.col]``."""
+    raise NotImplementedError("compiled only (numba overload by the type of cols)")
+
+
+def is_record(typ, record):
+    """Whether the numba type ``typ`` is the named tuple class ``record`` (overload guard)."""
+    return isinstance(typ, types.BaseNamedTuple) and typ.instance_class is record
+
+
+@overload(sweep_bias)
+def _plain_bias(cols, E, w0, alpha, noise, cfg):
+    if is_record(cols, Columns):
+        return lambda cols, E, w0, alpha, noise, cfg: bias_step(cols, E, w0, alpha, noise, cfg)
+    return None
+
+
+@overload(sweep_pass)
+def _plain_pass(cols, plan, pa, group, E, work, cfg):
+    if is_record(cols, Columns):
+        return lambda cols, plan, pa, group, E, work, cfg: _sweep_pass(cols, plan, pa, group, E,
+                                                                        cfg, work)
+    return None
+
+
+@njit(inline="always")
+def gibbs_sweep(cols, plan, prior, model, E, r, work, z, g, cfg):
+    """One sweep over every parameter in libFM's draw order (``draw_all``): the one home of
+    that order, run by the plain sweep (:func:`coordinate_sweep`) and by the contrast sweep
+    (:func:`fmlearn.kernels.cd_contrast.contrast_sweep`).
+
+    The order: the noise precision alpha (MCMC regression, from the residuals ``r`` and the
+    gamma ``g[0]``), w0 (:func:`sweep_bias`), the hyper-parameters of w per group, every w_j,
+    the hyper-parameters of every factor and group, then V factor by factor (each pass
+    :func:`sweep_pass`, with the sweep's ``work``: the plain sweep's parallel flag, the
+    contrast sweep's buffers). The standard normals ``z`` are laid out in that order (w0, mu_w
+    per group, w_j per feature, mu_f per factor and group, v_jf factor by factor); a slot is
+    consumed whether or not it is drawn, so ALS and MCMC share the layout. Returns
+    :func:`sweep_finite` of the result.
+
+    Not cached itself: it is inlined into each calling sweep (numba IR inlining), whose cache
+    entry then holds it. Against the two copies of the order it replaced, the first compilation
+    in a process with a cold cache costs 1.5-2 s more CPU inlined, 3.2 s as a function of its
+    own (``benchmarks/compile_sweeps_ab.py``: ALS and MCMC on rows and on contrasts); loading
+    from the cache costs the same. numba keys a cache entry by the caller's own source file
+    only: after editing this function, clear ``kernels/__pycache__``, as for any kernel called
+    across modules.
     """
     w = model.w
     V = model.V
@@ -446,10 +509,10 @@ def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
     alpha = model.scal[1]
     gi = 0
     if cfg.sample and cfg.draw_alpha:
-        alpha = draw_alpha(cols, E[:, 0], g[0], cfg)
+        alpha = draw_alpha(cols, r, g[0], cfg)
         gi = 1
     model.scal[1] = alpha
-    model.scal[0] = bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
+    model.scal[0] = sweep_bias(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
     zi = 1
     if cfg.hyper:
         draw_group_hyper(theta_w[:, 0], prior.group, prior.group_size, prior.lam_w, prior.mu_w,
@@ -458,16 +521,16 @@ def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
     zi += n_groups
     pa = _Pass(0, theta_w, 0, 1, 1, 0 if k > 0 else -1, V, prior.lam_w, prior.mu_w, z, zi,
                alpha)
-    _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
+    sweep_pass(cols, plan, pa, prior.group, E, work, cfg)
     zi += d
     gi, zi = draw_factor_hypers(V, prior, g, z, gi, zi, cfg)
     for f in range(k):
         cur = 1 + f % 2
         pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
                    prior.mu_v[f], z, zi, alpha)
-        _sweep_pass(cols, plan, pa, prior.group, E, cfg, par)
+        sweep_pass(cols, plan, pa, prior.group, E, work, cfg)
         zi += d
-    return sweep_finite(model, alpha, E[:, 0])
+    return sweep_finite(model, alpha, r)
 
 
 @njit(cache=True)

@@ -38,16 +38,9 @@ prior.
 from collections import namedtuple
 
 from numba import njit, prange
+from numba.extending import overload
 
-from .cd import (
-    _Pass,
-    _step,
-    _step_of,
-    draw_alpha,
-    draw_factor_hypers,
-    draw_group_hyper,
-    sweep_finite,
-)
+from .cd import _step, _step_of, gibbs_sweep, is_record, sweep_bias, sweep_pass
 
 ContrastColumns = namedtuple("ContrastColumns", [
     "indptr", "indices", "data", "tptr", "tidx", "tval", "bptr", "btgt", "y", "sw", "unit",
@@ -158,46 +151,30 @@ def _bias_step(cols, E, w0, alpha, noise, cfg):
     return new
 
 
+@overload(sweep_bias)
+def _contrast_bias(cols, E, w0, alpha, noise, cfg):
+    if is_record(cols, ContrastColumns):
+        return lambda cols, E, w0, alpha, noise, cfg: _bias_step(cols, E, w0, alpha, noise, cfg)
+    return None
+
+
+@overload(sweep_pass)
+def _contrast_pass(cols, plan, pa, group, E, work, cfg):
+    if is_record(cols, ContrastColumns):
+        return lambda cols, plan, pa, group, E, work, cfg: _sweep_pass(cols, plan, pa, group, E,
+                                                                        work[0], work[1], cfg)
+    return None
+
+
 @njit(cache=True)
 def contrast_sweep(cols, plan, prior, model, E, Q, u, rand, cfg):
     """One ALS (``cfg.sample`` False) or MCMC sweep over every parameter, in place.
 
     The order and the random numbers are those of :func:`fmlearn.kernels.cd.coordinate_sweep`
-    (``rand = (z, g)``: its standard normals and gammas), so C = identity gives the plain
-    sweep. ``E`` must hold e_g = (C f)_g - y_g on entry; ``Q`` and ``u`` are work space (``u``
-    all zero). Returns True when every residual and parameter is finite afterwards.
+    (both are :func:`fmlearn.kernels.cd.gibbs_sweep`; ``rand = (z, g)``: its standard normals
+    and gammas), so C = identity gives the plain sweep. ``E`` must hold e_g = (C f)_g - y_g on
+    entry; ``Q`` and ``u`` are work space (``u`` all zero). Returns True when every residual
+    and parameter is finite afterwards.
     """
     z, g = rand
-    w = model.w
-    V = model.V
-    d = w.shape[0]
-    k = V.shape[1]
-    n_groups = prior.group_size.shape[0]
-    theta_w = w.reshape((d, 1))
-    alpha = model.scal[1]
-    gi = 0
-    if cfg.sample and cfg.draw_alpha:
-        alpha = draw_alpha(cols, E, g[0], cfg)
-        gi = 1
-    model.scal[1] = alpha
-    model.scal[0] = _bias_step(cols, E, model.scal[0], alpha, z[0] if cfg.sample else 0.0, cfg)
-    zi = 1
-    if cfg.hyper:
-        draw_group_hyper(theta_w[:, 0], prior.group, prior.group_size, prior.lam_w, prior.mu_w,
-                         g[gi:gi + n_groups], z[zi:zi + n_groups], cfg)
-        gi += n_groups
-    zi += n_groups
-    # The pass records number the factor-sum slots 1 and 2 (E's columns in kernels.cd): Q's
-    # columns 0 and 1 here.
-    pa = _Pass(0, theta_w, 0, 1, 1, 0 if k > 0 else -1, V, prior.lam_w, prior.mu_w, z, zi,
-               alpha)
-    _sweep_pass(cols, plan, pa, prior.group, E, Q, u, cfg)
-    zi += d
-    gi, zi = draw_factor_hypers(V, prior, g, z, gi, zi, cfg)
-    for f in range(k):
-        cur = 1 + f % 2
-        pa = _Pass(1, V, f, cur, 3 - cur, f + 1 if f + 1 < k else -1, V, prior.lam_v[f],
-                   prior.mu_v[f], z, zi, alpha)
-        _sweep_pass(cols, plan, pa, prior.group, E, Q, u, cfg)
-        zi += d
-    return sweep_finite(model, alpha, E)
+    return gibbs_sweep(cols, plan, prior, model, E, E, (Q, u), z, g, cfg)

@@ -26,7 +26,6 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ..losses import loss_derivative
 from .eigtrack import (
     append,
     apply_c,
@@ -41,6 +40,7 @@ from .eigtrack import (
     top_by_magnitude,
 )
 from .lanczos import lanczos_top, start_state
+from .losses import loss_derivative
 from .lowrank import lr_compress, predict_step
 from .steps import BAD_STEP, NO_ROOM, OK, run_rows
 from .symacc import sacc_add, sacc_matvec, sacc_rows

@@ -10,7 +10,7 @@ from collections import namedtuple
 
 from numba import njit
 
-from ..losses import LOGISTIC, loss_derivative
+from .losses import LOGISTIC, loss_derivative
 from .predict import fm_row
 from .sgd import _pred_and_grad_norm2
 from .steps import BAD_STEP, OK, ftrl_coord, ftrl_scalar, run_rows

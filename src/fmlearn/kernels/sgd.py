@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ..losses import SMOOTHNESS, SQUARED, loss_derivative
+from .losses import SMOOTHNESS, SQUARED, loss_derivative
 from .predict import fm_row
 
 CONSTANT = 0

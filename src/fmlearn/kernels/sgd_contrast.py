@@ -20,7 +20,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ..losses import SMOOTHNESS, loss_derivative
+from .losses import SMOOTHNESS, loss_derivative
 from .predict import fm_row
 from .sgd import learning_rate_at
 

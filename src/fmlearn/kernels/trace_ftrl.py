@@ -21,8 +21,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit, prange
 
-from ..losses import loss_derivative
 from .eigtrack import append, gs_rank1, refresh, ritz, rotate, top_by_magnitude
+from .losses import loss_derivative
 from .lowrank import ball_threshold
 from .steps import BAD_STEP, NO_ROOM, OK, ftrl_coord, invscaling, load_row, load_xhat, run_rows
 from .symacc import sacc_add, sacc_matvec, sacc_quad, sacc_rows, sym_dense

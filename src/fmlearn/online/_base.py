@@ -22,7 +22,7 @@ from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from .._data import merge_duplicate_rows, raw, to_csr
 from .._threads import blas_single_thread
 from ..exceptions import DivergenceError
-from ..losses import LOSS_CODES
+from ..kernels.losses import LOSS_CODES
 from ..solvers._online_common import status_message
 
 _PREFIX = "state_"
@@ -453,6 +453,19 @@ class _OnlineBase(BaseFM):
         scores = learner.predict(raw(to_csr(probe[None, :], np.float64)))
         if not np.all(np.isfinite(scores)):
             raise ValueError("model parameters give a non-finite prediction")
+
+
+def is_online(estimator):
+    """Whether ``estimator`` is one of the online estimators (CCFM, OnlineFM, OnlineCFM)."""
+    return isinstance(estimator, _OnlineBase)
+
+
+def prequential_scores(estimator, X, y, sample_weight=None, classes=None):
+    """The online estimators' compiled prequential step, for
+    :func:`fmlearn.evaluate_prequential`: learn the rows of ``X`` in order (as
+    ``partial_fit``) and return the scores predicted *before* each row's update (regression:
+    clipped to the range of the targets seen before that row)."""
+    return estimator._prequential(X, y, sample_weight, classes=classes)
 
 
 class _OnlineClassifier(FMClassifierMixin):

@@ -57,8 +57,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._data import raw
 from .._threads import blas_single_thread
+from ..kernels.losses import loss_value_np
 from ..kernels.steps import OK
-from ..losses import loss_value_np
 from ._base import (
     MAX_SCALE,
     intercept_of,

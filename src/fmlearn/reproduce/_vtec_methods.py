@@ -184,7 +184,7 @@ def _kernel(p):
 
 
 def _ifm(p):
-    from ..ifm import IFMRegressor
+    from ..gfm.ifm import IFMRegressor
 
     return FactorContrast(IFMRegressor(n_factors=p["rank"], solver="als", reg_linear=p["reg"],
                                        reg_pairwise=p["reg"], random_state=0, n_jobs=1))

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..datasets import make_fm_labels
 from ..fm import FMRegressor
-from ..ifm import IFMRegressor
+from ..gfm.ifm import IFMRegressor
 
 __all__ = ["run"]
 

@@ -6,8 +6,8 @@ import numpy as np
 
 from .._data import raw
 from ..kernels.cd import ROW_BLOCK, Columns, Plan, cooccurrence_work, greedy_coloring
+from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr
-from ..losses import SQUARED
 
 
 @dataclass
@@ -212,17 +212,10 @@ def check_groups(groups, n_features):
     return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
 
 
-def square_stats(indptr, data, sw):
-    """(sum of s_i x_ij^2, sum of s_i over the non-zero x_ij): the weighted statistics of
-    :func:`auto_init_stdev` (a row of weight m counts as m repeated rows; summed over
-    partitions by the Dask fit)."""
-    weights = np.repeat(np.asarray(sw, dtype=np.float64), np.diff(indptr))
-    return float(weights @ (data * data)), float(weights @ (data != 0))
-
-
 def auto_init_stdev(sum_sq, n_nonzero, base=0.1):
     """``init_stdev="auto"``: ``base`` divided by the root mean square of the non-zero
-    feature values (``base`` itself for one-hot or other unit-valued features).
+    feature values (``base`` itself for one-hot or other unit-valued features), from the
+    weighted squares of the training rows (:func:`fmlearn._plan.square_stats`).
 
     The initial pairwise term <v_j, v_l> x_j x_l and linear term w_j x_j then have the same
     size whatever the scale of X: with features standardised without centring, one-hot columns

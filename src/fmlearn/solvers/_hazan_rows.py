@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from ..losses import loss_derivative_np, loss_value_np
+from ..kernels.losses import loss_derivative_np, loss_value_np
 
 
 @dataclass

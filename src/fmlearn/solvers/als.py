@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.cd import Config, Model, Prior, compile_sweep, coordinate_sweep
-from ..losses import SMOOTHNESS, SQUARED, loss_value_np
+from ..kernels.losses import SMOOTHNESS, SQUARED, loss_value_np
 from ._fm_common import group_index, predict_rows, refresh_row_state, row_state
 
 _EMPTY = np.zeros(0)

@@ -34,10 +34,10 @@ from ..kernels.cd import (
     n_normals,
 )
 from ..kernels.cd_contrast import ContrastColumns, ContrastPlan, contrast_sweep
+from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr
 from ..kernels.sgd import Params
 from ..kernels.sgd_contrast import Targets, sgd_target_epoch, target_work
-from ..losses import SQUARED
 from . import _fm_common as common
 from ._fm_common import group_index
 from .als import fixed_prior, run_sweeps

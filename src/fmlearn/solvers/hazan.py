@@ -31,7 +31,7 @@ and Frank-Wolfe's objective is lower, else the pairwise one. Pairwise steps stal
 must leave many atoms at once (a run of drop steps, each emptying one small atom: Lacoste-
 Julien & Jaggi's "swap" steps, the ones their analysis cannot bound), Frank-Wolfe's when poor
 early atoms must leave. Comparing the two objectives at every step instead (no drop
-condition) ends 31% above the pairwise run after 60 steps on tests/test_convex.py's
+condition) ends 31% above the pairwise run after 60 steps on tests/convex/test_convex.py's
 regression: the greedy choice is per step, not per run.
 
 Corrections to the printed algorithm (seed 004 §2.4), each derived from Eq. 2-3 and tested:

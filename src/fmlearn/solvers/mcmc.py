@@ -48,7 +48,7 @@ from ..kernels.cd import (
     gamma_shapes,
     n_normals,
 )
-from ..losses import SQUARED
+from ..kernels.losses import SQUARED
 from ._fm_common import group_index, refresh_row_state, row_state
 
 

@@ -18,7 +18,7 @@ Invertible Property (001 Definition 2). Solving for dw_j and dM_jj gives the est
     w-update:    H_1 o P1 + H_2 o P2,                          H_j = A_j^{-1} [1, 0]
 
 Fixes to the printed algorithm (each derived from the expectations above, each tested in
-tests/test_gfm.py):
+tests/gfm/test_gfm.py):
 
 1. Eq. (7) omits the ``- 1/2 P0 I`` term: it removes the skewness and kurtosis bias but leaves
    the 1/2 tr(dM) I of Theorem 4, and the printed iteration diverges even on Gaussian data for

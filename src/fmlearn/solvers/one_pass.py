@@ -23,7 +23,7 @@ Why the shift: E[(1/2n) A'A(M)] = M + tr(M)/2 I for Gaussian x (000 Theorem 4) a
 E[h2] = tr(M* - M), so ``H1 - h2/2 I`` estimates M* - M. 000 Lemma 10 prints ``tr`` and
 ``- h2 I`` (and the concluding sentence ``H1 - h2 I + M -> M*``): that is a typo, the algorithm's
 ``1/2 tr`` / ``- 1/2 h2 I`` is right (Theorem 4 and Lemma 13 Eq. 5 have the 1/2), and the unshifted
-iteration diverges (tested in tests/test_gfm.py). 003's Algorithm 1 line 1 repeats A(M) in H1 by
+iteration diverges (tested in tests/gfm/test_gfm.py). 003's Algorithm 1 line 1 repeats A(M) in H1 by
 an extraction glitch; the 000 text is used.
 
 iFM (001 §3.3): with diag(M) = 0 the shift and the moment terms vanish (001 Eq. 11); the solver

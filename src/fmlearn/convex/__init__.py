@@ -17,14 +17,15 @@ import numpy as np
 from sklearn.base import _fit_context, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from ._data import merge_duplicate_rows, raw, to_csr
-from ._docs import fill_doc
-from ._threads import blas_single_thread
-from .exceptions import ConvergenceWarning, DivergenceError
-from .kernels.predict import fm_predict_csr
-from .solvers.hazan import (
+from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
+from .._data import merge_duplicate_rows, raw, to_csr
+from .._docs import fill_doc
+from .._threads import blas_single_thread
+from ..exceptions import ConvergenceWarning, DivergenceError
+from ..kernels.predict import fm_predict_csr
+from ..solvers.hazan import (
     CFMState,
     HazanSettings,
     auto_trace_bound,
@@ -34,6 +35,35 @@ from .solvers.hazan import (
     hazan_solver,
     sparse_pair,
 )
+
+
+def is_convex_fm(est):
+    """Whether ``est`` is a convex FM (regressor or classifier)."""
+    return isinstance(est, _BaseConvexFM)
+
+
+def begin_rows(est, n_features, dtype, *, labels=None, target_range=None, head=None):
+    """Record what ``fit`` records before the solver, for rows held elsewhere (the Dask
+    backend, :func:`fmlearn.distributed.fit_convex`): ``n_features_in_`` (and the feature
+    names of ``head``, an empty frame of the columns), ``dtype_``, a classifier's ``classes_``
+    from all the ``labels`` (checked as ``fit`` checks y), a regressor's ``y_range_`` widened by
+    ``target_range`` (min and max of the targets; by the fitted range too with
+    ``warm_start``). Returns the checked ``interaction_groups`` (as ``fit`` passes them to
+    :func:`fmlearn.solvers.hazan.cfm_data`)."""
+    validate_data(est, np.empty((0, n_features)) if head is None else head, reset=True,
+                  skip_check_array=True)
+    est.dtype_ = dtype
+    if is_classifier(est):
+        est._encode_y(labels, reset=True)
+    else:
+        est._update_clip_range(np.asarray(target_range), extend=est.warm_start)
+    return est._groups(n_features)
+
+
+def fit_rows(est, rows, eval_set=None):
+    """Hazan's algorithm on ``rows`` (the rows object of :func:`begin_rows`' caller, e.g.
+    :class:`fmlearn.distributed.DaskRows`): what ``fit`` runs once its rows are prepared."""
+    return est._fit_rows(rows, eval_set)
 
 
 def _round_up(x):
@@ -358,7 +388,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         after 50 / 150 steps 8.91 / 2.41 exact, 9.00 / 5.18 pairwise, 7.39 / 2.96 "auto").
         Taking the lower objective at every step regardless (no drop condition) is greedy
         per step, not per run: 31% above the pairwise run after 60 steps on
-        tests/test_convex.py's regression. For the squared loss the objectives along both
+        tests/convex/test_convex.py's regression. For the squared loss the objectives along both
         directions are the quadratics of Eq. 6 (closed form); for the logistic loss the loss
         along each segment with the linear part fixed. "auto" costs one more
         conjugate-gradient solve (squared loss) or 1-D search (logistic) per step than

@@ -6,8 +6,12 @@ Algorithm 1) or by its moment-eliminating variant for non-Gaussian features (see
 No PSD and no zero-diagonal constraint (000 §2): M may have eigenvalues of both signs, which
 the classic FM (M = V V^T minus its diagonal) cannot represent.
 
-The estimator plumbing shared by every one-pass model lives in :mod:`fmlearn._one_pass`, the
-algorithm in :mod:`fmlearn.solvers.one_pass`.
+The family's package (the generalized FM and its special cases, all fitted by the one-pass
+scheme): :class:`GFMRegressor` here, :class:`fmlearn.IFMRegressor` in :mod:`fmlearn.gfm.ifm`,
+the rank-one sensing models in :mod:`fmlearn.gfm.sensing` (importable as ``fmlearn.ifm`` and
+``fmlearn.sensing``, their former paths); the estimator plumbing shared by every one-pass model
+in :mod:`fmlearn.gfm._one_pass` (the one-pass run that ``fit``, ``partial_fit`` and the Dask
+backend share), the algorithm in :mod:`fmlearn.solvers.one_pass`.
 """
 
 import warnings
@@ -15,10 +19,10 @@ import warnings
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin
-from ._contrasts import ContrastALSMixin
+from .._base import BaseFM, FMRegressorMixin
+from .._contrasts import ContrastALSMixin
+from ..exceptions import SmallBatchWarning
 from ._one_pass import OnePassFMMixin
-from .exceptions import SmallBatchWarning
 
 __all__ = ["GFMRegressor", "SmallBatchWarning"]
 
@@ -176,7 +180,7 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         return "use solver='moment' or IFMRegressor"
 
     def _after_first_batch(self, state):
-        from .diagnostics import TAU_CAUTION
+        from ..diagnostics import TAU_CAUTION
 
         if state.tau is None:
             return

@@ -22,11 +22,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import failure_atomic, progress, store_params
-from ._data import to_csr
-from .exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
-from .linalg import symmetric_low_rank
-from .solvers.one_pass import (
+from .._base import failure_atomic, progress, store_params
+from .._data import to_csr
+from ..exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
+from ..linalg import symmetric_low_rank
+from ..solvers.one_pass import (
     GAUSSIAN_GAP,
     MIN_BATCH_FACTOR,
     Batch,
@@ -329,7 +329,7 @@ class OnePassMixin:
         bar.update(1)
 
     def _recovery_error(self, state, truth):
-        from .diagnostics import recovery_error
+        from ..diagnostics import recovery_error
 
         w, U, V, _ = original_parameters(state, self._zero_diagonal())
         M = symmetric_low_rank(U, V, zero_diagonal=self._zero_diagonal())

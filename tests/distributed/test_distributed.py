@@ -308,7 +308,7 @@ def test_bad_input(sync):
 # -- optional dependency ---------------------------------------------------------------------------
 def _run(code):
     env = dict(os.environ)
-    src = os.path.join(os.path.dirname(__file__), os.pardir, "src")
+    src = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "src")
     env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(src), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=120)
@@ -337,7 +337,8 @@ def test_docs_examples_run(tmp_path, monkeypatch, capsys):
     ``print(...)  # expected`` line must print ``expected``."""
     import re
 
-    text = open(os.path.join(os.path.dirname(__file__), os.pardir, "docs", "distributed.md"),
+    text = open(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs",
+                             "distributed.md"),
                 encoding="utf-8").read()
     blocks_ = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks_) >= 5

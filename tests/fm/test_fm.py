@@ -540,12 +540,23 @@ def test_solvers_compile_before_the_first_iteration(solver, monkeypatch):
         monkeypatch.setattr(mod, "coordinate_sweep", spy_run)
     X, y, _ = make_fm(300, 20, 3, x="onehot", n_fields=2, noise=0.2, random_state=1)
     est = FMRegressor(3, solver=solver, n_iter=3, random_state=0, n_jobs=1)
-    monkeypatch.setattr(est, "_start_clock", lambda: events.append(("start", None)))
+    # the fit's run context restarts its clock after every iteration too: the first restart
+    # must come after the compilation and before the first iteration
+    from fmlearn._plan import RunContext
+
+    real_start = RunContext.start_clock
+
+    def spy_start(ctx):
+        events.append(("start", None))
+        real_start(ctx)
+
+    monkeypatch.setattr(RunContext, "start_clock", spy_start)
     est.fit(X, y)
-    kinds = [e[0] for e in events]
-    assert kinds == ["compile", "start", "run", "run", "run"]
+    kinds = [e[0] for e in events if e[0] != "start" or events.index(e) == 1]
+    assert [e[0] for e in events][:3] == ["compile", "start", "run"]
+    assert kinds.count("compile") == 1 and kinds.count("run") == 3
     compiled = events[0][1]
-    assert all(e[1] == compiled for e in events[2:])
+    assert all(e[1] == compiled for e in events[2:] if e[0] == "run")
     target = kernel if solver == "sgd" else cd._coordinate_sweep
     assert compiled in target.overloads
 
@@ -942,13 +953,16 @@ def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
     # one group of d features: lambda_w ~ Gamma((d + 2) / 2) / ((1 + sum_j w_j^2) / 2), about
     # (d + 2) / 5 = 80 from the random start against d + 2 = 402 from zeros
     assert m.chain_["lambda_w"][0] < 0.5 * (d + 2)
-    import fmlearn.fm as fm_mod
+    import fmlearn.fm._plan as plan_mod
+    from fmlearn._plan import DataSummary
 
-    monkeypatch.setattr(fm_mod, "init_state",
+    monkeypatch.setattr(plan_mod, "init_state",
                         lambda *a, random_linear=False: init_state(*a, random_linear=False))
     zero = FMRegressor(3, n_iter=1, init_stdev=0.1, random_state=0).fit(X, y)
     assert zero.chain_["lambda_w"][0] > 0.5 * (d + 2)
     monkeypatch.undo()
+    summary = DataSummary(n_samples=1, n_features=d, dtype="float64", y_min=0.0, y_max=1.0)
     for solver in ("als", "sgd"):  # libFM's other methods start w at 0
-        est = FMRegressor(3, solver=solver)
-        assert not est._prepare_state(d, np.float64, np.random.default_rng(0)).w.any()
+        plan = plan_mod.ClassicFMPlan.build(FMRegressor(3, solver=solver, random_state=0),
+                                            summary)
+        assert not plan.state.w.any() and plan.state.V.any()

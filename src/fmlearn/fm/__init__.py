@@ -4,40 +4,38 @@
 
 Every seed paper compares against this model; the solvers follow libFM 1.4 (Rendle 2012,
 "Factorization Machines with libFM", ACM TIST 3(3)).
+
+The family's package: the estimators here; their fit plan in :mod:`fmlearn.fm._plan` (every
+entry point's hand-off to the solvers of :mod:`fmlearn.solvers.sgd`, :mod:`~fmlearn.solvers.als`
+and :mod:`~fmlearn.solvers.mcmc`), the per-iteration history in :mod:`fmlearn.fm._history`, the
+MCMC chain's attributes in :mod:`fmlearn.fm._mcmc` and the fit on contrast targets in
+:mod:`fmlearn.fm._contrasts`.
 """
 
 import numbers
-import time
 
 import numba
 import numpy as np
 from scipy.special import ndtri
 from sklearn.base import _fit_context, is_classifier
-from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from ._data import merge_duplicate_rows, raw, to_csr
-from ._docs import fill_doc
-from ._fm_contrasts import ClassicFMContrastMixin
-from ._fm_history import FMHistoryMixin
-from ._fm_mcmc import MCMCChainMixin
-from ._threads import n_threads
-from .exceptions import DivergenceError
-from .kernels.predict import fm_predict_csr, fm_predict_samples_csr
-from .losses import LOSS_CODES
-from .solvers._fm_common import (
-    FMState,
-    auto_init_stdev,
-    check_groups,
-    column_data,
-    init_state,
-    square_stats,
-)
-from .solvers.als import ALSSettings, als_solver
-from .solvers.mcmc import mcmc_solver
-from .solvers.sgd import SGDSettings, sgd_init_stdev, sgd_solver
+from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
+from .._data import merge_duplicate_rows, raw, to_csr
+from .._docs import fill_doc
+from .._plan import DataSummary, RunContext
+from .._threads import n_threads
+from ..exceptions import DivergenceError
+from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
+from ..solvers._fm_common import check_groups, column_data
+from ..solvers.als import als_solver
+from ..solvers.mcmc import mcmc_solver
+from ..solvers.sgd import sgd_solver
+from ._contrasts import ClassicFMContrastMixin
+from ._history import FitRecorder
+from ._mcmc import check_loaded_chain
+from ._plan import ClassicFMPlan
 
 
 def _solver_is_sgd(est):
@@ -49,7 +47,44 @@ def _solver_is_sgd(est):
     return True
 
 
-class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
+def raise_diverged(info):
+    """The ``DivergenceError`` of a solver's ``info["diverged"]`` (when set)."""
+    if info["diverged"]:
+        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+
+
+def _run_sgd(plan, X, y, sw, recorder):
+    csr = raw(X)
+    state = plan.state
+    state, t, n_done, info = sgd_solver(csr, y, sw, state, plan.t, plan.sgd, plan.seed,
+                                        recorder.epoch_callback(csr, y, sw, state),
+                                        plan.context.start_clock)
+    raise_diverged(info)
+    return state, n_done, {"t": t}
+
+
+def _run_als(plan, X, y, sw, recorder):
+    data = column_data(X, y, sw)
+    callback = recorder.sweep_callback(y, sw, plan.state)
+    state, n_done, info = als_solver(data, plan.state, plan.als, callback,
+                                     plan.context.start_clock)
+    raise_diverged(info)
+    return state, n_done, {}
+
+
+def _run_mcmc(plan, X, y, sw, recorder):
+    data = column_data(X, y, sw)
+    callback = recorder.sweep_callback(y, sw, plan.state)
+    state, n_done, info = mcmc_solver(data, plan.state, plan.chain, plan.mcmc, plan.seed,
+                                      callback, plan.context.start_clock)
+    raise_diverged(info)
+    return state, n_done, {"chain": plan.chain}
+
+
+_RUN = {"sgd": _run_sgd, "als": _run_als, "mcmc": _run_mcmc}
+
+
+class _BaseClassicFM(BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
         "solver": [StrOptions({"sgd", "als", "mcmc"})],
@@ -74,8 +109,6 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
     }
-
-    _loss = "squared"
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
@@ -104,209 +137,44 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
-    # -- helpers ----------------------------------------------------------------------------
-    def _loss_name(self):
-        return self._loss
-
-    def _fitted_state(self):
-        if hasattr(self, "w_") and getattr(self, "solver_", None) == self.solver:
-            return FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
-        return None
-
-    def _average_epochs(self):  # SGD: "auto" averages the models of the last tenth of epochs
-        return -(-self.n_iter // 10) if self.average_epochs == "auto" else self.average_epochs
-
-    def _init_stdev(self, squares):
-        """The initial factors' standard deviation; ``squares`` = :func:`square_stats` of the
-        training rows (used by ``init_stdev="auto"``)."""
-        if self.init_stdev != "auto":
-            return float(self.init_stdev)
-        # SGD: from the settings, not X (fit equals partial_fit on batches)
-        return sgd_init_stdev(self.learning_rate) if self.solver == "sgd" else auto_init_stdev(
-            *squares)
-
-    def _prepare_state(self, n_features, dtype, rs, squares=(0.0, 0)):
-        state = self._fitted_state() if self.warm_start else None
-        if state is not None and state.V.shape == (n_features, self.n_factors):
-            return FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
-        return init_state(n_features, self.n_factors, self._init_stdev(squares), rs, dtype,
-                          random_linear=self.solver == "mcmc")
-
-    def _check_groups(self, n_features):
-        """``(group, group_size)`` from ``groups`` (or None), with the penalties checked
-        against the number of groups; raises ValueError naming the problem."""
-        groups = check_groups(self.groups, n_features)
-        n_groups = 1 if groups is None else groups[1].shape[0]
-        for name in ("reg_linear", "reg_pairwise"):
-            value = getattr(self, name)
-            if np.ndim(value) == 0:
-                continue
-            arr = np.asarray(value, dtype=np.float64)
-            if self.solver != "als":
-                raise ValueError(f"{name} with one value per group is used by solver='als' "
-                                 f"only (MCMC learns the per-group priors; SGD takes one "
-                                 f"value); got {arr.shape[0]} values with "
-                                 f"solver={self.solver!r}")
-            if arr.shape != (n_groups,):
-                raise ValueError(f"{name} must be a number or hold one value per group "
-                                 f"({n_groups}), got shape {arr.shape}")
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                raise ValueError(f"{name} must hold finite non-negative values")
-        if groups is not None and self.solver == "sgd":
-            raise ValueError("groups set the priors of solver='mcmc' and the penalties of "
-                             "solver='als'; solver='sgd' has no per-group settings")
-        return groups
-
-    def _encoded_eval_set(self, eval_set):
+    # -- fit --------------------------------------------------------------------------------
+    def _encoded_eval_set(self, eval_set, dtype):
         ev = self._validate_eval_set(eval_set)
         if ev is None:
             return None
-        return raw(to_csr(ev[0], self.dtype_)), ev[1]
+        return raw(to_csr(ev[0], dtype)), ev[1]
 
-    # -- fit --------------------------------------------------------------------------------
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
-        if callback is not None and not callable(callback):
-            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+        context = RunContext(callback)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
-        groups = self._check_groups(X.shape[1])
-        self.dtype_ = np.dtype(X.dtype).name
         X = to_csr(X, X.dtype)
-        squares = square_stats(X.indptr, X.data, sw)
+        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
-        self._update_clip_range(y, extend=self.warm_start)
-        evald = self._encoded_eval_set(eval_set)
-        rs = check_random_state(self.random_state)
-        seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
-        state = self._prepare_state(X.shape[1], X.dtype, rs, squares)
-        history = {"metric": "error_rate" if is_classifier(self) else "rmse",
-                   "train": [], "val": [], "iter_time": []}
-        if self.solver != "sgd":
-            history.update(train_avg=[], val_avg=[])
-        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
-        self._callback = callback
-        try:
-            with bar, n_threads(self.n_jobs):
-                if self.solver == "sgd":
-                    self._run_sgd(X, y, sw, state, seed, evald, history, bar)
-                elif self.solver == "als":
-                    self._run_als(X, y, sw, state, groups, evald, history, bar)
-                else:
-                    self._run_mcmc(X, y, sw, state, groups, seed, evald, history, bar)
-        finally:
-            del self._callback
-        self.history_ = history
-        self.solver_ = self.solver
+        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context)
+        evald = self._encoded_eval_set(eval_set, X.dtype)
+        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
+        recorder = FitRecorder(plan, bar, evald)
+        with bar, n_threads(self.n_jobs):
+            state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder)
+        plan.commit(self, state, n_done, history=recorder.history, **result)
         return self
-
-    def _metric(self, pred, y, sw=None):
-        # The per-sweep metrics of ALS and MCMC: the base class's figures in fewer passes over
-        # the arrays, and without BLAS (whose threads made np.dot take milliseconds per call
-        # on a busy machine).
-        if self._loss != "squared":
-            return super()._metric(pred, y, sw)
-        lo, hi = self._clip_range()
-        r = np.clip(pred, lo, hi)
-        r -= y
-        if sw is None:
-            return float(np.sqrt(np.einsum("i,i->", r, r) / r.shape[0]))
-        return float(np.sqrt(np.einsum("i,i,i->", sw, r, r) / np.sum(sw)))
-
-    def _store(self, state):
-        self.w0_ = float(state.w0)
-        self.w_ = state.w
-        self.V_ = state.V
-
-    def _raise_diverged(self, info):
-        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
-
-    def _run_sgd(self, X, y, sw, state, seed, evald, history, bar):
-        lo, hi = self._clip_range()
-        settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
-                               self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
-                               self.reg_pairwise, self.shuffle, self.implicit_sgd, lo, hi,
-                               self._average_epochs())
-        csr = raw(X)
-        t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
-        track = bool(self.verbose) or evald is not None or self._callback is not None
-
-        def callback(epoch):
-            train = None
-            if track:
-                train = np.empty(csr[0].shape[0] - 1)
-                fm_predict_csr(*csr, state.w0, state.w, state.V, train)
-            self._record(history, bar, train, y, sw, self._eval_pred(evald, state), evald)
-            return False
-
-        self._clock = time.perf_counter()
-        state, t, n_done, info = sgd_solver(csr, y, sw, state, t, settings, seed, callback,
-                                            self._start_clock)
-        if info["diverged"]:
-            self._raise_diverged(info)
-        self.t_ = t
-        self.n_iter_ = n_done
-        self._store(state)
-
-    def _als_settings(self, groups):
-        loss = self._loss
-        return ALSSettings(self.n_iter, loss, LOSS_CODES[loss], self.reg_bias, self.reg_linear,
-                           self.reg_pairwise, groups)
-
-    def _run_als(self, X, y, sw, state, groups, evald, history, bar):
-        settings = self._als_settings(groups)
-        data = column_data(X, y, sw)
-        callback = self._tracker(y, sw, evald, history, bar, probit=False)
-        self._live = state
-        self._clock = time.perf_counter()
-        state, n_done, info = als_solver(data, state, settings, callback, self._start_clock)
-        if info["diverged"]:
-            self._raise_diverged(info)
-        self.n_iter_ = n_done
-        self._store(state)
-
-    def _run_mcmc(self, X, y, sw, state, groups, seed, evald, history, bar):
-        probit = is_classifier(self)
-        chain, settings = self._mcmc_setup(X, state, groups)
-        data = column_data(X, y, sw)
-        callback = self._tracker(y, sw, evald, history, bar, probit)
-        self._live = state
-        self._clock = time.perf_counter()
-        state, n_done, info = mcmc_solver(data, state, chain, settings, seed, callback,
-                                          self._start_clock)
-        if info["diverged"]:
-            self._raise_diverged(info)
-        self._store_mcmc(state, chain, n_done)
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):
         first = not hasattr(self, "w_")
         kw = {"classes": classes} if is_classifier(self) else {}
         X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
-        if first:
-            self.dtype_ = np.dtype(X.dtype).name
-            self.t_ = 0
-        X = to_csr(X, self.dtype_)
-        self._update_clip_range(y, extend=not first)
-        rs = check_random_state(self.random_state)
-        seed = int(rs.randint(np.iinfo(np.int32).max))
-        if first:
-            state = init_state(X.shape[1], self.n_factors, self._init_stdev(None), rs, X.dtype)
-        else:
-            state = FMState(float(self.w0_), self.w_.copy(), self.V_.copy())
-        lo, hi = self._clip_range()
-        settings = SGDSettings(1, LOSS_CODES[self._loss], self.learning_rate, self.lr_schedule,
-                               self.power_t, self.reg_bias, self.reg_linear, self.reg_pairwise,
-                               False, self.implicit_sgd, lo, hi)
+        X = to_csr(X, X.dtype if first else self.dtype_)
+        plan = ClassicFMPlan.build(self, DataSummary.of_rows(X, y, sw, squares=False),
+                                   mode="partial_fit")
         with n_threads(self.n_jobs):
-            state, t, _, info = sgd_solver(raw(X), y, sw, state, self.t_, settings, seed)
-        if info["diverged"]:
-            self._raise_diverged(info)
-        self.t_ = t
-        self.n_iter_ = getattr(self, "n_iter_", 0) + 1
-        self.solver_ = "sgd"
-        self._store(state)
+            state, t, n_done, info = sgd_solver(raw(X), y, sw, plan.state, plan.t, plan.sgd,
+                                                plan.seed)
+        raise_diverged(info)
+        plan.commit(self, state, n_done, t=t)
         return self
 
     # -- prediction -------------------------------------------------------------------------
@@ -338,7 +206,12 @@ class _BaseClassicFM(FMHistoryMixin, MCMCChainMixin, BaseFM):
                                  f"expected {self.dtype_}")
         groups = check_groups(self.groups, d)
         if self.solver_ == "mcmc":
-            self._check_loaded_chain(d, k, 1 if groups is None else groups[1].shape[0])
+            check_loaded_chain(self, d, k, 1 if groups is None else groups[1].shape[0])
+        init_stdev = self.__dict__.get("init_stdev_")  # absent from older model files
+        if init_stdev is not None and not (isinstance(init_stdev, float)
+                                           and 0.0 <= init_stdev < np.inf):
+            raise ValueError(f"init_stdev_ = {init_stdev!r} must be a non-negative finite "
+                             "float")
         if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
@@ -376,7 +249,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         (0.1 on one-hot data); for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
         constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K test RMSE
         -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
-        equals ``partial_fit`` on batches.
+        equals ``partial_fit`` on batches. The value used is recorded in ``init_stdev_``.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,
         ``reg_bias`` is the prior precision of w0 and the others are learned. With
@@ -450,6 +323,10 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     samples_w0_, samples_w_, samples_V_ : ndarrays of shape (S,), (S, d), (S, d, k)
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
+    init_stdev_ : float
+        The ``init_stdev`` the last fit resolved (``"auto"`` resolved; the initial factors'
+        standard deviation when the fit started a new model). Absent from models saved before
+        it was recorded (they load and predict as before).
     history_ : dict
         Per-iteration ``"iter_time"`` (solver seconds, evaluation and the compilation of the
         kernels excluded: they are compiled, or loaded from numba's cache, before the first
@@ -516,7 +393,6 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         """
         if contrasts is not None:
             return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts, callback)
-        self._forget_contrasts()
         return self._fit(X, y, sample_weight, eval_set, callback=callback)
 
     @available_if(_solver_is_sgd)
@@ -543,7 +419,7 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-    w0_, w_, V_, samples_w0_, samples_w_, samples_V_, n_iter_, history_ :
+    w0_, w_, V_, samples_w0_, samples_w_, samples_V_, n_iter_, init_stdev_, history_ :
         As in :class:`FMRegressor`; the metric in ``history_`` is the error rate.
 
     Examples
@@ -556,8 +432,6 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
     """
-
-    _loss = "logistic"
 
     @property
     def _link(self):

@@ -11,9 +11,9 @@ and the sampling complexity is O(k d) whatever the feature law (001 §3.3).
 
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import BaseFM, FMRegressorMixin
-from ._contrasts import ContrastALSMixin
-from ._docs import fill_doc
+from .._base import BaseFM, FMRegressorMixin
+from .._contrasts import ContrastALSMixin
+from .._docs import fill_doc
 from ._one_pass import OnePassFMMixin
 
 __all__ = ["IFMRegressor"]

@@ -13,7 +13,7 @@ from fmlearn import FMClassifier, FMRegressor, _checkpoint
 from fmlearn._data import merge_duplicate_rows
 from fmlearn.exceptions import DivergenceError
 from fmlearn.solvers._fm_common import init_state
-from fmlearn.solvers.sgd import SGDSettings, sgd_solver
+from fmlearn.solvers.sgd import SGDSettings, sgd_init_stdev, sgd_solver
 from test_distributed_fm import dask_rows, kill_worker, one_hot, two_workers
 
 dask = pytest.importorskip("dask")
@@ -69,12 +69,14 @@ def test_one_partition_equals_in_memory_sgd(client, cls):
 def _oracle_epoch(X, y, sw, splits, kw):
     """One mixed epoch from the in-memory pieces: each partition's merged rows run through
     the in-memory solver from the common initial model, averaged weighted by row weight."""
-    est = FMRegressor(**kw)
     rs = np.random.RandomState(kw["random_state"])
     seed = int(rs.randint(np.iinfo(np.int32).max))
-    start = init_state(X.shape[1], kw["n_factors"], est._init_stdev(None), rs, np.float64)
-    settings = SGDSettings(1, 0, kw["learning_rate"], "constant", 0.5, 0.0, 0.0, 0.0, True,
-                           True, float(y.min()), float(y.max()))
+    start = init_state(X.shape[1], kw["n_factors"], sgd_init_stdev(kw["learning_rate"]), rs,
+                       np.float64)
+    settings = SGDSettings(n_iter=1, loss_code=0, learning_rate=kw["learning_rate"],
+                           schedule="constant", power_t=0.5, reg_bias=0.0, reg_linear=0.0,
+                           reg_pairwise=0.0, shuffle=True, implicit=True,
+                           clip_lo=float(y.min()), clip_hi=float(y.max()))
     total = sw.sum()
     w0, w, V = 0.0, np.zeros_like(start.w), np.zeros_like(start.V)
     for p, (a, b) in enumerate(splits):

@@ -158,4 +158,6 @@ def test_model_without_settling_state_loads_as_not_settled(tmp_path):
     for k in ("settled_at", "scales"):
         m.chain_.pop(k)
     back = load(m.save(tmp_path / "old.fmz"))
-    assert back._fitted_chain().settled_at == -1
+    from fmlearn.fm._mcmc import fitted_chain
+
+    assert fitted_chain(back).settled_at == -1

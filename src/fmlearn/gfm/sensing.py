@@ -21,13 +21,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import BaseFM, FMRegressorMixin, failure_atomic, progress, store_params
-from ._docs import fill_doc
+from .._base import BaseFM, FMRegressorMixin, failure_atomic, progress, store_params
+from .._docs import fill_doc
+from ..exceptions import DivergenceError
+from ..linalg import LowRankOperator, low_rank_eigh
+from ..solvers.asym_sensing import AsymState, asym_predict, asym_step_rows
+from ..solvers.one_pass import Batch, OnePassSettings, auto_batch_size, one_pass_solver
 from ._one_pass import ONE_PASS_CONSTRAINTS, OnePassMixin, train_rows
-from .exceptions import DivergenceError
-from .linalg import LowRankOperator, low_rank_eigh
-from .solvers.asym_sensing import AsymState, asym_predict, asym_step_rows
-from .solvers.one_pass import Batch, OnePassSettings, auto_batch_size, one_pass_solver
 
 __all__ = ["AsymmetricRankOneSensing", "PhaseRetrieval", "SymmetricRankOneSensing"]
 
@@ -280,7 +280,7 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         def record(t, st, info):
             history["rmse"].append(info["rmse"])
             if truth is not None:
-                from .diagnostics import recovery_error
+                from ..diagnostics import recovery_error
 
                 history["recovery_error"].append(
                     recovery_error(None, LowRankOperator(st.U, st.V), None, truth))

@@ -7,21 +7,17 @@ solver, and the fitted attributes. Kept apart from :mod:`fmlearn.fm` so that the
 module stays the plain estimator; it imports no estimator module.
 """
 
-import time
-
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, validate_data
 
-from ._base import FLOAT_DTYPES, check_sample_weight, progress
-from ._contrasts import PredictContrastsMixin, bias_identifiable, check_contrasts
-from ._data import check_sparse_structure, to_csr
-from ._threads import n_threads
-from .losses import LOSS_CODES, SQUARED
-from .solvers._fm_common import square_stats
-
-#: Attributes that only a fit on contrasts sets (a plain fit removes them).
-CONTRAST_ATTRIBUTES = ("contrasts_fitted_", "intercept_fitted_")
+from .._base import FLOAT_DTYPES, check_sample_weight, progress
+from .._contrasts import PredictContrastsMixin, bias_identifiable, check_contrasts
+from .._data import check_sparse_structure, to_csr
+from .._plan import DataSummary, RunContext
+from .._threads import n_threads
+from ..exceptions import DivergenceError
+from ._history import FitRecorder
+from ._plan import CONTRAST_ATTRIBUTES, ClassicFMPlan
 
 
 class ClassicFMContrastMixin(PredictContrastsMixin):
@@ -90,95 +86,44 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
         return to_csr(X, dtype), C, y, sw
 
     def _fit_contrasts(self, X, y, sample_weight, eval_set, contrasts, callback=None):
-        from .solvers.als import ALSSettings
-        from .solvers.fm_contrast import (
+        from ..solvers.fm_contrast import (
             als_contrast_solver,
             contrast_data,
             mcmc_contrast_solver,
+            sgd_contrast_solver,
         )
 
-        if callback is not None and not callable(callback):
-            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+        context = RunContext(callback)
         if eval_set is not None:
             raise ValueError(f"{type(self).__name__}: eval_set is not used with contrasts "
                              "(its targets are values of f, not contrasts); score held-out "
                              "contrasts with predict_contrasts")
         X, C, y, sw = self._validate_contrasts(X, y, sample_weight, contrasts, reset=True)
-        groups = self._check_groups(X.shape[1])
-        self.dtype_ = np.dtype(X.dtype).name
         bias = bias_identifiable(C)
         data = contrast_data(X, C, y, sw, bias)
-        rs = check_random_state(self.random_state)
-        seed = int(rs.randint(np.iinfo(np.int32).max))  # as the plain fit draws them
         # Each row weighs sum_t s_t |C_tr| in the initial scale: identity contrasts give the
         # plain fit's weights, and a row no contrast uses changes nothing.
         row_weight = np.asarray(abs(C).T @ sw, dtype=np.float64).ravel()
-        squares = square_stats(X.indptr, X.data, row_weight)
-        state = self._prepare_state(X.shape[1], X.dtype, rs, squares)
-        history = {"metric": "rmse", "train": [], "iter_time": []}
-        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{self.solver}]")
-        record = self._contrast_recorder(history, bar, data, callback)
+        plan = ClassicFMPlan.build(self, DataSummary.of_rows(X, y, row_weight),
+                                   mode="contrasts", context=context)
+        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
+        recorder = FitRecorder(plan, bar, contrasts=True)
+        record = recorder.contrast_callback(data)
+        state, chain, t = plan.state, None, None
         with bar, n_threads(self.n_jobs):
-            if self.solver == "sgd":
-                self._run_sgd_contrasts(data, state, seed, record)
-            elif self.solver == "als":
-                settings = ALSSettings(self.n_iter, "squared", SQUARED, self.reg_bias,
-                                       self.reg_linear, self.reg_pairwise, groups)
-                state, n_done, info = als_contrast_solver(data, state, settings, record)
-                self._finish_batch_contrasts(state, n_done, info)
+            if plan.solver == "sgd":
+                state, t, n_done, info = sgd_contrast_solver(
+                    data, state, plan.t, plan.sgd, plan.seed,
+                    lambda epoch: record(epoch, state=state))
+            elif plan.solver == "als":
+                state, n_done, info = als_contrast_solver(data, state, plan.als, record)
             else:
-                chain, settings = self._mcmc_setup(X, state, groups)
-                state, n_done, info = mcmc_contrast_solver(data, state, chain, settings, seed,
-                                                           record)
-                if info["diverged"]:
-                    self._raise_diverged(info)
-                self._store_mcmc(state, chain, n_done)
-        self.y_range_ = [float(np.min(y)), float(np.max(y))]
+                chain = plan.chain
+                state, n_done, info = mcmc_contrast_solver(data, state, chain, plan.mcmc,
+                                                           plan.seed, record)
+        if info["diverged"]:
+            raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+        plan.commit(self, state, n_done, chain=chain, t=t, history=recorder.history)
         self.contrasts_fitted_ = True
         self.intercept_fitted_ = bool(bias)
-        self.history_ = history
-        self.solver_ = self.solver
         return self
-
-    def _contrast_recorder(self, history, bar, data, callback=None):
-        """The per-iteration callback: solver seconds always, the weighted RMSE of the target
-        residuals with ``verbose`` or a user ``callback`` (then called with the history)."""
-        from .solvers.fm_contrast import target_residuals
-
-        self._clock = time.perf_counter()
-
-        def record(it, E=None, state=None):
-            history["iter_time"].append(time.perf_counter() - self._clock)
-            if self.verbose or callback is not None:
-                if E is None:
-                    E = target_residuals(data, state)
-                rmse = float(np.sqrt(np.dot(data.sw, E * E) / np.sum(data.sw)))
-                history["train"].append(rmse)
-                bar.set_postfix({"train": f"{rmse:.4f}"})
-            bar.update(1)
-            if callback is not None:
-                callback(len(history["iter_time"]) - 1, history)
-            self._clock = time.perf_counter()
-            return False
-
-        return record
-
-    def _finish_batch_contrasts(self, state, n_done, info):
-        if info["diverged"]:
-            self._raise_diverged(info)
-        self.n_iter_ = n_done
-        self._store(state)
-
-    def _run_sgd_contrasts(self, data, state, seed, record):
-        from .solvers.fm_contrast import sgd_contrast_solver
-        from .solvers.sgd import SGDSettings
-
-        settings = SGDSettings(self.n_iter, LOSS_CODES[self._loss], self.learning_rate,
-                               self.lr_schedule, self.power_t, self.reg_bias, self.reg_linear,
-                               self.reg_pairwise, self.shuffle, self.implicit_sgd,
-                               average=self._average_epochs())
-        t = int(getattr(self, "t_", 0)) if self.warm_start and hasattr(self, "t_") else 0
-        state, t, n_done, info = sgd_contrast_solver(
-            data, state, t, settings, seed, lambda epoch: record(epoch, state=state))
-        self._finish_batch_contrasts(state, n_done, info)
-        self.t_ = t

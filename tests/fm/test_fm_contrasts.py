@@ -318,7 +318,7 @@ def test_float32_input_is_close_to_float64():
 def test_doctests_of_the_contrast_glue():
     import doctest
 
-    import fmlearn._fm_contrasts as glue
+    import fmlearn.fm._contrasts as glue
 
     assert doctest.testmod(glue).failed == 0
 

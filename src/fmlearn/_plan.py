@@ -1,0 +1,201 @@
+"""The hand-off from an estimator to its solvers: a data summary, a fit plan, a run context.
+
+A fit goes through three steps, in every entry point of a model family (``fit``,
+``partial_fit``, the contrast path, streaming, the Dask backend):
+
+1. **Summarise the data** once: :class:`DataSummary` holds what the settings depend on (the
+   width, the dtype, the total weight, the targets' range, the weighted squares of the
+   non-zero feature values). In memory it comes from the validated rows
+   (:meth:`DataSummary.of_rows`); the Dask backend merges the summaries of its partitions
+   (:meth:`DataSummary.merge`) and never holds the rows.
+2. **Plan** the fit: the family's plan (a frozen dataclass deriving from :class:`FitPlan`,
+   e.g. :class:`fmlearn.fm._plan.ClassicFMPlan`) is built in one place from the estimator's
+   ``get_params()``, the summary and the fitted state a warm start continues. It owns every
+   resolved setting ("auto" resolved, and stored in the model so that a saved model says what
+   it ran), the solver settings built by keyword, the random seed, the initial state, and the
+   run context. Entry points read the plan; none calls a private method of an estimator.
+3. **Run and commit**: the solvers take the plan's settings and state; the plan's ``commit``
+   writes the learned attributes to the estimator at the end (a call that fails before commits
+   nothing).
+
+:class:`RunContext` is the run-time side of a plan (the clock of the solver's seconds, the
+user's per-iteration callback and whether it may stop the run, the live state being
+updated): it lives as long as the call and is never left on the estimator.
+
+This module is shared infrastructure: it imports no model family. A new family (ranking,
+field-aware, relational) derives its plan from :class:`FitPlan` and reuses the summary and
+the run context (ARCHITECTURE.md, "Adding a model family").
+"""
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+__all__ = ["DataSummary", "FitPlan", "RunContext", "check_callback", "square_stats",
+           "validate_params"]
+
+
+def validate_params(est):
+    """Check ``est``'s parameters against its constraints (scikit-learn's
+    ``_parameter_constraints``): what ``fit`` runs first (``@_fit_context``), for the entry
+    points that fit outside the estimator's ``fit`` (the Dask backend) and must refuse bad
+    parameters before touching the data."""
+    est._validate_params()
+
+
+def square_stats(indptr, data, sw):
+    """(sum of s_i x_ij^2, sum of s_i over the non-zero x_ij) of CSR rows with weights s_i: a
+    row of weight m counts as m repeated rows (summed over partitions by the Dask backend)."""
+    weights = np.repeat(np.asarray(sw, dtype=np.float64), np.diff(indptr))
+    return float(weights @ (data * data)), float(weights @ (data != 0))
+
+
+def check_callback(callback):
+    """``callback`` unchanged when callable or None; else a ``TypeError`` naming its type."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+    return callback
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    """What a fit plan needs to know about the training data.
+
+    Attributes
+    ----------
+    n_samples : int
+        Rows (or contrast targets) the solver sees.
+    n_features : int
+    dtype : str
+        The model's dtype name ("float64" or "float32").
+    weight : float
+        Total sample weight.
+    y_min, y_max : float
+        Range of the targets (regression); NaN when not recorded (classifiers).
+    sum_sq, n_nonzero : float
+        Weighted sums over the non-zero feature values x_ij of s_i x_ij^2 and of s_i (a row
+        of weight m counts as m rows): their ratio is the mean squared non-zero value, the
+        scale that the "auto" initialisations divide by.
+    """
+
+    n_samples: int
+    n_features: int
+    dtype: str
+    weight: float = math.nan
+    y_min: float = math.nan
+    y_max: float = math.nan
+    sum_sq: float = 0.0
+    n_nonzero: float = 0.0
+
+    @property
+    def squares(self):
+        """``(sum_sq, n_nonzero)``."""
+        return self.sum_sq, self.n_nonzero
+
+    @property
+    def y_range(self):
+        return [self.y_min, self.y_max]
+
+    @classmethod
+    def of_rows(cls, X, y, sw, *, squares=True):
+        """The summary of validated rows: ``X`` canonical CSR (its dtype is the model's),
+        targets ``y`` (their range is recorded; None: no range), ``sw`` the rows' weights.
+        ``squares=False`` skips the O(nnz) squares (a call that does not use them)."""
+        return cls.of_csr(X.indptr, X.data, X.shape[1], y, sw, squares=squares)
+
+    @classmethod
+    def of_csr(cls, indptr, data, n_features, y, sw, *, squares=True):
+        """:meth:`of_rows` from the raw CSR arrays (a Dask partition's)."""
+        sum_sq = n_nonzero = 0.0
+        if squares:
+            sum_sq, n_nonzero = square_stats(indptr, data, sw)
+        lo = hi = math.nan
+        if y is not None and np.size(y):
+            lo, hi = float(np.min(y)), float(np.max(y))
+        return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
+                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero)
+
+    def with_targets(self, y):
+        """The same summary with the range of the targets ``y`` (rows may have been merged or
+        dropped since the squares were summed)."""
+        lo = hi = math.nan
+        if y is not None and np.size(y):
+            lo, hi = float(np.min(y)), float(np.max(y))
+        return replace(self, y_min=lo, y_max=hi)
+
+    @classmethod
+    def merge(cls, parts, n_features, dtype):
+        """The summary of the union of row sets summarised by ``parts`` (the Dask backend's
+        partitions): counts and weights added, squares added exactly (``math.fsum``), the
+        targets' range widened; partitions without rows ignored for the range."""
+        parts = list(parts)
+        lo = min((p.y_min for p in parts if p.n_samples), default=math.nan)
+        hi = max((p.y_max for p in parts if p.n_samples), default=math.nan)
+        return cls(sum(p.n_samples for p in parts), int(n_features), np.dtype(dtype).name,
+                   float(sum(p.weight for p in parts)), lo, hi,
+                   math.fsum(p.sum_sq for p in parts), sum(p.n_nonzero for p in parts))
+
+
+class RunContext:
+    """The run-time side of a fit: clock, callback, live state (one per call, discarded after).
+
+    Parameters
+    ----------
+    callback : callable or None
+        ``callback(iteration, history)`` after every iteration (validated by
+        :func:`check_callback`).
+    may_stop : bool, default=False
+        Whether a true return value of ``callback`` stops the run (a family whose documented
+        callback contract says so; the classic FM's ignores it).
+
+    Attributes
+    ----------
+    clock : float
+        ``time.perf_counter()`` when the current iteration's solver time started.
+    live : object
+        The state the solver is updating (for callbacks that score it mid-run), or None.
+    """
+
+    def __init__(self, callback=None, *, may_stop=False):
+        self.callback = check_callback(callback)
+        self.may_stop = bool(may_stop)
+        self.clock = time.perf_counter()
+        self.live = None
+
+    def start_clock(self):
+        """Restart the clock: the solvers' ``on_start`` (called once their kernels are
+        compiled or loaded, so that no iteration's time includes compilation), and after an
+        iteration's bookkeeping."""
+        self.clock = time.perf_counter()
+
+    def lap(self):
+        """Seconds since the clock started."""
+        return time.perf_counter() - self.clock
+
+    def notify(self, iteration, history):
+        """Call the user's callback; True when it asked to stop and may do so."""
+        if self.callback is None:
+            return False
+        stop = self.callback(iteration, history)
+        return bool(stop) if self.may_stop else False
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FitPlan:
+    """Base of the model families' fit plans (frozen: built once, read by every entry point).
+
+    Attributes
+    ----------
+    summary : DataSummary
+    seed : int
+        The seed that keys the solver's per-step random streams (drawn from
+        ``random_state`` before anything else, so every entry point draws the same).
+    context : RunContext
+        The run-time side (plans are compared by identity: ``eq=False``).
+    """
+
+    summary: DataSummary
+    seed: int
+    context: RunContext = field(default_factory=RunContext, repr=False)

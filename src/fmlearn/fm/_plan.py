@@ -1,0 +1,254 @@
+"""The classic FM's fit plan (:class:`ClassicFMPlan`): the one hand-off from the estimators
+(:class:`fmlearn.FMRegressor`, :class:`fmlearn.FMClassifier`) to the SGD, ALS and MCMC
+solvers.
+
+Every entry point builds it the same way -- ``fit``, ``partial_fit``, ``fit(contrasts=C)``
+(:mod:`fmlearn.fm._contrasts`), :func:`fmlearn.stream.fit_stream` through ``partial_fit``, and
+the Dask backend (:func:`fmlearn.distributed.fit`) -- with :meth:`ClassicFMPlan.build` from
+the estimator's parameters, a :class:`~fmlearn._plan.DataSummary` of the training rows and the
+fitted state a warm start continues; and writes the result back with
+:meth:`ClassicFMPlan.commit`. The plan resolves everything "auto" (``init_stdev``,
+``average_epochs``, the MCMC burn-in, kept samples and over-relaxation), checks the feature
+groups against the penalties, builds :class:`~fmlearn.solvers.sgd.SGDSettings`,
+:class:`~fmlearn.solvers.als.ALSSettings` and :class:`~fmlearn.solvers.mcmc.MCMCSettings`
+(each here only, by keyword), draws the random seed and the initial state, and picks the MCMC
+chain to continue. It imports no estimator module.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils import check_random_state
+
+from .._plan import FitPlan
+from ..kernels.losses import LOSS_CODES
+from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
+from ..solvers.als import ALSSettings
+from ..solvers.mcmc import Chain, MCMCSettings
+from ..solvers.sgd import SGDSettings, sgd_init_stdev
+from ._mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
+
+__all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan"]
+
+#: The entry points a plan is built for: "fit" (in memory or Dask ALS/MCMC), "contrasts"
+#: (``fit(..., contrasts=C)``), "partial_fit" (one SGD epoch over the given rows, in order)
+#: and "epochs" (the Dask SGD fit: every round one epoch per partition).
+MODES = ("fit", "contrasts", "partial_fit", "epochs")
+
+#: Attributes that only a fit on contrasts sets (a fit on rows removes them).
+CONTRAST_ATTRIBUTES = ("contrasts_fitted_", "intercept_fitted_")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ClassicFMPlan(FitPlan):
+    """Everything a classic-FM fit runs with, resolved once (see the module docstring).
+
+    Attributes
+    ----------
+    mode : str
+        One of :data:`MODES`.
+    solver : str
+        "sgd", "als" or "mcmc" (``partial_fit``: "sgd").
+    classifier : bool
+    loss : str
+        "squared" or "logistic" (the classifier's SGD and ALS; MCMC's probit is ``probit``).
+    n_iter, n_factors : int
+    init_stdev : float
+        The resolved ``init_stdev`` (stored as ``init_stdev_``).
+    average_epochs : int
+        The resolved ``average_epochs`` (SGD's tail average).
+    groups : tuple or None
+        ``(group, group_size)`` of :func:`fmlearn.solvers._fm_common.check_groups`.
+    y_range : list or None
+        The targets' range a regressor records (``y_range_``; widened by a warm start).
+    clip : (float, float)
+        The range predictions are clipped to during the fit (the train metric, SGD's steps).
+    sgd, als, mcmc : settings or None
+        The solver's settings (only the one of ``solver``).
+    state : FMState
+        The initial model (a copy of the fitted one for a warm start), updated in place by the
+        solver.
+    warm : bool
+        Whether ``state`` continues the fitted model.
+    chain : Chain or None
+        MCMC: the chain to continue (warm start) or a new one.
+    t : int
+        SGD: the steps taken so far (the step size schedule's clock).
+    n_jobs : int or None
+    verbose : int
+    """
+
+    mode: str
+    solver: str
+    classifier: bool
+    loss: str
+    n_iter: int
+    n_factors: int
+    init_stdev: float
+    average_epochs: int
+    groups: object
+    y_range: object
+    clip: tuple
+    state: FMState
+    warm: bool
+    sgd: SGDSettings = None
+    als: ALSSettings = None
+    mcmc: MCMCSettings = None
+    chain: Chain = None
+    t: int = 0
+    n_jobs: object = None
+    verbose: int = 0
+
+    @property
+    def probit(self):
+        """MCMC's probit classifier (the other classifiers minimise the logistic loss)."""
+        return self.classifier and self.solver == "mcmc"
+
+    @property
+    def n_groups(self):
+        return 1 if self.groups is None else self.groups[1].shape[0]
+
+    @property
+    def metric(self):
+        """The name of the metric in ``history_``."""
+        return "error_rate" if self.classifier else "rmse"
+
+    # -- building ----------------------------------------------------------------------------
+    @classmethod
+    def build(cls, est, summary, *, mode="fit", context=None):
+        """The plan of a call of ``mode`` (:data:`MODES`) on data summarised by ``summary``.
+
+        Reads ``est.get_params()`` and, for a warm start or a further ``partial_fit``, the
+        fitted attributes (``w0_``, ``w_``, ``V_``, ``t_``, ``chain_``, the kept samples,
+        ``y_range_``). Raises ``ValueError`` on groups or per-group penalties that do not fit
+        the data. Draws the seed, then the initial state, from ``random_state``.
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        p = est.get_params(deep=False)
+        classifier = is_classifier(est)
+        loss = "logistic" if classifier else "squared"
+        solver = "sgd" if mode == "partial_fit" else p["solver"]
+        d, k, dtype = summary.n_features, p["n_factors"], np.dtype(summary.dtype)
+        first = mode != "partial_fit" or not hasattr(est, "w_")
+        groups = None if mode == "partial_fit" else _groups(p, solver, d)
+        y_range = None
+        clip = (-np.inf, np.inf)
+        if not classifier:
+            y_range = summary.y_range
+            extend = p["warm_start"] if mode in ("fit", "epochs") else not first
+            if mode != "contrasts" and extend and hasattr(est, "y_range_"):
+                y_range = [min(y_range[0], est.y_range_[0]), max(y_range[1], est.y_range_[1])]
+            if mode != "contrasts" and p.get("clip_predictions", False):
+                clip = (y_range[0], y_range[1])
+        if p["init_stdev"] != "auto":
+            init_stdev = float(p["init_stdev"])
+        elif solver == "sgd":  # from the settings, not X (fit equals partial_fit on batches)
+            init_stdev = sgd_init_stdev(p["learning_rate"])
+        else:
+            init_stdev = auto_init_stdev(*summary.squares)
+        n_iter = p["n_iter"]
+        average = p["average_epochs"]
+        average = -(-n_iter // 10) if average == "auto" else average  # the last tenth, rounded up
+        rs = check_random_state(p["random_state"])
+        seed = int(rs.randint(np.iinfo(np.int32).max))  # keys the solvers' per-step streams
+        if mode == "partial_fit":
+            t = 0 if first else est.t_
+            warm = not first
+            state = (FMState(float(est.w0_), est.w_.copy(), est.V_.copy()) if warm else
+                     init_state(d, k, init_stdev, rs, dtype))
+        else:
+            t = int(est.t_) if p["warm_start"] and hasattr(est, "t_") else 0
+            state = _fitted_state(est, solver) if p["warm_start"] else None
+            warm = state is not None and state.V.shape == (d, k)
+            if warm:
+                state = FMState(state.w0, state.w.astype(dtype), state.V.astype(dtype))
+            else:
+                state = init_state(d, k, init_stdev, rs, dtype, random_linear=solver == "mcmc")
+        kw = {}
+        if solver == "sgd":
+            kw["sgd"] = SGDSettings(
+                n_iter=n_iter if mode in ("fit", "contrasts") else 1,
+                loss_code=LOSS_CODES[loss], learning_rate=p["learning_rate"],
+                schedule=p["lr_schedule"], power_t=p["power_t"], reg_bias=p["reg_bias"],
+                reg_linear=p["reg_linear"], reg_pairwise=p["reg_pairwise"],
+                shuffle=p["shuffle"] and mode != "partial_fit", implicit=p["implicit_sgd"],
+                clip_lo=clip[0], clip_hi=clip[1],
+                average=average if mode in ("fit", "contrasts") else 1)
+        elif solver == "als":
+            kw["als"] = ALSSettings(n_iter=n_iter, loss=loss, loss_code=LOSS_CODES[loss],
+                                    reg_bias=p["reg_bias"], reg_linear=p["reg_linear"],
+                                    reg_pairwise=p["reg_pairwise"], groups=groups)
+        else:
+            kw["mcmc"] = mcmc_settings(p, classifier, d, dtype, groups)
+            n_groups = 1 if groups is None else groups[1].shape[0]
+            kw["chain"] = chain_for_warm_start(est, p, state, n_groups)
+        extra = {} if context is None else {"context": context}
+        return cls(summary=summary, seed=seed, mode=mode, solver=solver, classifier=classifier,
+                   loss=loss, n_iter=n_iter, n_factors=k, init_stdev=init_stdev,
+                   average_epochs=average, groups=groups, y_range=y_range, clip=clip,
+                   state=state, warm=warm, t=t, n_jobs=p["n_jobs"], verbose=p["verbose"],
+                   **kw, **extra)
+
+    # -- committing ----------------------------------------------------------------------------
+    def commit(self, est, state, n_done, *, chain=None, t=None, history=None):
+        """Write a run's result to the estimator: the model (``w0_``, ``w_``, ``V_``), the
+        iterations (``n_iter_``; ``partial_fit`` adds one), SGD's step count ``t_``, MCMC's
+        kept samples and chain, the data attributes (``dtype_``, a regressor's ``y_range_``),
+        ``init_stdev_``, ``solver_`` and ``history_`` (when given). A fit on rows removes
+        what an earlier fit on contrasts recorded (:data:`CONTRAST_ATTRIBUTES`)."""
+        if self.mode != "contrasts":  # a model of rows: what a fit on contrasts set goes
+            for name in CONTRAST_ATTRIBUTES:
+                est.__dict__.pop(name, None)
+        est.dtype_ = self.summary.dtype
+        if self.y_range is not None:
+            est.y_range_ = self.y_range
+        if t is not None:
+            est.t_ = t
+        if self.mode == "partial_fit":
+            n_done = getattr(est, "n_iter_", 0) + n_done
+        est.n_iter_ = n_done
+        est.w0_ = float(state.w0)
+        est.w_ = state.w
+        est.V_ = state.V
+        if chain is not None:
+            for name, value in chain_attributes(chain, state).items():
+                setattr(est, name, value)
+        est.init_stdev_ = self.init_stdev
+        if history is not None:
+            est.history_ = history
+        est.solver_ = self.solver
+
+
+def _groups(p, solver, n_features):
+    """``(group, group_size)`` from ``groups`` (or None), with the penalties checked against
+    the number of groups; raises ValueError naming the problem."""
+    groups = check_groups(p["groups"], n_features)
+    n_groups = 1 if groups is None else groups[1].shape[0]
+    for name in ("reg_linear", "reg_pairwise"):
+        value = p[name]
+        if np.ndim(value) == 0:
+            continue
+        arr = np.asarray(value, dtype=np.float64)
+        if solver != "als":
+            raise ValueError(f"{name} with one value per group is used by solver='als' "
+                             f"only (MCMC learns the per-group priors; SGD takes one "
+                             f"value); got {arr.shape[0]} values with "
+                             f"solver={solver!r}")
+        if arr.shape != (n_groups,):
+            raise ValueError(f"{name} must be a number or hold one value per group "
+                             f"({n_groups}), got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"{name} must hold finite non-negative values")
+    if groups is not None and solver == "sgd":
+        raise ValueError("groups set the priors of solver='mcmc' and the penalties of "
+                         "solver='als'; solver='sgd' has no per-group settings")
+    return groups
+
+
+def _fitted_state(est, solver):
+    """A copy of the fitted model when it was fitted by ``solver``, else None."""
+    if hasattr(est, "w_") and getattr(est, "solver_", None) == solver:
+        return FMState(float(est.w0_), est.w_.copy(), est.V_.copy())
+    return None
