@@ -32,9 +32,11 @@ from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from ..solvers.sgd import sgd_solver
+from ..solvers.vb import vb_data, vb_solver
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
 from ._mcmc import check_loaded_chain
+from ._vb import check_loaded_posterior
 from ._plan import ClassicFMPlan
 
 
@@ -42,7 +44,7 @@ def _solver_is_sgd(est):
     if est.solver != "sgd":
         raise AttributeError(
             f"partial_fit is only available with solver='sgd' (this estimator has "
-            f"solver={est.solver!r}); ALS and MCMC sweep over the whole data set"
+            f"solver={est.solver!r}); ALS, MCMC and VB sweep over the whole data set"
         )
     return True
 
@@ -81,13 +83,22 @@ def _run_mcmc(plan, X, y, sw, recorder):
     return state, n_done, {"chain": plan.chain}
 
 
-_RUN = {"sgd": _run_sgd, "als": _run_als, "mcmc": _run_mcmc}
+def _run_vb(plan, X, y, sw, recorder):
+    data = vb_data(X, y, sw)
+    callback = recorder.sweep_callback(y, sw, plan.state)
+    state, n_done, info = vb_solver(data, plan.state, plan.posterior, plan.vb, callback,
+                                    plan.context.start_clock)
+    raise_diverged(info)
+    return state, n_done, {"posterior": plan.posterior}
+
+
+_RUN = {"sgd": _run_sgd, "als": _run_als, "mcmc": _run_mcmc, "vb": _run_vb}
 
 
 class _BaseClassicFM(BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
-        "solver": [StrOptions({"sgd", "als", "mcmc"})],
+        "solver": [StrOptions({"sgd", "als", "mcmc", "vb"})],
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "init_stdev": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
@@ -207,6 +218,8 @@ class _BaseClassicFM(BaseFM):
         groups = check_groups(self.groups, d)
         if self.solver_ == "mcmc":
             check_loaded_chain(self, d, k, 1 if groups is None else groups[1].shape[0])
+        elif self.solver_ == "vb":
+            check_loaded_posterior(self, d, k, 1 if groups is None else groups[1].shape[0])
         init_stdev = self.__dict__.get("init_stdev_")  # absent from older model files
         if init_stdev is not None and not (isinstance(init_stdev, float)
                                            and 0.0 <= init_stdev < np.inf):
@@ -435,7 +448,9 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
 
     @property
     def _link(self):
-        return "probit" if self.solver == "mcmc" else "logistic"
+        # the link of the fitted model (the parameter may have been changed since)
+        solver = getattr(self, "solver_", self.solver)
+        return "probit" if solver in ("mcmc", "vb") else "logistic"
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
