@@ -28,9 +28,11 @@ ESTIMATORS = [
     FMRegressor(),
     FMRegressor(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMRegressor(solver="sgd", n_iter=30),
+    FMRegressor(solver="vb", n_iter=30),
     FMClassifier(),
     FMClassifier(solver="als", n_iter=30, reg_linear=0.1, reg_pairwise=0.1),
     FMClassifier(solver="sgd", n_iter=30),
+    FMClassifier(solver="vb", n_iter=30),
     # online learners: a few passes (fit = shuffled passes) so that the small check data sets
     # are learned; trace_bound suits standardized features
     CCFMRegressor(trace_bound=3.0, gamma_power=1.0, n_iter=10),
