@@ -22,6 +22,7 @@ _LAZY = {
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
     "FMClassifier": "fm",
+    "FMOrdinalRegressor": "fm",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -53,6 +54,7 @@ __all__ = [
     "ConvexFMClassifier",
     "ConvexFMRegressor",
     "FMClassifier",
+    "FMOrdinalRegressor",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -121,7 +123,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
-    from .fm import FMClassifier, FMRegressor
+    from .fm import FMClassifier, FMOrdinalRegressor, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
     from .online import (

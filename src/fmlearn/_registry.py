@@ -21,6 +21,7 @@ PUBLIC = {
     "ConvexFMClassifier": "fmlearn.convex:ConvexFMClassifier",
     "ConvexFMRegressor": "fmlearn.convex:ConvexFMRegressor",
     "FMClassifier": "fmlearn.fm:FMClassifier",
+    "FMOrdinalRegressor": "fmlearn.fm.ordinal:FMOrdinalRegressor",
     "FMRegressor": "fmlearn.fm:FMRegressor",
     "GFMRegressor": "fmlearn.gfm:GFMRegressor",
     "IFMRegressor": "fmlearn.ifm:IFMRegressor",

@@ -46,6 +46,7 @@ from ._multiclass import (
     stack_views,
 )
 from ._vb import check_loaded_posterior
+from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
 from ._plan import ClassicFMPlan
 
 
