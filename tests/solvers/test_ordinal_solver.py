@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import stats
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr as scipy_log_ndtr
+from scipy.special import ndtri
 
+from fmlearn.kernels.ordinal import _ndtri_lower, log_interval, log_ndtr
 from fmlearn.solvers._fm_common import column_data, init_state
 from fmlearn.solvers.mcmc import Chain, MCMCSettings
 from fmlearn.solvers.ordinal import (
@@ -17,7 +19,6 @@ from fmlearn.solvers.ordinal import (
     cut_point_terms,
     draw_cut_points,
     draw_truncated,
-    log_interval,
     ordinal_proba,
     ordinal_solver,
 )
@@ -67,25 +68,36 @@ def test_unordered_cut_points_have_zero_likelihood():
     assert cut_point_terms(t[::-1].copy(), f, y, sw)[0] == -np.inf
 
 
+def test_log_ndtr_and_inverse_match_scipy():
+    x = np.concatenate([np.linspace(-60, 10, 1401), [-29.999, -30.0, -30.001, 5.999, 6.001]])
+    ours = np.array([log_ndtr(v) for v in x])
+    np.testing.assert_allclose(ours, scipy_log_ndtr(x), rtol=2e-14, atol=1e-300)
+    assert log_ndtr(-np.inf) == -np.inf and log_ndtr(np.inf) == 0.0
+    p = np.concatenate([np.logspace(-300, -1, 600), np.linspace(0.1, 0.5, 401)])
+    np.testing.assert_allclose([_ndtri_lower(v) for v in p], ndtri(p), rtol=1e-13, atol=1e-15)
+
+
 def test_log_interval_is_accurate_in_both_tails():
     # far upper tail: Phi(41) - Phi(40) = Phi(-40) - Phi(-41), about Phi(-40); plain ndtr gives 0
-    assert log_interval(np.array([40.0]), np.array([41.0]))[0] == pytest.approx(
-        log_ndtr(-40.0), rel=1e-12)
-    assert log_interval(np.array([-41.0]), np.array([-40.0]))[0] == pytest.approx(
-        log_ndtr(-40.0), rel=1e-12)
+    assert log_interval(40.0, 41.0) == pytest.approx(scipy_log_ndtr(-40.0), rel=1e-12)
+    assert log_interval(-41.0, -40.0) == pytest.approx(scipy_log_ndtr(-40.0), rel=1e-12)
     # a narrow interval at the centre: the density times the width
     w = 1e-9
-    assert log_interval(np.array([0.0]), np.array([w]))[0] == pytest.approx(
-        np.log(w * stats.norm.pdf(0.0)), rel=1e-8)
-    assert log_interval(np.array([-np.inf]), np.array([np.inf]))[0] == 0.0
+    assert log_interval(0.0, w) == pytest.approx(np.log(w * stats.norm.pdf(0.0)), rel=1e-8)
+    assert log_interval(-np.inf, np.inf) == 0.0
+    assert log_interval(-np.inf, 0.0) == pytest.approx(np.log(0.5), rel=1e-15)
 
 
 @pytest.mark.parametrize("lo, hi, f", [(-np.inf, -0.5, 0.3), (0.2, 1.1, -0.4), (1.0, np.inf, -2.0),
-                                       (8.0, 9.0, 0.0), (-np.inf, -45.0, 0.0)])
+                                       (8.0, 9.0, 0.0), (-np.inf, -45.0, 0.0),
+                                       (-0.5, np.inf, 0.0), (-3.0, 3.0, 0.5)])
 def test_truncated_draws_follow_truncnorm(lo, hi, f):
     rng = np.random.default_rng(1)
     n = 4000
-    z = draw_truncated(np.full(n, f), np.full(n, lo), np.full(n, hi), 1.0 - rng.random(n))
+    # the interval (lo, hi] as a class between the cut-points lo and hi (the finite ones)
+    t = np.array([v for v in (lo, hi) if np.isfinite(v)])
+    cls = 1 if np.isfinite(lo) else 0
+    z = draw_truncated(t, np.full(n, f), np.full(n, cls, dtype=np.int64), 1.0 - rng.random(n))
     assert np.all(np.isfinite(z)) and np.all(z >= lo) and np.all(z <= hi)
     if hi > -40:  # scipy's truncnorm cdf (its own far-tail formula) as the reference
         ks = stats.kstest(z, stats.truncnorm(lo - f, hi - f, loc=f).cdf)

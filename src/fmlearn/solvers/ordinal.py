@@ -33,11 +33,12 @@ of Phi(t_c - f(x)) - Phi(t_{c-1} - f(x)) (:func:`ordinal_proba`).
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr, ndtri
+from scipy.special import ndtr, ndtri
 
 from ..kernels.cd import Config, Model, Prior, compile_sweep, coordinate_sweep, gamma_shapes, \
     n_normals
 from ..kernels.losses import SQUARED
+from ..kernels.ordinal import cut_point_sums, truncated_latent
 from ..kernels.predict import fm_predict_csr
 from ._fm_common import group_index, refresh_row_state, row_state
 from .mcmc import _reserve, run_chain
@@ -50,7 +51,6 @@ W0_PRECISION = 1e300
 #: Degrees of freedom of the cut-points' t proposal (heavier tails than the Gaussian it
 #: approximates keep the importance ratio bounded).
 PROPOSAL_DF = 8.0
-_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 
 @dataclass
@@ -64,38 +64,12 @@ class CutPoints:
     samples: np.ndarray = None
 
 
-def _log1mexp(x):
-    """log(1 - exp(x)) for x <= 0, accurately on both sides of -log 2."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.empty_like(x)
-    near = x > -0.6931471805599453
-    with np.errstate(divide="ignore"):
-        out[near] = np.log(-np.expm1(x[near]))
-        out[~near] = np.log1p(-np.exp(x[~near]))
-    return out
-
-
-def log_interval(a, b):
-    """log(Phi(b) - Phi(a)) for a < b (either may be infinite), without cancellation: an
-    interval in the upper tail is mirrored into the lower one."""
-    flip = a > 0
-    lo = np.where(flip, -b, a)
-    hi = np.where(flip, -a, b)
-    lhi = log_ndtr(hi)
-    return lhi + _log1mexp(log_ndtr(lo) - lhi)
-
-
-def _bounds(t, y):
-    """The cut-points below and above each row's class (-inf / +inf at the ends)."""
-    ext = np.concatenate([[-np.inf], t, [np.inf]])
-    return ext[y], ext[y + 1]
-
-
 def cut_point_terms(t, f, y, sw, hessian=True):
     """The log-likelihood sum_i s_i log P(y_i | f_i, t) of the cut-points ``t`` (K-1,) with the
-    latent z integrated out, its gradient (K-1,) and Hessian (K-1, K-1) in ``t``.
+    latent z integrated out, its gradient (K-1,) and Hessian (K-1, K-1) in ``t``
+    (:func:`fmlearn.kernels.ordinal.cut_point_sums`, one pass over the rows).
 
-    ``y`` holds class indices 0..K-1 (int), ``f`` the FM scores, ``sw`` the weights. With
+    ``y`` holds class indices 0..K-1 (int64), ``f`` the FM scores, ``sw`` the weights. With
     a_i = t_{y_i - 1} - f_i, b_i = t_{y_i} - f_i, P_i = Phi(b_i) - Phi(a_i) and the ratios
     r_b = phi(b)/P, r_a = phi(a)/P: d log P / d b = r_b, d log P / d a = -r_a,
     d^2/db^2 = -b r_b - r_b^2, d^2/da^2 = a r_a - r_a^2, d^2/(da db) = r_a r_b. Returns -inf
@@ -104,31 +78,10 @@ def cut_point_terms(t, f, y, sw, hessian=True):
     K1 = t.shape[0]
     if K1 > 1 and not np.all(np.diff(t) > 0):
         return -np.inf, None, None
-    lo, hi = _bounds(t, y)
-    a = lo - f
-    b = hi - f
-    logp = log_interval(a, b)
-    ll = float(np.dot(sw, logp))
-    if not hessian:
-        return ll, None, None
-    with np.errstate(invalid="ignore", over="ignore"):
-        ra = np.where(np.isfinite(a), np.exp(-0.5 * a * a - _LOG_SQRT_2PI - logp), 0.0)
-        rb = np.where(np.isfinite(b), np.exp(-0.5 * b * b - _LOG_SQRT_2PI - logp), 0.0)
-        ha = np.where(np.isfinite(a), a * ra - ra * ra, 0.0)
-        hb = np.where(np.isfinite(b), -b * rb - rb * rb, 0.0)
-    upper = y < K1  # rows whose upper bound is a cut-point: t_{y_i}
-    lower = y > 0  # rows whose lower bound is a cut-point: t_{y_i - 1}
-    grad = (np.bincount(y[upper], sw[upper] * rb[upper], minlength=K1)[:K1]
-            - np.bincount(y[lower] - 1, sw[lower] * ra[lower], minlength=K1)[:K1])
-    diag = (np.bincount(y[upper], sw[upper] * hb[upper], minlength=K1)[:K1]
-            + np.bincount(y[lower] - 1, sw[lower] * ha[lower], minlength=K1)[:K1])
-    H = np.diag(diag)
-    if K1 > 1:  # rows between two cut-points couple t_{c-1} and t_c
-        mid = upper & lower
-        off = np.bincount(y[mid] - 1, sw[mid] * ra[mid] * rb[mid], minlength=K1)[:K1 - 1]
-        H[np.arange(K1 - 1), np.arange(1, K1)] = off
-        H[np.arange(1, K1), np.arange(K1 - 1)] = off
-    return ll, grad, H
+    grad = np.zeros(K1)
+    H = np.zeros((K1, K1))
+    ll = cut_point_sums(np.ascontiguousarray(t, dtype=np.float64), f, y, sw, grad, H, hessian)
+    return (ll, grad, H) if hessian else (ll, None, None)
 
 
 def _proposal(t, grad, H):
@@ -184,26 +137,13 @@ def draw_cut_points(cuts, f, y, sw, rs, df=PROPOSAL_DF):
     return False
 
 
-def draw_truncated(f, lo, hi, u):
-    """z ~ N(f, 1) truncated to (lo, hi], by inversion with ``u`` uniform in (0, 1].
-
-    The standardised interval (a, b) = (lo - f, hi - f) is mirrored when a > 0, so that
-    Phi(a) <= 1/2 and no probability near 1 is subtracted; where Phi(b) underflows (b < -37)
-    the far lower tail is exponential: e = b - E / |b| with E ~ Exp(1), kept above a."""
-    a = lo - f
-    b = hi - f
-    flip = a > 0
-    a2 = np.where(flip, -b, a)
-    b2 = np.where(flip, -a, b)
-    pa = ndtr(a2)
-    pb = ndtr(b2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = ndtri(pa + u * (pb - pa))
-        tail = pb <= 1e-300
-        if np.any(tail):
-            e[tail] = np.maximum(b2[tail] + np.log(u[tail]) / -b2[tail], a2[tail])
-    e = np.minimum(np.maximum(e, a2), b2)
-    return f + np.where(flip, -e, e)
+def draw_truncated(t, f, y, u):
+    """Every row's z ~ N(f_i, 1) truncated to its class's interval (t_{y_i - 1}, t_{y_i}]
+    (:func:`fmlearn.kernels.ordinal.truncated_latent`, inversion with ``u`` uniform in
+    (0, 1]; an interval above the mean is mirrored, the far tail drawn as exponential)."""
+    z = np.empty(f.shape[0])
+    truncated_latent(np.ascontiguousarray(t, dtype=np.float64), f, y, u, z)
+    return z
 
 
 def initial_cut_points(y, sw, n_classes):
@@ -269,8 +209,7 @@ def ordinal_solver(data, state, chain, cuts, settings, seed, callback=None):
         nonlocal target
         pred = E[:, 0] + target
         draw_cut_points(cuts, pred, y, sw, rs)
-        lo, hi = _bounds(cuts.value, y)
-        target = draw_truncated(pred, lo, hi, 1.0 - rs.random(pred.shape[0]))
+        target = draw_truncated(cuts.value, pred, y, 1.0 - rs.random(pred.shape[0]))
         E[:, 0] = pred - target
         before["n"], before["stride"] = chain.n_samples, chain.stride
         return coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
