@@ -184,14 +184,16 @@ def main(argv=None):
                         r["metric"] = _metric(task, r.pop("pred"), yt)
                         rows[system].append(r)
             metric = "log-loss" if task == "vb_clf" else "RMSE"
-            print(f"### {task} (MovieLens-100K, k=8, {n} {'sweeps' if task == 'ordinal' else 'iterations'}, "
-                  f"seeds {a.seeds}, {a.reps} rep(s), one thread)\n")
+            unit = "sweeps" if task == "ordinal" else "iterations"
+            print(f"### {task} (MovieLens-100K, k=8, {n} {unit}, seeds {a.seeds}, "
+                  f"{a.reps} rep(s), one thread)\n")
             print(f"| system | test {metric} | fit CPU s | process CPU s | process wall s | load |")
             print("|---|---|---|---|---|---|")
             for system, rs in rows.items():
-                print(f"| {system} | {_fmt([r['metric'] for r in rs], 4)} | "
-                      f"{_fmt([r['fit_cpu'] for r in rs], 2)} | {_fmt([r['cpu'] for r in rs], 2)} | "
-                      f"{_fmt([r['wall'] for r in rs], 2)} | {_fmt([r['load'] for r in rs], 1)} |")
+                cols = [_fmt([r["metric"] for r in rs], 4)] + [
+                    _fmt([r[key] for r in rs], 2) for key in ("fit_cpu", "cpu", "wall")]
+                cols.append(_fmt([r["load"] for r in rs], 1))
+                print(f"| {system} | " + " | ".join(cols) + " |")
             f_cpu = np.median([r["fit_cpu"] for r in rows["fmlearn"]])
             m_cpu = np.median([r["fit_cpu"] for r in rows["myFM"]])
             print(f"\nfit CPU ratio fmlearn / myFM (medians): {f_cpu / m_cpu:.2f}\n", flush=True)

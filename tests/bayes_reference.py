@@ -1,6 +1,6 @@
 """Slow NumPy oracles of the Bayesian additions to the classic FM: the evidence lower bound of
-the mean-field posterior (:mod:`fmlearn.kernels.vb`), its variance of f by enumeration, and the
-ordered-probit likelihood of the cut-points (:mod:`fmlearn.solvers.ordinal`).
+the mean-field posterior (:mod:`fmlearn.kernels.vb`) and its variance of f by enumeration (the
+ordered probit's oracles live in tests/solvers/test_ordinal_solver.py).
 
 Written from the formulas, not from the kernels: dense X, plain loops or vectorised NumPy,
 scipy.special for the normal distribution.
@@ -10,7 +10,7 @@ import itertools
 import math
 
 import numpy as np
-from scipy.special import digamma, gammaln, log_ndtr, ndtr
+from scipy.special import digamma, gammaln, log_ndtr
 
 
 def mean_prediction(X, w0, w, V):
@@ -88,7 +88,7 @@ def elbo(X, y, sw, w0, w, V, post, group, *, probit, reg_bias=0.0, alpha_0=1.0, 
     for f in range(V.shape[1]):
         blocks.append((V[:, f], V_var[:, f], post.lambda_v[f], post.rate_v[f], post.mu_v[f],
                        post.mu_var_v[f]))
-    for theta, s, lam, rate, mu, mu_var in blocks:
+    for theta, s, _lam, rate, mu, mu_var in blocks:
         a = 0.5 * (alpha_0 + size + 1.0)
         b = np.asarray(rate, dtype=np.float64)
         e_lam = a / b
@@ -106,32 +106,3 @@ def elbo(X, y, sw, w0, w, V, post, group, *, probit, reg_bias=0.0, alpha_0=1.0, 
         total += float(np.sum(_e_log_gamma_prior(a, b, 0.5 * alpha_0, 0.5 * beta_0)
                               + _gamma_entropy(a, b)))
     return total
-
-
-# -- ordered probit ---------------------------------------------------------------------------
-def ordinal_probabilities(f, cuts):
-    """P(y = c | f) of the ordered probit with cut-points ``cuts`` (C - 1,), for every row:
-    Phi(cut_c - f) - Phi(cut_{c-1} - f) with cut_{-1} = -inf and cut_{C-1} = +inf."""
-    edges = np.concatenate([[-np.inf], cuts, [np.inf]])
-    upper = ndtr(edges[None, 1:] - f[:, None])
-    lower = ndtr(edges[None, :-1] - f[:, None])
-    return upper - lower
-
-
-def cutpoints_of(theta):
-    """The cut-points of the free parameters: cut_0 = 0, cut_m = cut_{m-1} + exp(theta_m)."""
-    return np.concatenate([[0.0], np.cumsum(np.exp(theta))])
-
-
-def cutpoint_log_posterior(theta, f, y, sw, prior_precision=1.0):
-    """log p(theta | f) up to a constant: sum_i s_i log P(y_i | f_i, cuts(theta)) minus the
-    Gaussian prior's prior_precision |theta|^2 / 2 (brute force through the probabilities)."""
-    p = ordinal_probabilities(f, cutpoints_of(theta))[np.arange(y.shape[0]), y]
-    return float(np.sum(sw * np.log(p)) - 0.5 * prior_precision * np.dot(theta, theta))
-
-
-def multivariate_t_logpdf(x, loc, precision, nu):
-    """Log-density of the multivariate t with ``nu`` degrees of freedom, location ``loc`` and
-    scale matrix inverse ``precision``, up to the normalising constant."""
-    d = x - loc
-    return -0.5 * (nu + loc.shape[0]) * math.log1p(float(d @ precision @ d) / nu)

@@ -107,9 +107,8 @@ def test_same_random_state_same_result_with_any_threads():
 
 
 def test_save_load_round_trip_and_crafted_cut_points_refused(tmp_path):
-    from test_io import _rebuild, _set_array  # the suite's model-file helpers
-
     import fmlearn.io as fio
+    from test_io import _rebuild, _set_array  # the suite's model-file helpers
 
     X, y = _small()
     model = FMOrdinalRegressor(2, n_iter=20, random_state=0).fit(X, y)

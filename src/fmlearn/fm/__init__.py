@@ -18,9 +18,9 @@ import numba
 import numpy as np
 from scipy.special import ndtri
 from sklearn.base import _fit_context, is_classifier
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import merge_duplicate_rows, raw, to_csr
@@ -45,9 +45,9 @@ from ._multiclass import (
     ovr_proba,
     stack_views,
 )
+from ._plan import ClassicFMPlan
 from ._vb import check_loaded_posterior
 from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
-from ._plan import ClassicFMPlan
 
 
 def _solver_is_sgd(est):

@@ -22,8 +22,8 @@ _LN2 = math.log(2.0)
 @njit(cache=True, nogil=True)
 def log_ndtr(x):
     """log Phi(x): log1p(-Q(x)) above 0, log of ``erfc`` (accurate in relative terms) down to
-    x = -30 (Phi ~ 5e-198), the asymptotic series -x^2/2 - log(-x) - log sqrt(2 pi) + log(1 - 1/x^2 + 3/x^4 - ...) below
-    (six terms: relative error below 1e-17 there)."""
+    x = -30 (Phi ~ 5e-198), below it the asymptotic series -x^2/2 - log(-x) - log sqrt(2 pi)
+    + log(1 - 1/x^2 + 3/x^4 - ...) (six terms: relative error below 1e-17 there)."""
     if x > 0.0:
         return math.log1p(-0.5 * math.erfc(x / _SQRT2))
     if x > -30.0:

@@ -35,8 +35,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from ..kernels.cd import Config, Model, Prior, compile_sweep, coordinate_sweep, gamma_shapes, \
-    n_normals
+from ..kernels.cd import (
+    Config,
+    Model,
+    Prior,
+    compile_sweep,
+    coordinate_sweep,
+    gamma_shapes,
+    n_normals,
+)
 from ..kernels.losses import SQUARED
 from ..kernels.ordinal import cut_point_sums, truncated_latent
 from ..kernels.predict import fm_predict_csr
