@@ -22,7 +22,13 @@ from .._docs import fill_doc
 from .._plan import square_stats
 from .._threads import n_threads
 from ..exceptions import DivergenceError
-from ..solvers._fm_common import auto_init_stdev, check_groups, column_data, init_state
+from ..solvers._fm_common import (
+    FMState,
+    auto_init_stdev,
+    check_groups,
+    column_data,
+    init_state,
+)
 from ..solvers.mcmc import Chain
 from ..solvers.ordinal import (
     W0_PRECISION,
@@ -31,7 +37,7 @@ from ..solvers.ordinal import (
     ordinal_proba,
     ordinal_solver,
 )
-from ._mcmc import chain_attributes, check_loaded_chain, mcmc_settings
+from ._mcmc import chain_attributes, check_loaded_chain, fitted_chain, mcmc_settings
 
 __all__ = ["FMOrdinalRegressor"]
 
@@ -90,6 +96,10 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         after burn-in within 256 MB), as in :class:`FMRegressor`.
     groups : array-like of int or None, default=None
         Feature groups with their own priors, as in :class:`FMRegressor`.
+    warm_start : bool, default=False
+        Continue the fitted chain (sample, hyper-parameters, cut-points, kept samples) on the
+        next ``fit`` when the data have the same features and levels: 50 + 50 sweeps equal
+        100.
     random_state : int, RandomState or None, default=None
     n_jobs : int or None, default=None
         Threads for the compiled sweep (results do not depend on it).
@@ -141,19 +151,22 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         "n_burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "n_kept_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "groups": ["array-like", None],
+        "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
     }
 
     def __init__(self, n_factors=8, *, n_iter=100, init_stdev="auto", n_burn_in=None,
-                 n_kept_samples=None, groups=None, random_state=None, n_jobs=None, verbose=0):
+                 n_kept_samples=None, groups=None, warm_start=False, random_state=None,
+                 n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.n_iter = n_iter
         self.init_stdev = init_stdev
         self.n_burn_in = n_burn_in
         self.n_kept_samples = n_kept_samples
         self.groups = groups
+        self.warm_start = warm_start
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -193,8 +206,16 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
              "n_kept_samples": self.n_kept_samples, "n_factors": k, "overrelaxation": 0.0,
              "reg_bias": W0_PRECISION}
         settings = mcmc_settings(p, True, d, dtype, groups)
-        chain = Chain.start(k, n_groups)
-        cuts = CutPoints(initial_cut_points(yi, sw, levels.shape[0]))
+        warm = self._continues(levels, d, k, n_groups, dtype)
+        if warm:  # the fitted chain, as one long run
+            init_stdev = self.init_stdev_
+            state = FMState(0.0, self.w_.copy(), self.V_.copy())
+            chain = fitted_chain(self)
+            chain.samples = tuple(a.copy() for a in chain.samples)
+            cuts = CutPoints(self.cut_points_.copy(), samples=self.samples_cut_points_.copy())
+        else:
+            chain = Chain.start(k, n_groups)
+            cuts = CutPoints(initial_cut_points(yi, sw, levels.shape[0]))
         data = column_data(X, yi_f, sw)
         with n_threads(self.n_jobs):
             state, n_done, info = ordinal_solver(data, state, chain, cuts, settings, seed)
@@ -203,7 +224,7 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         self.levels_ = levels
         self.dtype_ = np.dtype(dtype).name
         self.n_iter_ = n_done
-        self.init_stdev_ = init_stdev
+        self.init_stdev_ = float(init_stdev)
         self.w0_ = 0.0
         self.w_ = state.w
         self.V_ = state.V
@@ -215,6 +236,14 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         self.cut_points_ = cuts.value.copy()
         self.cut_point_acceptance_ = cuts.n_accepted / max(cuts.n_proposed, 1)
         return self
+
+    def _continues(self, levels, d, k, n_groups, dtype):
+        """Whether this fit continues the fitted chain (``warm_start`` on a model of the same
+        features, levels, factors, groups and dtype)."""
+        return bool(self.warm_start and hasattr(self, "chain_")
+                    and np.array_equal(getattr(self, "levels_", ()), levels)
+                    and self.V_.shape == (d, k) and self.V_.dtype == dtype
+                    and np.shape(self.chain_["lambda_w"]) == (n_groups,))
 
     def _raw_predict(self, X):
         indptr, indices, data = raw(to_csr(X, self._model_dtype()))
