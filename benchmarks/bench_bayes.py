@@ -10,6 +10,10 @@ Three tasks on the same one-hot user + item features (k = 8), 75,000 / 25,000 ra
   against myFM's ``VariationalFMRegressor``, both ``--vb-iter`` iterations (default 100).
 - ``vb_clf``: variational Bayes probit classification of "rating >= 4"; metric: test
   log-loss. ``FMClassifier(solver="vb")`` against ``VariationalFMClassifier``.
+- ``multiclass``: the five ratings as five classes (no peer has a multiclass FM): fmlearn's
+  ``FMClassifier`` (one-vs-rest inside, MCMC, ``--mc-sweeps`` sweeps, default 100) against
+  scikit-learn's ``OneVsRestClassifier(FMClassifier(...))``; metric: test log-loss of the
+  5-class probabilities, and the largest difference of the two systems' probabilities.
 
 Every fit runs in a fresh process on one thread (``NUMBA_NUM_THREADS`` etc. = 1, fmlearn
 ``n_jobs=1``); the systems alternate (A B A B ...) for ``--reps`` repetitions of each seed.
@@ -20,10 +24,12 @@ cache, and each fmlearn child runs a tiny fit first so the timed ``fit`` exclude
 compiled kernels (the process figures include it). The split is written once as ``.npz`` files
 both interpreters read.
 
-Usage (one command per table; ``--quick``: one seed, one repetition, 50 sweeps / 30 iterations)::
+Usage (one command per table; ``--quick``: one seed, one repetition, 50 ordinal sweeps, 30 VB
+iterations, 20 multiclass sweeps)::
 
-    python benchmarks/bench_bayes.py [--tasks ordinal vb_reg vb_clf] [--seeds 0 1 2] [--reps 1]
-        [--sweeps 200] [--vb-iter 100] [--data ML100K_DIR] [--peers-python PY] [--quick]
+    python benchmarks/bench_bayes.py [--tasks ordinal vb_reg vb_clf multiclass] [--seeds 0 1 2]
+        [--reps 1] [--sweeps 200] [--vb-iter 100] [--mc-sweeps 100] [--data ML100K_DIR]
+        [--peers-python PY] [--quick]
 
 ``--peers-python`` (or ``$FMLEARN_PEERS_PYTHON``) is a Python with ``myfm`` installed; data from
 ``--data`` or fmlearn's default folder (``$FMLEARN_DATA/ml-100k``, else
@@ -41,7 +47,7 @@ import time
 
 import numpy as np
 
-TASKS = ("ordinal", "vb_reg", "vb_clf")
+TASKS = ("ordinal", "vb_reg", "vb_clf", "multiclass")
 ONE_THREAD = {k: "1" for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                "MKL_NUM_THREADS")}
 
@@ -61,6 +67,8 @@ def _load_split(folder):
 def _fmlearn_model(task, seed, n):
     from fmlearn import FMClassifier, FMOrdinalRegressor, FMRegressor
 
+    if task == "multiclass":
+        return FMClassifier(8, n_iter=n, random_state=seed, n_jobs=1)
     if task == "ordinal":
         return FMOrdinalRegressor(8, n_iter=n, random_state=seed, n_jobs=1)
     cls = FMRegressor if task == "vb_reg" else FMClassifier
@@ -71,14 +79,20 @@ def _child(system, task, seed, n, folder, out):
     X, y, Xt, yt = _load_split(folder)
     if task == "vb_clf":
         y, yt = (y >= 4).astype(np.int64), (yt >= 4).astype(np.int64)
-    if system == "fmlearn":
+    if system in ("fmlearn", "sklearn-ovr"):
         _fmlearn_model(task, 0, 3).fit(X[:500], y[:500])  # load the compiled kernels
         model = _fmlearn_model(task, seed, n)
+        if system == "sklearn-ovr":
+            from sklearn.multiclass import OneVsRestClassifier
+
+            model = OneVsRestClassifier(model)
         t0 = time.process_time()
         model.fit(X, y)
         fit_cpu = time.process_time() - t0
         if task == "vb_clf":
             pred = model.predict_proba(Xt)[:, 1]
+        elif task == "multiclass":
+            pred = model.predict_proba(Xt)
         else:
             pred = model.predict(Xt)
     else:
@@ -116,6 +130,9 @@ def _write_split(folder, data_path, seed):
 
 
 def _metric(task, pred, yt):
+    if task == "multiclass":
+        p = np.clip(pred[np.arange(yt.shape[0]), yt.astype(np.int64) - 1], 1e-15, 1.0)
+        return float(-np.mean(np.log(p)))
     if task == "vb_clf":
         t = (yt >= 4).astype(np.float64)
         p = np.clip(pred, 1e-15, 1 - 1e-15)
@@ -154,6 +171,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--sweeps", type=int, default=200)
     ap.add_argument("--vb-iter", type=int, default=100)
+    ap.add_argument("--mc-sweeps", type=int, default=100)
     ap.add_argument("--data", default=None)
     ap.add_argument("--peers-python", default=os.environ.get("FMLEARN_PEERS_PYTHON"))
     ap.add_argument("--quick", action="store_true")
@@ -162,29 +180,35 @@ def main(argv=None):
         system, task, seed, n, folder, out = a.child
         _child(system, task, int(seed), int(n), folder, out)
         return
-    if a.peers_python is None:
+    if a.peers_python is None and set(a.tasks) - {"multiclass"}:
         ap.error("--peers-python (or $FMLEARN_PEERS_PYTHON): a Python with myfm")
     if a.quick:
-        a.seeds, a.reps, a.sweeps, a.vb_iter = a.seeds[:1], 1, 50, 30
-    systems = {"fmlearn": sys.executable, "myFM": a.peers_python}
+        a.seeds, a.reps, a.sweeps, a.vb_iter, a.mc_sweeps = a.seeds[:1], 1, 50, 30, 20
     cmd = "python benchmarks/bench_bayes.py " + " ".join(argv if argv is not None
                                                           else sys.argv[1:])
     print(f"Command: `{cmd}`\n")
     with tempfile.TemporaryDirectory(prefix="bench-bayes-") as folder:
         for task in a.tasks:
-            n = a.sweeps if task == "ordinal" else a.vb_iter
+            n = {"ordinal": a.sweeps, "multiclass": a.mc_sweeps}.get(task, a.vb_iter)
+            peer = ("sklearn-ovr", sys.executable) if task == "multiclass" else (
+                "myFM", a.peers_python)
+            systems = dict([("fmlearn", sys.executable), peer])
             rows = {s: [] for s in systems}
+            gaps = []
             for seed in a.seeds:
                 yt = _write_split(folder, a.data, seed)
                 _run(sys.executable, "fmlearn", task, seed, 3, folder)  # fill numba's cache
                 for rep in range(a.reps):
                     order = list(systems) if rep % 2 == 0 else list(systems)[::-1]
+                    preds = {}
                     for system in order:
                         r = _run(systems[system], system, task, seed, n, folder)
-                        r["metric"] = _metric(task, r.pop("pred"), yt)
+                        preds[system] = r.pop("pred")
+                        r["metric"] = _metric(task, preds[system], yt)
                         rows[system].append(r)
-            metric = "log-loss" if task == "vb_clf" else "RMSE"
-            unit = "sweeps" if task == "ordinal" else "iterations"
+                    gaps.append(float(np.max(np.abs(preds["fmlearn"] - preds[peer[0]]))))
+            metric = "log-loss" if task in ("vb_clf", "multiclass") else "RMSE"
+            unit = "iterations" if task.startswith("vb") else "sweeps"
             print(f"### {task} (MovieLens-100K, k=8, {n} {unit}, seeds {a.seeds}, "
                   f"{a.reps} rep(s), one thread)\n")
             print(f"| system | test {metric} | fit CPU s | process CPU s | process wall s | load |")
@@ -195,8 +219,10 @@ def main(argv=None):
                 cols.append(_fmt([r["load"] for r in rs], 1))
                 print(f"| {system} | " + " | ".join(cols) + " |")
             f_cpu = np.median([r["fit_cpu"] for r in rows["fmlearn"]])
-            m_cpu = np.median([r["fit_cpu"] for r in rows["myFM"]])
-            print(f"\nfit CPU ratio fmlearn / myFM (medians): {f_cpu / m_cpu:.2f}\n", flush=True)
+            m_cpu = np.median([r["fit_cpu"] for r in rows[peer[0]]])
+            print(f"\nfit CPU ratio fmlearn / {peer[0]} (medians): {f_cpu / m_cpu:.2f}; largest "
+                  f"difference of the two systems' test predictions: {max(gaps):.3g}\n",
+                  flush=True)
 
 
 if __name__ == "__main__":

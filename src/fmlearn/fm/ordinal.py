@@ -41,6 +41,17 @@ from ._mcmc import chain_attributes, check_loaded_chain, fitted_chain, mcmc_sett
 
 __all__ = ["FMOrdinalRegressor"]
 
+#: Over-relaxation of the sweep's Gaussian draws of w and V once the chain has settled (as
+#: :class:`FMRegressor`'s ``overrelaxation``): 0, Gibbs draws. On a validation split of
+#: MovieLens-100K's training rows (60,000 / 15,000 of splits 0 and 1, 200 sweeps) -0.9, the
+#: regressor's choice, predicted worse: RMSE 0.9294 / 0.9266 against 0.9169 / 0.9241.
+ORDINAL_OVERRELAXATION = 0.0
+#: ``n_burn_in=None`` discards the first ``n_iter // BURN_IN_SHARE`` sweeps. On the same
+#: validation split (200 sweeps) discarding 50 or 100 sweeps predicted better than the
+#: regressor's default 10: RMSE 0.9145 / 0.9213 (50) and 0.9142 / 0.9220 (100) against
+#: 0.9169 / 0.9241 (10); the factors need tens of sweeps to grow from their small start.
+BURN_IN_SHARE = 4
+
 
 def ordinal_levels(y):
     """The sorted distinct labels of ``y`` (float64) and each row's class index, or a
@@ -90,7 +101,9 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         Standard deviation of the initial factors ("auto": 0.1 over the root mean square of
         the non-zero feature values, as :class:`FMRegressor`).
     n_burn_in : int or None, default=None
-        Sweeps discarded before samples are kept (None: ``min(10, n_iter // 10)``).
+        Sweeps discarded before samples are kept (None: ``n_iter // 4``, 50 of 200 sweeps:
+        on a validation split of MovieLens-100K's training rows it predicted better than
+        :class:`FMRegressor`'s 10, RMSE -0.002 to -0.003).
     n_kept_samples : int or None, default=None
         At most this many evenly spaced samples are kept for prediction (None: every sample
         after burn-in within 256 MB), as in :class:`FMRegressor`.
@@ -98,8 +111,8 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         Feature groups with their own priors, as in :class:`FMRegressor`.
     warm_start : bool, default=False
         Continue the fitted chain (sample, hyper-parameters, cut-points, kept samples) on the
-        next ``fit`` when the data have the same features and levels: 50 + 50 sweeps equal
-        100.
+        next ``fit`` when the data have the same features and levels: with the same
+        ``n_burn_in``, 50 + 50 sweeps equal 100.
     random_state : int, RandomState or None, default=None
     n_jobs : int or None, default=None
         Threads for the compiled sweep (results do not depend on it).
@@ -202,8 +215,10 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         state = init_state(d, k, init_stdev, rs, dtype, random_linear=True)
-        p = {"n_iter": self.n_iter, "n_burn_in": self.n_burn_in,
-             "n_kept_samples": self.n_kept_samples, "n_factors": k, "overrelaxation": 0.0,
+        burn = self.n_burn_in if self.n_burn_in is not None else self.n_iter // BURN_IN_SHARE
+        p = {"n_iter": self.n_iter, "n_burn_in": burn,
+             "n_kept_samples": self.n_kept_samples, "n_factors": k,
+             "overrelaxation": ORDINAL_OVERRELAXATION,
              "reg_bias": W0_PRECISION}
         settings = mcmc_settings(p, True, d, dtype, groups)
         warm = self._continues(levels, d, k, n_groups, dtype)

@@ -48,7 +48,7 @@ from ..kernels.losses import SQUARED
 from ..kernels.ordinal import cut_point_sums, truncated_latent
 from ..kernels.predict import fm_predict_csr
 from ._fm_common import group_index, refresh_row_state, row_state
-from .mcmc import _reserve, run_chain
+from .mcmc import _reserve, run_chain, sweep_config
 
 __all__ = ["PROPOSAL_DF", "W0_PRECISION", "CutPoints", "cut_point_terms", "draw_cut_points",
            "draw_truncated", "initial_cut_points", "ordinal_proba", "ordinal_solver"]
@@ -196,7 +196,8 @@ def ordinal_solver(data, state, chain, cuts, settings, seed, callback=None):
     group, size = settings.groups if settings.groups is not None else group_index(None, d)
     prior = Prior(group, size, chain.lambda_w, chain.mu_w, chain.lambda_v, chain.mu_v)
     cfg = Config(SQUARED, 1.0, True, True, False, float(settings.reg_bias),
-                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0, 0.0)
+                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0,
+                 float(settings.relax))
     shapes = gamma_shapes(d, k, size, cfg, float(sw.sum()))
     nz = n_normals(d, k, size.shape[0])
     model = Model(state.w, state.V, np.array([state.w0, 1.0]))
@@ -220,7 +221,7 @@ def ordinal_solver(data, state, chain, cuts, settings, seed, callback=None):
         E[:, 0] = pred - target
         before["n"], before["stride"] = chain.n_samples, chain.stride
         return coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
-                                rs.standard_gamma(shapes), cfg)
+                                rs.standard_gamma(shapes), sweep_config(cfg, chain, settings))
 
     def after(it):
         _mirror_keep(cuts, chain, before["n"], before["stride"])
