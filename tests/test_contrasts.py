@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from contrast_cases import bad_contrast_cases, double_differences, snapshot
-from fmlearn import GFMRegressor, IFMRegressor
+from fmlearn import FMRegressor, GFMRegressor, IFMRegressor
 from fmlearn._contrasts import bias_identifiable, check_contrasts
 from fmlearn.solvers.contrast_ls import (
     ContrastData,
@@ -218,3 +218,26 @@ def test_auto_solver_on_contrasts_takes_lm_cold_and_als_for_warm_refits():
     als.fit(X, C @ f(X), contrasts=C)
     als.set_params(solver="als", max_iter=cold.n_iter_).fit(X2, y2, contrasts=C2)
     np.testing.assert_array_equal(cold.predict(X2), als.predict(X2))
+
+
+# Every estimator and solver that fits contrasts (FM: ALS, MCMC, SGD; gFM and iFM: ALS, LM).
+CONTRAST_FITS = [(FMRegressor, dict(solver=s, n_iter=2)) for s in ("als", "mcmc", "sgd")] + [
+    (Est, dict(solver=s, max_iter=2)) for Est in (GFMRegressor, IFMRegressor)
+    for s in ("als", "lm")]
+
+
+@pytest.mark.parametrize("Est, kw", CONTRAST_FITS,
+                         ids=[f"{E.__name__}-{kw['solver']}" for E, kw in CONTRAST_FITS])
+def test_predict_contrasts_refuses_an_overflow_as_predict_does(Est, kw):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 4))
+    C = double_differences(40, 60, rng)
+    m = Est(n_factors=2, random_state=0, **kw).fit(X, C @ X[:, 0], contrasts=C)
+    f = m.predict(X)  # finite scores ...
+    assert np.all(np.isfinite(f)) and np.all(np.isfinite(m.predict_contrasts(X, C)))
+    # ... whose combination by finite coefficients leaves float64: an error, never inf/NaN
+    huge = C * (1e308 / np.max(np.abs(f)))
+    with pytest.raises(ValueError, match=r"contrast \d+ overflows float64"):
+        m.predict_contrasts(X, huge)
+    with pytest.raises(ValueError, match="overflows float64"):
+        m.predict(X * 1e200)
