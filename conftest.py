@@ -13,9 +13,8 @@ import pytest
 
 def openblas_kernel():
     """The architecture OpenBLAS reports (e.g. ``"SkylakeX"``, ``"Haswell"``), or None."""
-    from threadpoolctl import threadpool_info
-
     import numpy  # noqa: F401 - loads OpenBLAS
+    from threadpoolctl import threadpool_info
 
     for lib in threadpool_info():
         if lib.get("internal_api") == "openblas":
