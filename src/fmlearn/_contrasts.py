@@ -101,10 +101,29 @@ class PredictContrastsMixin:
         Returns
         -------
         ndarray of shape (n_targets,)
+
+        Raises
+        ------
+        ValueError
+            Bad X or contrasts, or a contrast that overflows float64 (finite scores of the rows
+            whose combination does not fit in float64), as ``predict`` raises on a score that
+            overflows.
         """
         check_is_fitted(self)
         C = check_contrasts(contrasts, _num_samples(X))
-        return apply_contrasts(C, self._scores(X))
+        f = self._scores(X)  # raises on a score that overflows
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = apply_contrasts(C, f)
+        bad = np.flatnonzero(~np.isfinite(out))
+        if bad.shape[0]:
+            g = int(bad[0])
+            row = C[g]
+            raise ValueError(
+                f"{type(self).__name__}: contrast {g} overflows float64 ({out[g]}; it combines "
+                f"{row.nnz} rows with coefficients up to {float(np.max(np.abs(row.data))):.3g} "
+                f"and scores up to {float(np.max(np.abs(f[row.indices]))):.3g}); rescale the "
+                "contrasts or the features, or check the model")
+        return out
 
 
 class ContrastALSMixin(PredictContrastsMixin):

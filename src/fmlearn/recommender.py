@@ -23,6 +23,7 @@ that looks at the class name and the fitted attributes only: this module imports
 its name, which would hide the function ``fmlearn.recommend``.)
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,7 @@ from scipy.special import ndtr, ndtri
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM
+from ._data import check_sparse_structure
 from ._threads import n_threads
 
 __all__ = ["FeatureEmbeddings", "RowEmbeddings", "Recommendations", "feature_embeddings",
@@ -304,6 +306,9 @@ def _exclusions(exclude, n_users, n_items):
     if exclude is None:
         return None
     if sp.issparse(exclude):
+        # SciPy builds a sparse matrix from raw arrays after a cheap check only: an index -1
+        # would silently exclude the last item, one past the end raise a bare IndexError.
+        check_sparse_structure(exclude, "exclude")
         if exclude.shape != (n_users, n_items):
             raise ValueError(f"exclude has shape {exclude.shape}, expected (n_users, n_items) = "
                              f"({n_users}, {n_items})")
@@ -419,7 +424,8 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
     items : sparse matrix or array of shape (n_items, n_features), or ids
         One feature row per item; with ``item_block``, a 1-D array of item ids (None: all).
     k : int, default=10
-        Items per user (at most n_items).
+        Items per user. A ``k`` above the number of items is clipped to it, with a
+        ``UserWarning``: the result then has ``n_items`` columns (every item ranked).
     user_block, item_block : (start, stop), optional
         One-hot blocks: user id u is the feature ``start + u`` (e.g. ``user_block=(0,
         n_users)``, ``item_block=(n_users, n_users + n_items)``).
@@ -438,9 +444,9 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
     Returns
     -------
     Recommendations
-        ``indices`` (n_users, k) int64 item positions in ``items``, best first (ties: the
-        smaller index first), and ``scores`` (n_users, k) float64. A user with fewer than k
-        items left after ``exclude`` gets index -1 and score -inf in the remaining slots.
+        ``indices`` (n_users, min(k, n_items)) int64 item positions in ``items``, best first
+        (ties: the smaller index first), and ``scores`` of the same shape, float64. A user with
+        fewer items left after ``exclude`` gets index -1 and score -inf in the remaining slots.
 
     Examples
     --------
@@ -479,6 +485,10 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
         U = (sp.csr_matrix(U) + sp.csr_matrix(C)).tocsr() if sp.issparse(U) or sp.issparse(C) \
             else U + C
     E = _exclusions(exclude, n_users, n_items)
+    if k > n_items:
+        warnings.warn(f"k={int(k)} is more than the {n_items} items: each user gets all {n_items} "
+                      f"items ranked (the result has {n_items} columns, not {int(k)})",
+                      UserWarning, stacklevel=2)
     k = min(int(k), n_items)
     indices = np.empty((n_users, k), dtype=np.int64)
     scores = np.empty((n_users, k), dtype=np.float64)

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._data import check_sparse_structure
+from ._renamed import renamed_kwargs
 
 __all__ = ["fit_stream", "rebatch"]
 
@@ -57,6 +58,7 @@ def _as_triple(item, where):
     return X, y, sw
 
 
+@renamed_kwargs(batch_rows="batch_size")
 def rebatch(batches, batch_size, last_batch="merge"):
     """Cut a stream of ``(X, y[, sample_weight])`` chunks into batches of ``batch_size`` rows.
 
@@ -421,6 +423,7 @@ def _end_epoch(estimator, history, rows, batches, seconds, eval_set, bar):
         bar.set_postfix({"val": f"{history['val'][-1]:.4g}"})
 
 
+@renamed_kwargs(batch_rows="batch_size")
 def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
                zero_based="auto", dtype=np.float64, checkpoint=None, checkpoint_every=10,

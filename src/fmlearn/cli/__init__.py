@@ -16,6 +16,7 @@ import os
 import sys
 import warnings
 
+from .._renamed import RenamedFlag
 from ._common import (
     CLIError,
     add_command,
@@ -79,6 +80,12 @@ def _add_fit(sub):
                         "each epoch re-reads the file; memory holds one chunk")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help="with --stream: rows per SGD call (default: the chunks as read)")
+    # 0.1 flags, accepted until 0.3 with a FutureWarning
+    for old, new, dest, kind in (("--rank", "--n-factors", "n_factors", nonneg_int),
+                                 ("--burn-in", "--n-burn-in", "n_burn_in", nonneg_int),
+                                 ("--batch-rows", "--batch-size", "batch_size", positive_int)):
+        p.add_argument(old, dest=dest, type=kind, action=RenamedFlag, new_flag=new,
+                       help=argparse.SUPPRESS)
     p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
     p.add_argument("--out", metavar="PRED.txt",
                    help="write predictions for --test here, one per line")

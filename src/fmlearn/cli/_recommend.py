@@ -59,7 +59,7 @@ def add_parser(sub):
     items.add_argument("--item-block", type=_block, metavar="START:STOP",
                        help="one-hot item block: item i is feature START + i")
     p.add_argument("-k", type=positive_int, default=10, metavar="K",
-                   help="items per user (default 10)")
+                   help="items per user (default 10; at most the number of items)")
     p.add_argument("--exclude", metavar="FILE",
                    help="one line per user (in output order): the item indices never to "
                         "recommend to that user, separated by spaces or commas")

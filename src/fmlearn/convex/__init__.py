@@ -73,6 +73,8 @@ def _round_up(x):
 
 
 class _BaseConvexFM(BaseFM):
+    # 0.1 name (seed 004's eta): until 0.3
+    _renamed_params = {"eta": "trace_bound"}
     _parameter_constraints = {
         "trace_bound": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],

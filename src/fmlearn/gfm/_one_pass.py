@@ -488,6 +488,9 @@ class OnePassFMMixin(OnePassMixin):
     ``solver``). The class also mixes in :class:`fmlearn._contrasts.ContrastALSMixin`, which
     resolves the solver and fits to contrasts."""
 
+    # 0.1 name (gFM and iFM): until 0.3
+    _renamed_params = {"n_passes": "max_iter"}
+
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "reg_linear": [Interval(numbers.Real, 0, None, closed="left")],

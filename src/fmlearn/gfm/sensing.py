@@ -90,6 +90,9 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     True
     """
 
+    # 0.1 name: until 0.3
+    _renamed_params = {"n_passes": "max_iter"}
+
     _fit_linear = False
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],

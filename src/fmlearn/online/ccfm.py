@@ -59,6 +59,9 @@ def auto_step(trace_bound, grad2, rounds):
 
 
 class _CCFMBase(TraceBounded, _OnlineBase):
+    # 0.1 names: until 0.3
+    _renamed_params = {"delta": "trace_bound", "eta": "learning_rate",
+                       "eig_iter": "eig_max_iter"}
     _column_scaled = True  # trace_bound="auto" rescales the columns too (online/_trace.py)
     _parameter_constraints = {
         **_OnlineBase._common_constraints,

@@ -21,6 +21,12 @@ from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded
 
 
 class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
+    # 0.1 names: until 0.3 ("eta" was the step of W, "ftrl_alpha" FTRL's alpha of w0 and w)
+    _renamed_params = {
+        "delta": "trace_bound", "eta": "learning_rate_pairwise", "ftrl_alpha": "learning_rate",
+        "alpha": "learning_rate", "beta": "ftrl_beta", "l1": "l1_linear", "l2": "reg_linear",
+        "eig_iter": "eig_max_iter",
+    }
     _augment = False
     _parameter_constraints = {
         **_OnlineBase._common_constraints,

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._renamed import Renamed
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
 from ..solvers.ogd import FMOGDLearner, OGDSettings
 from ..solvers.pa import FMPALearner, PASettings
@@ -32,6 +33,18 @@ LEGACY_FTRL_RATE = 0.1
 
 
 class _OnlineFMBase(_LinearPart, _OnlineBase):
+    # 0.1 names (FTRL's alpha/beta/l1/l2 per block; "eta" the OGD step): until 0.3
+    _renamed_params = {
+        "eta": Renamed("learning_rate", frozenset({"ogd"})),
+        "ftrl_alpha": Renamed("learning_rate", frozenset({"ftrl"})),
+        "alpha": Renamed("learning_rate", frozenset({"ftrl"})),
+        "ftrl_alpha_v": "learning_rate_pairwise", "alpha_v": "learning_rate_pairwise",
+        "beta": "ftrl_beta", "ftrl_beta_v": "ftrl_beta_pairwise", "beta_v": "ftrl_beta_pairwise",
+        "l1": "l1_linear", "l1_v": "l1_pairwise",
+        "l2": Renamed("reg_linear", frozenset({"ftrl"})),
+        "l2_v": Renamed("reg_pairwise", frozenset({"ftrl"})),
+        "implicit": "implicit_sgd",
+    }
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ftrl", "ogd", "pa"})],

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fmlearn import evaluate_prequential
+from fmlearn._renamed import renamed_kwargs
 from fmlearn.online import ESTIMATORS
 from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
@@ -62,6 +63,7 @@ QUICK_ROWS = {"ml100k": 10000, "ijcnn1": 20000, "adult": 6000}
 QUICK_SLOW_ROWS = 1000
 
 
+@renamed_kwargs(data_dir="data_home")
 def load(name, data_home=None):
     """(X, y, task) of a data set (training and test files stacked); classification labels in
     {-1, +1}. Found, else downloaded, by :func:`fmlearn.datasets.fetch` (``data_home``)."""
@@ -181,6 +183,7 @@ def _save_cache(path, cache):
     os.replace(tmp, path)
 
 
+@renamed_kwargs(data_dir="data_home")
 def run(out_dir, quick=False, data_home=None, datasets=("ml100k", "ijcnn1", "adult")):
     """Run the experiment; prints the tables, writes PNGs and returns the results."""
     n_folds = 1 if quick else 5
