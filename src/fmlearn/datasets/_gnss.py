@@ -224,9 +224,11 @@ class GNSSSimulation(_Windows):
     def vtec(self, lat, lon, t):
         """The simulated vTEC (TECU) at latitude/longitude (deg) and time t (s since day 0).
 
-        vTEC = day factor * background(local time) * (1 + regional gradient)
-               + travelling ionospheric disturbances + small-scale structure
-               (+ a storm front and an anomaly crest on ``disturbed_days``).
+        The model::
+
+            vTEC = day factor * background(local time) * (1 + regional gradient)
+                   + travelling ionospheric disturbances + small-scale structure
+                   (+ a storm front and an anomaly crest on ``disturbed_days``)
         """
         scalar = np.ndim(lat) == np.ndim(lon) == np.ndim(t) == 0
         lat, lon, t = (np.atleast_1d(a).astype(np.float64)

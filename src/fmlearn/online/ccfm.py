@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._docs import add_to_section
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
@@ -393,13 +394,14 @@ _CCFM_ATTRS = """
 
 
 class CCFMRegressor(_RegressorRange, _CCFMBase):
-    __doc__ = ("""Compact convexified factorization machine for regression (squared loss),
+    __doc__ = (add_to_section(add_to_section(
+    """Compact convexified factorization machine for regression (squared loss),
     learned online.
-""" + _CCFM_DOC + """    clip_predictions : bool, default=True
+""" + _CCFM_DOC + _CCFM_ATTRS, "Parameters", """    clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (prequential predictions to
         the range of the targets seen before each row).
-""" + _CCFM_ATTRS + """    y_range_ : list of two floats
-
+"""), "Attributes", """    y_range_ : list of two floats
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -427,11 +429,12 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
 
 
 class CCFMClassifier(_OnlineClassifier, _CCFMBase):
-    __doc__ = ("""Compact convexified factorization machine for binary classification
+    __doc__ = (add_to_section(add_to_section(
+    """Compact convexified factorization machine for binary classification
     (logistic loss), learned online. Any two labels; ``decision_function`` is
     a y^(x) + b for ``classes_[1]`` (Platt's link, ``calibration``; y^(x) itself with
     ``calibration=None``) and ``predict_proba`` its sigmoid.
-""" + _CCFM_DOC + """    calibration : {"platt"} or None, default="platt"
+""" + _CCFM_DOC + _CCFM_ATTRS, "Parameters", """    calibration : {"platt"} or None, default="platt"
         ``"platt"``: after the passes of ``fit``, the decision is a y^(x) + b with the scale
         a >= 0 and the constant b fitted by weighted logistic regression of the training
         labels on the final model's training scores y^(x) (Newton's method on the two
@@ -451,10 +454,10 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
         ``shuffle=False`` on the same rows; one-row calls keep y^(x) as the decision.
         Prequential scores (``fmlearn.evaluate``) are the learner's y^(x) before each row.
         ``None``: the decision is y^(x).
-""" + _CCFM_ATTRS + """    calibration_scale_, calibration_offset_ : float
+"""), "Attributes", """    calibration_scale_, calibration_offset_ : float
         ``calibration="platt"`` only: the link's a (>= 0) and b.
     classes_ : ndarray of shape (2,)
-
+""") + """
     Examples
     --------
     >>> import numpy as np

@@ -7,6 +7,7 @@ import numbers
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._docs import add_to_section
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
 from ._base import (
@@ -155,9 +156,10 @@ _CFM_DOC = """
 
 
 class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
-    __doc__ = ("""Convex factorization machine regressor learned online by FTRL.
-""" + _CFM_DOC + """    clip_predictions : bool, default=True
-
+    __doc__ = (add_to_section(
+    """Convex factorization machine regressor learned online by FTRL.
+""" + _CFM_DOC, "Parameters", """    clip_predictions : bool, default=True
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -189,10 +191,11 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
 
 
 class OnlineCFMClassifier(_OnlineClassifier, _OnlineCFMBase):
-    __doc__ = ("""Convex factorization machine binary classifier (logistic loss) learned
+    __doc__ = (add_to_section(
+    """Convex factorization machine binary classifier (logistic loss) learned
     online by FTRL; any two labels.
-""" + _CFM_DOC + """    classes_ : ndarray of shape (2,)
-
+""" + _CFM_DOC, "Attributes", """    classes_ : ndarray of shape (2,)
+""") + """
     Examples
     --------
     >>> import numpy as np

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._docs import add_to_section
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
 from ..solvers.ogd import FMOGDLearner, OGDSettings
 from ..solvers.pa import FMPALearner, PASettings
@@ -259,10 +260,11 @@ _FM_DOC = """
 
 
 class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
-    __doc__ = ("""Factorization machine regressor learned online (FTRL, OGD or PA).
-""" + _FM_DOC + """    clip_predictions : bool, default=True
+    __doc__ = (add_to_section(
+    """Factorization machine regressor learned online (FTRL, OGD or PA).
+""" + _FM_DOC, "Parameters", """    clip_predictions : bool, default=True
         As in :class:`CCFMRegressor`.
-
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -296,10 +298,11 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
 
 
 class OnlineFMClassifier(_OnlineClassifier, _OnlineFMBase):
-    __doc__ = ("""Factorization machine binary classifier learned online (FTRL, OGD or PA);
+    __doc__ = (add_to_section(
+    """Factorization machine binary classifier learned online (FTRL, OGD or PA);
     logistic loss for FTRL and OGD, hinge loss for PA; any two labels.
-""" + _FM_DOC + """    classes_ : ndarray of shape (2,)
-
+""" + _FM_DOC, "Attributes", """    classes_ : ndarray of shape (2,)
+""") + """
     Examples
     --------
     >>> import numpy as np
