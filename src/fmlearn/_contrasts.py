@@ -1,6 +1,6 @@
 """Contrast targets: learning f from sums y_g = sum_i C[g, i] f(x_i) of its values.
 
-Seed 001 (§4.2) never observes f: each target is a double difference of f at four pierce
+Lin et al. 2019 (§4.2) never observes f: each target is a double difference of f at four pierce
 points, a row of C with entries +1, -1, -1, +1. Any estimator whose model is
 f(x) = b + <w, x> + x^T M x can learn from such targets when its solver takes every parameter
 block linearly into every target. This module holds what they share: validating C

@@ -41,7 +41,7 @@ def add_parser(sub):
     p = add_command(
         sub, "online", "learn an online FM (OCCFM, FTRL, OGD, PA) predict-then-learn",
         "Feed the rows of TRAIN to an online factorization machine, each row\n"
-        "predicted before it is learned (prequential evaluation, seed 002 §4.1).\n"
+        "predicted before it is learned (prequential evaluation, Zhang et al. 2018, §4.1).\n"
         "Models: ccfm (compact convexified FM: learners ocg = OCCFM, ogd, pa,\n"
         "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
         "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"

@@ -429,23 +429,22 @@ def load_movielens_100k(path=None, *, download=False, side_features=False, dtype
     Returns
     -------
     data : :class:`sklearn.utils.Bunch` with
-
-        X : csr_matrix of shape (n_ratings, n_features)
-            Columns: ``n_users`` user indicators (users sorted by id), ``n_items`` item
-            indicators (sorted by id), then the side features if asked.
-        y : ndarray of shape (n_ratings,), float64
-            The ratings.
-        user_ids, item_ids : ndarray of shape (n_ratings,), int64
-            The original ids of each row's user and item.
-        timestamps : ndarray of shape (n_ratings,), int64
-            Unix time of each rating (zeros if a RecBole file has no timestamp column).
-        feature_names : ndarray of shape (n_features,), object
-            ``"user=<id>"``, ``"item=<id>"``, ``"user_age=25-34"``, ``"item_genre=Drama"``...
-        n_users, n_items : int
-            Width of the user and item blocks (distinct rated users and items).
-        layout : {"grouplens", "recbole"}
-        path : str
-            The ratings file that was read.
+        - ``X`` : csr_matrix of shape (n_ratings, n_features)
+          Columns: ``n_users`` user indicators (users sorted by id), ``n_items`` item
+          indicators (sorted by id), then the side features if asked.
+        - ``y`` : ndarray of shape (n_ratings,), float64
+          The ratings.
+        - ``user_ids``, ``item_ids`` : ndarray of shape (n_ratings,), int64
+          The original ids of each row's user and item.
+        - ``timestamps`` : ndarray of shape (n_ratings,), int64
+          Unix time of each rating (zeros if a RecBole file has no timestamp column).
+        - ``feature_names`` : ndarray of shape (n_features,), object
+          ``"user=<id>"``, ``"item=<id>"``, ``"user_age=25-34"``, ``"item_genre=Drama"``...
+        - ``n_users``, ``n_items`` : int
+          Width of the user and item blocks (distinct rated users and items).
+        - ``layout`` : {"grouplens", "recbole"}
+        - ``path`` : str
+          The ratings file that was read.
 
     Raises
     ------

@@ -1,5 +1,5 @@
 """Index encoders that turn tensor completion and multi-view completion into FM regression
-(seed 004 §2.5 and §4.3).
+(Yamada et al. 2017, §2.5 and §4.3).
 
 Both map rows of integer indices to sparse one-hot feature rows, so that completing a tensor
 (or a set of views) is ``model.fit(enc.fit_transform(indices), values)`` followed by
@@ -79,7 +79,7 @@ def _one_hot_rows(cols, d):
 
 
 class TensorEncoder(TransformerMixin, BaseEstimator):
-    """Tensor completion as a convex FM: index tuples -> the features of seed 004 §2.5.
+    """Tensor completion as a convex FM: index tuples -> the features of Yamada et al. 2017, §2.5.
 
     For an N-way tensor of shape (n_1, ..., n_N), the entry (i_1, ..., i_N) becomes
 
@@ -114,8 +114,8 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
 
     References
     ----------
-    M. Yamada et al. Convex factorization machine for regression, seed 004 §2.5, Eq. 7, 14,
-    Lemma 2-3.
+    M. Yamada et al. Convex factorization machine for regression (Yamada et al. 2017),
+    §2.5, Eq. 7, 14, Lemma 2-3.
 
     Examples
     --------
@@ -195,7 +195,7 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
         for m in range(N):
             cols[:, 2 * m] = self.blocks_[2 * m][0] + idx[:, m]
             # Mode-m unfolding column: the other modes in cyclic order m+1, m+2, ..., the
-            # first varying fastest (seed 004 Lemma 2).
+            # first varying fastest (Yamada et al. 2017, Lemma 2).
             u = np.zeros(idx.shape[0], dtype=np.int64)
             radix = 1
             for step in range(1, N):
@@ -207,7 +207,8 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
 
 
 class MultiViewEncoder(TransformerMixin, BaseEstimator):
-    """Multi-view completion as a convex FM: (block, row, column) -> one-hot (seed 004 §4.3).
+    """Multi-view completion as a convex FM: (block, row, column) -> one-hot (Yamada et al. 2017,
+    §4.3).
 
     Several matrices that share their columns (e.g. drugs) are stacked vertically (A of
     §4.3); each belongs to a view (e.g. gene expression, toxicity). The observed entry
