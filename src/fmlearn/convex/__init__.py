@@ -73,7 +73,7 @@ def _round_up(x):
 
 
 class _BaseConvexFM(BaseFM):
-    # 0.1 name (seed 004's eta): until 0.3
+    # 0.1 name (Yamada et al. 2017's eta): until 0.3
     _renamed_params = {"eta": "trace_bound"}
     _parameter_constraints = {
         "trace_bound": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
