@@ -1,5 +1,5 @@
-"""Data sets: svmlight/libFM files, MovieLens-100K, the LIBSVM benchmarks (fetched and cached),
-and synthetic generators with planted truth.
+"""Data sets: svmlight/libFM and libffm files, MovieLens-100K, the LIBSVM benchmarks (fetched
+and cached), and synthetic generators with planted truth.
 
 Loaders read files; generators return the data together with the model that made it, so that
 tests and reproductions can check what a solver recovers.
@@ -22,6 +22,15 @@ from ._gnss import (
     write_gnss_csv,
 )
 from ._home import get_data_home
+from ._libffm import (
+    LibffmInfo,
+    hashed_fields,
+    iter_libffm,
+    load_libffm,
+    load_libffm_files,
+    save_libffm,
+    scan_libffm,
+)
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
@@ -42,6 +51,7 @@ __all__ = [
     "FEATURE_DISTRIBUTIONS",
     "GNSSObservations",
     "GNSSSimulation",
+    "LibffmInfo",
     "PlantedModel",
     "fetch",
     "fetch_abalone",
@@ -51,9 +61,13 @@ __all__ = [
     "fetch_movielens_100k",
     "get_data_home",
     "get_libsvm_home",
+    "hashed_fields",
+    "iter_libffm",
     "fm_scores",
     "iter_svmlight",
     "load_gnss_csv",
+    "load_libffm",
+    "load_libffm_files",
     "load_movielens_100k",
     "load_svmlight",
     "make_asymmetric_sensing",
@@ -69,6 +83,8 @@ __all__ = [
     "make_symmetric_sensing",
     "movielens_split",
     "sample_features",
+    "save_libffm",
     "save_svmlight",
+    "scan_libffm",
     "write_gnss_csv",
 ]
