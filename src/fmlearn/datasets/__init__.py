@@ -36,6 +36,7 @@ from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_ccfm import make_ccfm_stream
 from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
+from ._synthetic_ffm import PlantedFFM, make_ffm_ctr, planted_scores
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -52,6 +53,7 @@ __all__ = [
     "GNSSObservations",
     "GNSSSimulation",
     "LibffmInfo",
+    "PlantedFFM",
     "PlantedModel",
     "fetch",
     "fetch_abalone",
@@ -74,6 +76,7 @@ __all__ = [
     "make_ccfm_stream",
     "make_cfm_regression",
     "make_fm",
+    "make_ffm_ctr",
     "make_fm_labels",
     "make_gnss_vtec",
     "make_gfm",
@@ -82,6 +85,7 @@ __all__ = [
     "make_recommendation",
     "make_symmetric_sensing",
     "movielens_split",
+    "planted_scores",
     "sample_features",
     "save_libffm",
     "save_svmlight",

@@ -147,7 +147,8 @@ def _token_end(buf, p, n):
 
 @njit(cache=True, nogil=True)
 def _classify(buf, a, b):
-    """The problem of the malformed token buf[a:b] (the slow path, once per file)."""
+    """The problem of the malformed token buf[a:b] (the slow path, once per file); OK when
+    only its value is unusual (more digits, letters: for Python's float to judge)."""
     c1 = -1
     c2 = -1
     for p in range(a, b):
@@ -172,7 +173,14 @@ def _classify(buf, a, b):
             v = v * 10 + (buf[p] - 48)
             if v > _LIMIT:
                 return TOO_LARGE
-    return BAD_TOKEN
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _bad(buf, a, b):
+    """The code of a token whose field or feature did not scan (never OK)."""
+    code = _classify(buf, a, b)
+    return BAD_INTEGER if code == OK else code
 
 
 @njit(cache=True, nogil=True)
@@ -236,7 +244,7 @@ def parse_block(buf, out, deferred):
                 p += 1
             if p == a or p == n or buf[p] != 58 or f > _LIMIT:
                 b = _token_end(buf, a, n)
-                return rows, nnz, nd, _classify(buf, a, b), start, a, b
+                return rows, nnz, nd, _bad(buf, a, b), start, a, b
             p += 1
             q = p
             j = 0
@@ -245,7 +253,7 @@ def parse_block(buf, out, deferred):
                 p += 1
             if p == q or p == n or buf[p] != 58 or j > _LIMIT:
                 b = _token_end(buf, a, n)
-                return rows, nnz, nd, _classify(buf, a, b), start, a, b
+                return rows, nnz, nd, _bad(buf, a, b), start, a, b
             p += 1
             q = p
             if p + 1 < n and buf[p] == 49 and _ends_token(buf[p + 1]):  # the usual "1"
@@ -255,8 +263,9 @@ def parse_block(buf, out, deferred):
                 ok, v, p = _scan_number(buf, p, n, pow10)
                 if not ok or (p < n and not _ends_token(buf[p])):
                     p = _token_end(buf, q, n)
-                    if p == q or _classify(buf, a, p) != BAD_TOKEN:
-                        return rows, nnz, nd, _classify(buf, a, p), start, a, p
+                    code = EMPTY_PART if p == q else _classify(buf, a, p)
+                    if code != OK:
+                        return rows, nnz, nd, code, start, a, p
                     if nd == deferred.shape[0]:
                         return rows, nnz, nd, FULL, start, a, p
                     deferred[nd, 0] = nnz

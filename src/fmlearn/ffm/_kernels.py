@@ -94,7 +94,9 @@ def _loss_and_slope(code, phi, y):
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx):
     """Copy row i's features, fields and values (divided by the row norm when ``normalize``)
-    into the work buffers; returns the row length."""
+    into the work buffers; returns the row length. The norm is taken in float64, rescaled by
+    the largest |x| when the plain sum of squares would overflow or underflow, so that a row
+    and the same row times 1e160 are the same row to a normalised model."""
     a = indptr[i]
     m = indptr[i + 1] - a
     ss = 0.0
@@ -105,10 +107,23 @@ def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx):
         x = data[a + p]
         xx[p] = x
         ss += float(x) * float(x)
-    if normalize and ss > 0.0:
-        r = xx.dtype.type(1.0 / math.sqrt(ss))
-        for p in range(m):
-            xx[p] *= r
+    if normalize and m > 0:
+        if 1e-290 < ss < 1e290:
+            r = 1.0 / math.sqrt(ss)
+            for p in range(m):
+                xx[p] = float(xx[p]) * r
+        else:
+            top = 0.0
+            for p in range(m):
+                top = max(top, abs(float(xx[p])))
+            if top > 0.0:
+                ss = 0.0
+                for p in range(m):
+                    t = float(xx[p]) / top
+                    ss += t * t
+                r = 1.0 / math.sqrt(ss)
+                for p in range(m):
+                    xx[p] = (float(xx[p]) / top) * r
     return m
 
 
@@ -386,6 +401,35 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
     model.bias[0] = w0
     model.bias[1] = g0sum
     return loss, weight, -1
+
+
+@njit(cache=True, nogil=True)
+def pair_weight(indptr, data, normalize):
+    """See :func:`._fields.mean_pair_weight` (each row's values divided by their largest
+    magnitude first, so that no square overflows)."""
+    total = 0.0
+    rows = 0
+    for i in range(indptr.shape[0] - 1):
+        m = indptr[i + 1] - indptr[i]
+        if m < 2:
+            continue
+        top = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            top = max(top, abs(float(data[p])))
+        if top == 0.0:
+            continue
+        s1 = 0.0
+        s2 = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            a = abs(float(data[p])) / top
+            s1 += a
+            s2 += a * a
+        w = (s1 * s1 - s2) / (m * (m - 1.0))
+        w = w / s2 if normalize else w * top * top
+        if math.isfinite(w):
+            total += w
+            rows += 1
+    return total / rows if rows else 0.0
 
 
 @njit(cache=True, nogil=True)

@@ -20,6 +20,11 @@ from .._early_stopping import StoppingRule, resolve_stopping
 from ..losses import LOSS_CODES
 from ._fields import n_chunks
 
+#: ``init_stdev="auto"``: the initial factors' standard deviation is this over the square root
+#: of the mean pair weight |x_j x_l| of the training rows: libFM's 0.1 for unit pair weights
+#: (one-hot rows without normalisation), 0.1 sqrt(m) for normalised rows of m one-hot features.
+AUTO_INIT = 0.1
+
 #: LIBFFM's defaults (ffm.h): k, eta, lambda, iterations.
 LIBFFM_K = 4
 LIBFFM_ETA = 0.2
@@ -37,12 +42,13 @@ class DataSummary:
     dtype: str
     unique_fields: bool  # no row has two features of one field
     target_bound: float  # the largest |y| (labels: 1)
+    mean_pair_weight: float  # mean |x_j x_l| over the pairs of a row (rows as the model sees them)
 
 
 @dataclass(frozen=True)
 class InitSettings:
-    """Initial factors: ``"uniform"`` on [0, scale) (LIBFFM's start, scale 1 / sqrt(k)) or
-    ``"normal"`` with standard deviation ``scale``; the AdaGrad sums start at 1."""
+    """Initial factors: ``"normal"`` with standard deviation ``scale`` (or ``"uniform"`` on
+    [0, scale), LIBFFM's start with scale 1 / sqrt(k)); the AdaGrad sums start at 1."""
 
     kind: str
     scale: float
@@ -91,9 +97,9 @@ def make_plan(params, summary, *, classifier, rng, has_eval_set=False, partial=F
     loss = "logistic" if classifier else "squared"
     init_stdev = params["init_stdev"]
     if init_stdev == "auto":
-        init = InitSettings("uniform", 1.0 / math.sqrt(max(k, 1)))
-    else:
-        init = InitSettings("normal", float(init_stdev))
+        weight = summary.mean_pair_weight
+        init_stdev = AUTO_INIT / math.sqrt(weight) if weight > 0 else AUTO_INIT
+    init = InitSettings("normal", float(init_stdev))
     solver = AdaGradSettings(
         n_iter=1 if partial else int(params["n_iter"]),
         loss=LOSS_CODES[loss],

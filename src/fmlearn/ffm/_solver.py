@@ -108,15 +108,16 @@ def predict_scores(csr, fields, state, normalize, parallel=True):
     return ffm_predict(indptr, indices, data, fields, state.model(), normalize, out, parallel)
 
 
-def adagrad_solver(rows, visit, state, settings, seed, context):
+def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0):
     """Run up to ``settings.n_iter`` epochs over the rows ``visit[t]`` of ``rows``
     (:class:`~._kernels.FFMRows`) from ``state`` (changed in place).
 
     Each epoch visits the positions of ``visit`` in blocks of :data:`SHUFFLE_BLOCK`, the
-    blocks in the order of ``numpy.random.default_rng([seed, epoch]).permutation`` (or in
-    order without ``settings.shuffle``). After each epoch the context's validation rows are
-    scored and ``context.monitor.end_iteration`` decides whether to stop; when its rule is
-    active the state returned is the best epoch's.
+    blocks in the order of ``numpy.random.default_rng([seed, first_epoch + epoch])
+    .permutation`` (or in order without ``settings.shuffle``): a warm-started fit that
+    continues from ``first_epoch`` epochs equals one long fit. After each epoch the
+    context's validation rows are scored and ``context.monitor.end_iteration`` decides
+    whether to stop; when its rule is active the state returned is the best epoch's.
 
     Returns ``(state, n_iter, info)``: ``info["diverged"]`` is None or a message (the state
     is then partly updated: the caller keeps its previous one), ``info["train_loss"]`` the
@@ -141,7 +142,8 @@ def adagrad_solver(rows, visit, state, settings, seed, context):
     n_done = 0
     for it in range(settings.n_iter):
         if settings.shuffle:
-            order = np.random.default_rng([seed, it]).permutation(n_blocks).astype(np.int64)
+            rng = np.random.default_rng([seed, first_epoch + it])
+            order = rng.permutation(n_blocks).astype(np.int64)
         else:
             order = in_order
         t0 = context.clock()
