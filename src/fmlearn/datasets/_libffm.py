@@ -75,8 +75,9 @@ def hashed_fields(n_fields, hash_buckets):
     return np.repeat(np.arange(n_fields, dtype=np.int32), hash_buckets)
 
 
-def check_field_map(fields, what="fields"):
-    """``fields`` as an int32 array of field ids >= 0; ``ValueError`` naming the problem."""
+def check_field_map(fields, what="fields", unknown=False):
+    """``fields`` as an int32 array of field ids >= 0 (and -1, a feature of unknown field, with
+    ``unknown``); ``ValueError`` naming the problem."""
     arr = np.asarray(fields)
     if arr.ndim != 1 or arr.shape[0] == 0:
         raise ValueError(f"{what} must be a non-empty 1-D array of field ids (one per "
@@ -85,8 +86,9 @@ def check_field_map(fields, what="fields"):
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{what} must hold integer field ids, got dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= _MAX_FEATURES:
-        bad = int(np.flatnonzero((arr < 0) | (arr >= _MAX_FEATURES))[0])
+    low = -1 if unknown else 0
+    if arr.min() < low or arr.max() >= _MAX_FEATURES:
+        bad = int(np.flatnonzero((arr < low) | (arr >= _MAX_FEATURES))[0])
         raise ValueError(f"{what}[{bad}] = {int(arr[bad])} is not a valid field id (ids are "
                          "0, 1, 2, ...)")
     return arr.astype(np.int32)
@@ -178,7 +180,7 @@ class _Parser:
                                                                           self.hash_buckets)
         elif fields is not None:
             self.fixed = True
-            self.fmap = check_field_map(fields).astype(np.int64)
+            self.fmap = check_field_map(fields, unknown=True).astype(np.int64)
             if n_features is not None and int(n_features) != self.fmap.shape[0]:
                 raise ValueError(f"n_features={n_features} differs from len(fields)="
                                  f"{self.fmap.shape[0]}")
@@ -277,8 +279,7 @@ class _Parser:
                 j, f = int(feature[e]), int(field[e])
                 if code == 1:
                     msg = (f"feature {j} is beyond the {self.fmap.shape[0]} features of the "
-                           "field map" if j >= self.fmap.shape[0] else
-                           f"feature {j} has no field in the given map")
+                           "field map")
                 else:
                     have = int(self.fmap[j])
                     if self.fixed:
@@ -420,9 +421,10 @@ def load_libffm(path, *, fields=None, n_features=None, hash_buckets=None, n_fiel
     path : str or os.PathLike
         File to read (``.gz`` / ``.bz2`` decompressed on the fly).
     fields : array-like of int, optional
-        A known feature-to-field map (a fitted model's ``fields_``, or the map of the training
-        file): ``X`` then has ``len(fields)`` columns, and a feature beyond it or in another
-        field is refused. None: the map is read from the file.
+        A known feature-to-field map (a fitted model's ``known_fields_``, or the map of the
+        training file): ``X`` then has ``len(fields)`` columns, and a feature beyond it or in
+        another field is refused; an entry -1 (a feature the model never saw) accepts any
+        field. None: the map is read from the file.
     n_features : int, optional
         Width of ``X`` when the map is read from the file (None: the largest feature + 1).
     hash_buckets : int, optional
@@ -555,9 +557,9 @@ class LibffmInfo(NamedTuple):
 
 
 def scan_libffm(path, *, chunk_size_bytes=DEFAULT_CHUNK, max_features=None):
-    """One pass over a libffm file, checking every line: its rows, width, fields, map and
-    labels, in memory of one chunk (for streaming: the map a model needs before its first
-    batch).
+    """One pass over a libffm file (or several, with one map), checking every line: the rows,
+    width, fields, feature-to-field map and labels, in the memory of one chunk (for
+    streaming: the map a model needs before its first batch).
 
     Examples
     --------
@@ -570,21 +572,31 @@ def scan_libffm(path, *, chunk_size_bytes=DEFAULT_CHUNK, max_features=None):
     >>> info.n_rows, info.n_features, info.n_fields, info.fields.tolist(), info.labels.tolist()
     (2, 4, 2, [0, 0, 1, 1], [-1.0, 1.0])
     """
-    path = _check_path(path)
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    paths = [_check_path(p) for p in paths]
     chunk = _positive_int("chunk_size_bytes", chunk_size_bytes, 1 << 62)
-    parser = _Parser(path, max_features=max_features)
     labels = set()
-    try:
-        for first, _, block in _blocks(path, chunk):
-            _, y = parser.block(first, block)
-            labels.update(np.unique(y).tolist())
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"cannot read {path!r}: corrupt or truncated file ({exc})") from None
+    rows = 0
+    parser = None
+    for p in paths:
+        previous = parser
+        parser = _Parser(p, max_features=max_features)
+        if previous is not None:  # one map for all files
+            parser.fmap = previous.fmap
+            parser.first_row = np.full(parser.fmap.shape[0], -1, np.int64)
+            parser.earlier = previous.path
+        try:
+            for first, _, block in _blocks(p, chunk):
+                _, y = parser.block(first, block)
+                labels.update(np.unique(y).tolist())
+        except (OSError, EOFError) as exc:
+            raise ValueError(f"cannot read {p!r}: corrupt or truncated file ({exc})") from None
+        rows += parser.rows
     width = _width_of(parser, [])
     parser.check_width(width)
     fmap = parser.final_fields(width)
     n_fields = int(fmap.max()) + 1 if fmap.shape[0] else 0
-    return LibffmInfo(parser.rows, width, n_fields, fmap, np.array(sorted(labels)))
+    return LibffmInfo(rows, width, n_fields, fmap, np.array(sorted(labels)))
 
 
 def iter_libffm(path, chunk_size_bytes=DEFAULT_CHUNK, *, fields=None, hash_buckets=None,

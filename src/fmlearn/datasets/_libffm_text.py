@@ -308,10 +308,10 @@ def hashed_columns(field, feature, nnz, n_fields, buckets, out):
 @njit(cache=True, nogil=True)
 def assign_fields(field, feature, nnz, fmap, first_row, indptr, row0, fixed):
     """Check every entry's field against the feature-to-field map ``fmap`` (-1: not seen
-    yet), recording the fields of new features (unless ``fixed``) and the row (``row0`` + the
-    row in this block) where each was first seen. Returns ``(code, entry)``: 0 and -1, or 1
-    (the feature is beyond ``fmap``), 2 (the field differs from the feature's field) for the
-    first bad entry."""
+    yet), recording the fields of new features and the row (``row0`` + the row in this block)
+    where each was first seen; with ``fixed`` (a given map) -1 accepts any field. Returns
+    ``(code, entry)``: 0 and -1, or 1 (the feature is beyond ``fmap``), 2 (the field differs
+    from the feature's field) for the first bad entry."""
     d = fmap.shape[0]
     r = 0
     for e in range(nnz):
@@ -322,8 +322,8 @@ def assign_fields(field, feature, nnz, fmap, first_row, indptr, row0, fixed):
             return 1, e
         f = fmap[j]
         if f < 0:
-            if fixed:
-                return 1, e
+            if fixed:  # a given map's -1: the feature's field is not known, any is accepted
+                continue
             fmap[j] = field[e]
             first_row[j] = row0 + r
         elif f != field[e]:

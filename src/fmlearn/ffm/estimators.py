@@ -123,6 +123,17 @@ class _BaseFFM(BaseFM):
         check_is_fitted(self)
         return float(self.state_bias_[0])
 
+    @property
+    def known_fields_(self):
+        """``fields_`` with -1 for the features no training row used (their AdaGrad sums are
+        still 1): the map to read new libffm files with, ``load_libffm(path,
+        fields=model.known_fields_)``, which accepts any field for those (as LIBFFM, the model
+        scores them with their untrained factors)."""
+        check_is_fitted(self)
+        out = self.fields_.copy()
+        out[self.state_linear_[:, 1] == 1] = -1
+        return out
+
     def _state(self):
         return FFMState(self.state_factors_, self.state_linear_, self.state_bias_)
 
