@@ -82,12 +82,15 @@ def rows_have_unique_fields(indptr, indices, field_map):
     return bool(unique_fields(indptr, indices, field_map, int(field_map.max()) + 1))
 
 
-def mean_pair_weight(indptr, data, normalize):
-    """The mean over rows with at least two features of the mean |x_j x_l| over the row's
-    pairs, ((sum |x|)^2 - sum x^2) / (m (m - 1)) for a row of m features, each row divided by
-    its norm when ``normalize``. 0 when no row has a pair. One compiled pass, no copy."""
+def mean_pair_weight(indptr, data, sw, normalize):
+    """The mean over rows with at least two features, weighted by the sample weights ``sw``,
+    of the mean |x_j x_l| over the row's pairs, ((sum |x|)^2 - sum x^2) / (m (m - 1)) for a
+    row of m features, each row divided by its norm when ``normalize`` (a row of weight 2
+    counts as two rows: ``fit`` on repeated rows equals ``fit`` on weights). 0 when no row has
+    a pair. One compiled pass, no copy."""
     from ._kernels import pair_weight
 
     if indptr.shape[0] <= 1:
         return 0.0
-    return float(pair_weight(indptr, data, bool(normalize)))
+    return float(pair_weight(indptr, data, np.ascontiguousarray(sw, dtype=np.float64),
+                             bool(normalize)))

@@ -555,14 +555,14 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
 
 
 @njit(cache=True, nogil=True)
-def pair_weight(indptr, data, normalize):
+def pair_weight(indptr, data, sw, normalize):
     """See :func:`._fields.mean_pair_weight` (each row's values divided by their largest
     magnitude first, so that no square overflows)."""
     total = 0.0
-    rows = 0
+    rows = 0.0
     for i in range(indptr.shape[0] - 1):
         m = indptr[i + 1] - indptr[i]
-        if m < 2:
+        if m < 2 or sw[i] <= 0.0:
             continue
         top = 0.0
         for p in range(indptr[i], indptr[i + 1]):
@@ -578,9 +578,9 @@ def pair_weight(indptr, data, normalize):
         w = (s1 * s1 - s2) / (m * (m - 1.0))
         w = w / s2 if normalize else w * top * top
         if math.isfinite(w):
-            total += w
-            rows += 1
-    return total / rows if rows else 0.0
+            total += sw[i] * w
+            rows += sw[i]
+    return total / rows if rows > 0.0 else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -649,7 +649,7 @@ def ffm_predict(indptr, indices, data, fields, model, normalize, out, parallel=T
     max_nnz = max(1, int(np.max(np.diff(indptr)))) if n else 1
     kernel = _predict_parallel if parallel and n >= PARALLEL_MIN_ROWS else _predict_serial
     args = (indptr, indices, data, fields, model, bool(normalize), max_nnz, out)
-    compile_vectorized(kernel, *args)
+    compile_vectorized(kernel, (data.dtype.char, model.W.dtype.char), *args)
     return kernel(*args)
 
 
@@ -657,16 +657,26 @@ def run_epoch(rows, model, visit, order, block, cfg, work):
     """:func:`ffm_epoch`, compiled (or loaded from numba's cache) by
     :func:`compile_vectorized` first: the only way the package calls it."""
     args = (rows, model, visit, order, int(block), cfg, work)
-    compile_vectorized(ffm_epoch, *args)
+    compile_vectorized(ffm_epoch, (rows.data.dtype.char, model.W.dtype.char), *args)
     return ffm_epoch(*args)
 
 
-def compile_vectorized(kernel, *args):
+# the kernels' signatures compiled by compile_vectorized, by the caller's cheap key (a one-row
+# partial_fit must not pay numba's typeof of every array of the records on each call)
+_COMPILED = set()
+
+
+def compile_vectorized(kernel, key, *args):
     """Compile ``kernel`` for the types of ``args`` (or load it from numba's cache) with LLVM's
     SLP vectorizer on, which turns the LANES-wide steps into vector instructions (see the
     module docstring for the measured gain). numba reads ``config.SLP_VECTORIZE`` when it
     optimises a module; it is set only while holding numba's compiler lock, so no other
-    compilation sees it."""
+    compilation sees it. ``key`` (hashable) identifies the signature for the caller: the
+    dtypes of the arrays that vary (every array the package passes is C-contiguous, of fixed
+    dimension); once compiled, a call costs a set lookup."""
+    key = (kernel.py_func, key)
+    if key in _COMPILED:
+        return
     from numba import typeof
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
@@ -679,3 +689,4 @@ def compile_vectorized(kernel, *args):
             kernel.compile(sig)
         finally:
             config.SLP_VECTORIZE = old
+    _COMPILED.add(key)

@@ -86,13 +86,14 @@ class FFMPlan:
 
 
 def _seed(rng):
-    return int(rng.randint(np.iinfo(np.int32).max))
+    return 0 if rng is None else int(rng.randint(np.iinfo(np.int32).max))
 
 
 def make_plan(params, summary, *, classifier, rng, has_eval_set=False, partial=False):
     """The :class:`FFMPlan` of an estimator with parameters ``params`` (``get_params()``) on
-    rows described by ``summary``; ``rng`` (a ``RandomState`` from ``random_state``) gives
-    the seeds; ``partial``: one pass over the rows in their order, no early stopping."""
+    rows described by ``summary``; ``rng`` (a ``RandomState`` from ``random_state``, or None
+    when nothing is drawn: a later ``partial_fit``) gives the seeds; ``partial``: one pass
+    over the rows in their order, no early stopping."""
     k = int(params["n_factors"])
     loss = "logistic" if classifier else "squared"
     init_stdev = params["init_stdev"]

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels import LANES, FFMConfig, FFMModel, FFMRows, ffm_predict, ffm_work, run_epoch
+from ._kernels import (
+    LANES,
+    FFMConfig,
+    FFMModel,
+    FFMRows,
+    compile_vectorized,
+    ffm_epoch,
+    ffm_predict,
+    ffm_work,
+    run_epoch,
+)
 
 # Positions of the visiting list per block of the epoch shuffle: a block is a random subset
 # of the rows (``visit`` lists them in the order of a hash of their content), so permuting
@@ -34,9 +44,12 @@ class FFMState:
     def model(self):
         return FFMModel(self.W, self.lin, self.bias)
 
-    def is_finite(self):
-        return bool(np.all(np.isfinite(self.W)) and np.all(np.isfinite(self.lin))
-                    and np.all(np.isfinite(self.bias)))
+    def is_finite(self, features=None):
+        """Whether the state (or the rows of ``features``) holds only finite values."""
+        W, lin = (self.W, self.lin) if features is None else (self.W[features],
+                                                               self.lin[features])
+        return bool(np.isfinite(W).all() and np.isfinite(lin).all()
+                    and np.isfinite(self.bias).all())
 
 
 def init_state(n_features, n_fields, n_factors, n_chunks, init, dtype, rng):
@@ -108,7 +121,7 @@ def predict_scores(csr, fields, state, normalize, parallel=True):
     return ffm_predict(indptr, indices, data, fields, state.model(), normalize, out, parallel)
 
 
-def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0):
+def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0, touched=None):
     """Run up to ``settings.n_iter`` epochs over the rows ``visit[t]`` of ``rows``
     (:class:`~._kernels.FFMRows`) from ``state`` (changed in place).
 
@@ -119,21 +132,30 @@ def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0):
     context's validation rows are scored and ``context.monitor.end_iteration`` decides
     whether to stop; when its rule is active the state returned is the best epoch's.
 
+    ``touched`` (the features of the rows, when few) limits the check for non-finite values
+    after each epoch to their rows of the state (a one-row ``partial_fit`` costs O(nnz^2 k),
+    not O(d F k)).
+
     Returns ``(state, n_iter, info)``: ``info["diverged"]`` is None or a message (the state
     is then partly updated: the caller keeps its previous one), ``info["train_loss"]`` the
     last epoch's mean training loss (before each row's step).
     """
-    cfg = _config(settings, bool(np.all(rows.sw[visit] == 1)))
+    cfg = _config(settings, bool((rows.sw[visit] == 1).all()))
     model = state.model()
     d, F, C = state.W.shape[:3]
     n = visit.shape[0]
-    lengths = np.diff(rows.indptr)
-    max_nnz = int(lengths[visit].max()) if n and lengths.shape[0] else 1
+    if n == 1:
+        i = int(visit[0])
+        max_nnz = max(1, int(rows.indptr[i + 1] - rows.indptr[i]))
+    else:
+        lengths = np.diff(rows.indptr)
+        max_nnz = int(lengths[visit].max()) if n and lengths.shape[0] else 1
     work = ffm_work(max_nnz, F, C, state.W.dtype, settings.unique_fields)
     block = SHUFFLE_BLOCK
     n_blocks = -(-n // block)
     in_order = np.arange(n_blocks, dtype=np.int64)
-    run_epoch(rows, model, visit, in_order[:0], block, cfg, work)  # compile, or load
+    compile_vectorized(ffm_epoch, (rows.data.dtype.char, model.W.dtype.char), rows, model,
+                       visit, in_order, block, cfg, work)  # compile, or load from the cache
     if context.on_start is not None:
         context.on_start()
     monitor = context.monitor
@@ -150,7 +172,7 @@ def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0):
         loss, weight, bad = run_epoch(rows, model, visit, order, block, cfg, work)
         seconds = context.clock() - t0
         n_done = it + 1
-        if bad >= 0 or not state.is_finite():
+        if bad >= 0 or not state.is_finite(touched):
             info["diverged"] = (
                 f"AdaGrad diverged in epoch {n_done} (row {bad}: its score became "
                 f"non-finite or exceeded {settings.limit:.3g}); lower learning_rate (now "

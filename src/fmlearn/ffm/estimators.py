@@ -58,6 +58,8 @@ from ._solver import (
 )
 
 _STATE = ("state_factors_", "state_linear_", "state_bias_")
+# constructor argument names per class (inspect.signature is slow on a one-row call)
+_PARAM_NAMES = {}
 
 
 class _BaseFFM(BaseFM):
@@ -165,8 +167,8 @@ class _BaseFFM(BaseFM):
             n_samples=int(X.shape[0]), n_features=int(X.shape[1]), n_fields=int(n_fields),
             dtype=np.dtype(X.dtype).name,
             unique_fields=rows_have_unique_fields(raw(X)[0], X.indices, fields),
-            target_bound=float(np.max(np.abs(y))) if y.shape[0] else 1.0,
-            mean_pair_weight=mean_pair_weight(X.indptr, X.data, self.normalize_rows))
+            target_bound=float(np.abs(y).max()) if y.shape[0] else 1.0,
+            mean_pair_weight=mean_pair_weight(X.indptr, X.data, sw, self.normalize_rows))
 
     def _score_function(self, score_name, sw):
         fn = SCORES[score_name][0]
@@ -266,18 +268,26 @@ class _BaseFFM(BaseFM):
         saved = dict(self.__dict__)
         snapshot = None
         try:
-            self._check_partial_params()
+            params = self._checked_params()
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=first, classes=classes)
+            csr = raw(Xv)
             if first:
                 dtype = np.dtype(Xv.dtype)
                 fields, n_fields = resolve_fields(self.fields, Xv.shape[1], self.n_factors,
                                                   dtype.itemsize)
+                rng = check_random_state(self.random_state)
+                pair_weight = mean_pair_weight(csr[0], csr[2], sw, self.normalize_rows)
             else:
                 self._check_compatible()
                 fields, n_fields = self.fields_, self.n_fields_
-            rng = check_random_state(self.random_state)
-            plan = make_plan(self.get_params(), self._summary(Xv, yv, sw, fields, n_fields),
-                             classifier=is_classifier(self), rng=rng, partial=True)
+                rng, pair_weight = None, 0.0
+            summary = DataSummary(
+                n_samples=int(Xv.shape[0]), n_features=int(Xv.shape[1]),
+                n_fields=int(n_fields), dtype=np.dtype(Xv.dtype).name,
+                unique_fields=rows_have_unique_fields(csr[0], csr[1], fields),
+                target_bound=float(np.abs(yv).max()), mean_pair_weight=pair_weight)
+            plan = make_plan(params, summary, classifier=is_classifier(self), rng=rng,
+                             partial=True)
             if first:
                 state = init_state(Xv.shape[1], n_fields, plan.n_factors, plan.n_chunks,
                                    plan.init, dtype, rng)
@@ -287,24 +297,22 @@ class _BaseFFM(BaseFM):
                 self.n_iter_ = 0
                 self.t_ = 0
                 self.init_stdev_ = float(plan.init.scale)
+                touched = None
             else:
                 state = self._state()
-                touched = np.unique(Xv.indices)
-                snapshot = (touched, state.W[touched].copy(), state.lin[touched].copy(),
-                            state.bias.copy())
+                touched = np.unique(csr[1])
+                snapshot = (touched, state.W[touched], state.lin[touched], state.bias.copy())
             self._update_clip_range(yv, extend=not first)
-            csr = raw(Xv)
             rows = training_rows(csr, yv, sw, self.fields_)
             visit = np.arange(Xv.shape[0], dtype=np.int64)
-            with n_threads(self.n_jobs):
-                state, _, info = adagrad_solver(rows, visit, state, plan.solver, 0,
-                                                RunContext())
+            state, _, info = adagrad_solver(rows, visit, state, plan.solver, 0, RunContext(),
+                                            touched=touched)
             if info["diverged"]:
                 raise DivergenceError(info["diverged"] + "; the estimator keeps its previous "
                                       "state")
             self._publish(state)
-            self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
-            self.t_ = int(getattr(self, "t_", 0)) + 1
+            self.n_iter_ += 1
+            self.t_ += 1
         except BaseException:
             if snapshot is not None:  # the rows' features, put back in place
                 touched, W, lin, bias = snapshot
@@ -316,14 +324,19 @@ class _BaseFFM(BaseFM):
             raise
         return self
 
-    def _check_partial_params(self):
-        """``_validate_params`` once per set of parameters (a one-row ``partial_fit`` should
-        not pay for it every time)."""
-        token = tuple(repr(v) if not isinstance(v, np.ndarray) else id(v)
-                      for v in self.get_params(deep=False).values())
-        if self.__dict__.get("_checked_params") != token:
+    def _checked_params(self):
+        """The constructor arguments as a dict, validated once per set of values (a one-row
+        ``partial_fit`` should not pay for ``get_params`` and the constraints every time)."""
+        names = _PARAM_NAMES.get(type(self))
+        if names is None:
+            names = _PARAM_NAMES[type(self)] = tuple(self._get_param_names())
+        params = {name: getattr(self, name) for name in names}
+        token = tuple(id(v) if isinstance(v, np.ndarray) else repr(v)
+                      for v in params.values())
+        if self.__dict__.get("_checked_params_token") != token:
             self._validate_params()
-            self._checked_params = token
+            self._checked_params_token = token
+        return params
 
     def _check_compatible(self):
         """Refuse a ``partial_fit`` whose parameters changed what the state means."""
@@ -337,7 +350,7 @@ class _BaseFFM(BaseFM):
 
     def __getstate__(self):
         state = dict(super().__getstate__())
-        state.pop("_checked_params", None)
+        state.pop("_checked_params_token", None)
         return state
 
     # -- prediction -------------------------------------------------------------------------
