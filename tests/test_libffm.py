@@ -189,3 +189,26 @@ def test_bad_arguments(tmp_path):
         load_libffm(path, hash_buckets=2.5)
     with pytest.raises(ValueError, match="fields has 3 entries but X has 2 columns"):
         save_libffm(np.eye(2), [0, 1], [0, 1, 1], str(tmp_path / "o.ffm"))
+
+
+def test_prefetched_chunks_are_the_same_and_errors_come_through():
+    import threading
+
+    from fmlearn.datasets._libffm import prefetched
+
+    assert list(prefetched(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield 1
+        raise ValueError("line 7: bad")
+
+    got = []
+    with pytest.raises(ValueError, match="line 7"):
+        for item in prefetched(failing()):
+            got.append(item)
+    assert got == [1]
+    before = threading.active_count()
+    gen = prefetched(iter(range(10**6)))
+    next(gen)
+    gen.close()  # the consumer stops early: the thread ends
+    assert threading.active_count() == before

@@ -174,7 +174,9 @@ def _resolve_batch_size(estimator, batch_size, n_features):
 def _libffm_source(estimator, source, chunk_size_bytes, n_features, dtype):
     """``reopen`` of a libffm file for a field-aware estimator: chunks of the width of its
     feature-to-field map (``fields_`` once fitted, else ``fields``; when both are None the map
-    is read from the file by a first pass and given to the estimator as ``fields``)."""
+    is read from the file by a first pass and given to the estimator as ``fields``), the next
+    chunk parsed in a background thread while the estimator learns from this one (one more
+    chunk in memory)."""
     from .datasets._libffm import DEFAULT_CHUNK, iter_positioned, scan_libffm
 
     path = os.fspath(source)
@@ -190,7 +192,9 @@ def _libffm_source(estimator, source, chunk_size_bytes, n_features, dtype):
                          f"({len(fields)} features)")
 
     def read_file(start=0):
-        for X, y, begin, end in iter_positioned(path, chunk, start, fields=fields, dtype=dtype):
+        # the next chunk is parsed in a thread while partial_fit learns from this one
+        for X, y, begin, end in iter_positioned(path, chunk, start, fields=fields, dtype=dtype,
+                                                prefetch=True):
             yield (X, y), begin, end
 
     return read_file
@@ -476,7 +480,8 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
         :func:`fmlearn.datasets.iter_svmlight`; for a field-aware estimator
         (:class:`fmlearn.FFMClassifier`, :class:`fmlearn.FFMRegressor`) a libffm file, read
         with :func:`fmlearn.datasets.iter_libffm` and the estimator's field map (read from
-        the file by a first pass, and set as its ``fields``, when it has none); or an
+        the file by a first pass, and set as its ``fields``, when it has none), the next
+        chunk parsed in a background thread while the estimator learns; or an
         iterable of ``(X, y)`` or ``(X, y, sample_weight)`` chunks; or a callable returning
         such an iterable (called once per epoch). A one-shot iterator (e.g. a generator
         object) allows only ``n_epochs=1``.

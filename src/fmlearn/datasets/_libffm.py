@@ -96,18 +96,20 @@ def check_field_map(fields, what="fields", unknown=False):
 
 # -- blocks of whole lines ------------------------------------------------------------------
 def _blocks(path, size, start=0):
-    """Yield ``(first_line, begin, bytes)``: blocks of about ``size`` bytes of whole lines
-    of the (decompressed) file from byte ``start`` (a line start), ``begin`` their offset and
-    ``first_line`` the 1-based number of their first line."""
-    line = 1
+    """Yield ``(begin, bytes)``: blocks of about ``size`` bytes of whole lines of the
+    (decompressed) file from byte ``start`` (a line start), ``begin`` their offset. Line
+    numbers are counted only when a message needs one (:func:`_line_at`)."""
     with _open_binary(path) as f:
-        left = start
-        while left:  # line numbers of a resumed read: count the lines before start
-            chunk = f.read(min(left, 1 << 24))
-            if not chunk:
-                break
-            line += chunk.count(b"\n")
-            left -= len(chunk)
+        if start:
+            if _compression(path) is None:
+                f.seek(start)
+            else:
+                left = start
+                while left:
+                    chunk = f.read(min(left, 1 << 24))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
         begin = start
         carry = b""
         while True:
@@ -120,11 +122,25 @@ def _blocks(path, size, start=0):
                 carry = buf
                 continue
             block, carry = buf[:cut], buf[cut:]
-            yield line, begin, block
+            yield begin, block
             begin += len(block)
-            line += block.count(b"\n")
         if carry:
-            yield line, begin, carry
+            yield begin, carry
+
+
+def _line_at(path, offset):
+    """The 1-based number of the line starting at byte ``offset`` of the (decompressed)
+    file: one more than the line ends before it (read again: only for an error message)."""
+    line = 1
+    with _open_binary(path) as f:
+        left = offset
+        while left:
+            chunk = f.read(min(left, 1 << 24))
+            if not chunk:
+                break
+            line += chunk.count(b"\n")
+            left -= len(chunk)
+    return line
 
 
 class _Error(Exception):
@@ -135,8 +151,8 @@ class _Error(Exception):
         self.offset = offset
 
 
-def _fail(path, first_line, block, offset, message):
-    no = first_line + block.count(b"\n", 0, offset)
+def _fail(path, begin, block, offset, message):
+    no = _line_at(path, begin + offset)
     end = block.find(b"\n", offset)
     line = block[offset:end if end >= 0 else len(block)]
     return ValueError(f"libffm file {path!r}, line {no}: {message} (the line reads "
@@ -146,12 +162,15 @@ def _fail(path, first_line, block, offset, message):
 def _line_of_row(path, row):
     """``(line number, line)`` of data row ``row`` (0-based) of the file, or (None, b"")."""
     i = -1
-    for first, _, block in _blocks(path, 1 << 22):
-        for no, line in enumerate(block.split(b"\n"), start=first):
+    first = 1
+    for _, block in _blocks(path, 1 << 22):
+        lines = block.split(b"\n")
+        for no, line in enumerate(lines, start=first):
             if line.split(b"#", 1)[0].split():
                 i += 1
                 if i == row:
                     return no, line
+        first += len(lines) - 1
     return None, b""
 
 
@@ -232,13 +251,14 @@ class _Parser:
     def _row_of(self, out, rows, e):
         return int(np.searchsorted(out.indptr[1:rows + 1], e, side="right"))
 
-    def block(self, first_line, block):
-        """``(X, y)`` of one block of whole lines (X of the width known so far when the map
-        is not fixed: the caller widens); raises ``ValueError`` naming the file and line."""
+    def block(self, begin, block):
+        """``(X, y)`` of one block of whole lines starting at byte ``begin`` of the file (X of
+        the width known so far when the map is not fixed: the caller widens); raises
+        ``ValueError`` naming the file and line."""
         try:
             return self._block(block)
         except _Error as exc:
-            raise _fail(self.path, first_line, block, int(exc.offset), str(exc)) from None
+            raise _fail(self.path, begin, block, int(exc.offset), str(exc)) from None
 
     def _block(self, block):
         from ._libffm_text import assign_fields, hashed_columns, sort_rows
@@ -370,8 +390,8 @@ def _widen(X, width):
 def _read_all(parser, path, block_size):
     Xs, ys = [], []
     try:
-        for first, _, block in _blocks(path, block_size):
-            X, y = parser.block(first, block)
+        for begin, block in _blocks(path, block_size):
+            X, y = parser.block(begin, block)
             Xs.append(X)
             ys.append(y)
     except (OSError, EOFError) as exc:
@@ -398,11 +418,11 @@ def _hash_fields(path, n_fields):
     parser = _Parser(path)
     top = -1
     try:
-        for first, _, block in _blocks(path, _LOAD_BLOCK):
+        for begin, block in _blocks(path, _LOAD_BLOCK):
             try:
                 out, _, nnz = parser._parse(block)
             except _Error as exc:
-                raise _fail(path, first, block, int(exc.offset), str(exc)) from None
+                raise _fail(path, begin, block, int(exc.offset), str(exc)) from None
             if nnz:
                 top = max(top, int(out.field[:nnz].max()))
     except (OSError, EOFError) as exc:
@@ -586,8 +606,8 @@ def scan_libffm(path, *, chunk_size_bytes=DEFAULT_CHUNK, max_features=None):
             parser.first_row = np.full(parser.fmap.shape[0], -1, np.int64)
             parser.earlier = previous.path
         try:
-            for first, _, block in _blocks(p, chunk):
-                _, y = parser.block(first, block)
+            for begin, block in _blocks(p, chunk):
+                _, y = parser.block(begin, block)
                 labels.update(np.unique(y).tolist())
         except (OSError, EOFError) as exc:
             raise ValueError(f"cannot read {p!r}: corrupt or truncated file ({exc})") from None
@@ -644,12 +664,64 @@ def _iter(path, chunk, opts):
         yield X, y
 
 
+def prefetched(items):
+    """Yield the items of the iterator ``items``, each next one computed in a background
+    thread while the caller works on the current one (at most one item ahead). The libffm
+    parser and the FFM's epoch kernel release the GIL, so on two cores a streamed epoch
+    parses its next chunk while it learns from this one; the items and their order are those
+    of ``items``, an exception raised there is raised here, and closing this generator stops
+    the thread."""
+    import queue
+    import threading
+
+    q = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(message):
+        while not stop.is_set():
+            try:
+                q.put(message, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            for item in items:
+                if not put(("item", item)):
+                    return
+            put(("done", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put(("error", exc))
+
+    thread = threading.Thread(target=work, name="fmlearn-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def iter_positioned(path, chunk, start=0, *, fields=None, hash_buckets=None, n_fields=None,
-                    dtype=np.float64, max_features=None):
+                    dtype=np.float64, max_features=None, prefetch=False):
     """The chunks of :func:`iter_libffm` as ``(X, y, begin, end)``, ``begin`` / ``end`` the
     byte range of the (decompressed) text they come from; ``start`` (a chunk's ``begin`` of
     an earlier read with the same ``chunk``) resumes there (:func:`fmlearn.fit_stream`'s
-    checkpoints)."""
+    checkpoints). With ``prefetch`` the next chunk is read and parsed in a background thread
+    (:func:`prefetched`; one more chunk in memory)."""
+    if prefetch:
+        yield from prefetched(iter_positioned(
+            path, chunk, start, fields=fields, hash_buckets=hash_buckets, n_fields=n_fields,
+            dtype=dtype, max_features=max_features))
+        return
     if hash_buckets is not None:
         n_fields = _hash_fields(path, n_fields)
     elif fields is None:
@@ -657,8 +729,8 @@ def iter_positioned(path, chunk, start=0, *, fields=None, hash_buckets=None, n_f
     parser = _Parser(path, fields=fields, hash_buckets=hash_buckets, n_fields=n_fields,
                      dtype=dtype)
     try:
-        for first, begin, block in _blocks(path, chunk, start):
-            X, y = parser.block(first, block)
+        for begin, block in _blocks(path, chunk, start):
+            X, y = parser.block(begin, block)
             if X.shape[0]:
                 yield X, y, begin, begin + len(block)
     except (OSError, EOFError) as exc:

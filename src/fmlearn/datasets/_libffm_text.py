@@ -336,7 +336,18 @@ def sort_rows(indptr, cols, values, n_rows, sum_duplicates):
     """Sort each row's entries by column (insertion sort: rows are short) and merge repeated
     columns (their values summed) when ``sum_duplicates``, else stop at the first repeated
     column. Returns ``(nnz, row)``: the new number of entries (rows compacted in place,
-    ``indptr`` updated) and -1, or the row holding a repeated column."""
+    ``indptr`` updated) and -1, or the row holding a repeated column. Rows already sorted
+    without repeats (a file written in column order) cost one read-only pass."""
+    ordered = True
+    for i in range(n_rows):
+        for p in range(indptr[i] + 1, indptr[i + 1]):
+            if cols[p] <= cols[p - 1]:
+                ordered = False
+                break
+        if not ordered:
+            break
+    if ordered:
+        return indptr[n_rows], -1
     w = 0
     start = indptr[0]
     for i in range(n_rows):

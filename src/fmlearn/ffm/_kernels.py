@@ -584,6 +584,39 @@ def pair_weight(indptr, data, sw, normalize):
 
 
 @njit(cache=True, nogil=True)
+def touched_features(indices, nnz, n_features):
+    """The distinct features of ``indices[:nnz]``, sorted (a mark per feature: O(nnz + d),
+    no sort of the entries)."""
+    mark = np.zeros(n_features, np.bool_)
+    count = 0
+    for p in range(nnz):
+        j = indices[p]
+        if not mark[j]:
+            mark[j] = True
+            count += 1
+    out = np.empty(count, np.int64)
+    c = 0
+    for j in range(n_features):
+        if mark[j]:
+            out[c] = j
+            c += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def rows_finite(W, lin, features):
+    """Whether the model's rows of ``features`` hold finite values only (no copy)."""
+    for j in features:
+        if not np.isfinite(lin[j, 0]) or not np.isfinite(lin[j, 1]):
+            return False
+        block = W[j]
+        for v in block.ravel():
+            if not np.isfinite(v):
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def unique_fields(indptr, indices, fields, n_fields):
     """True when no CSR row has two features of one field."""
     last = np.full(n_fields, -1, np.int64)

@@ -45,29 +45,37 @@ class FFMState:
         return FFMModel(self.W, self.lin, self.bias)
 
     def is_finite(self, features=None):
-        """Whether the state (or the rows of ``features``) holds only finite values."""
-        W, lin = (self.W, self.lin) if features is None else (self.W[features],
-                                                               self.lin[features])
-        return bool(np.isfinite(W).all() and np.isfinite(lin).all()
-                    and np.isfinite(self.bias).all())
+        """Whether the state (or its rows of ``features``) holds only finite values."""
+        if not np.isfinite(self.bias).all():
+            return False
+        if features is None:
+            return bool(np.isfinite(self.W).all() and np.isfinite(self.lin).all())
+        from ._kernels import rows_finite
+
+        return bool(rows_finite(self.W, self.lin, features))
 
 
 def init_state(n_features, n_fields, n_factors, n_chunks, init, dtype, rng):
     """A fresh :class:`FFMState`: factors drawn from ``init`` (:class:`~._plan.InitSettings`)
     with ``rng`` (a ``RandomState``), padding factors 0, linear terms and bias 0, every
-    AdaGrad sum 1 (LIBFFM's start)."""
+    AdaGrad sum 1 (LIBFFM's start). The factors are drawn feature block by feature block, so
+    that no float64 copy of the model is made (the same numbers as one draw)."""
     d, F, C = int(n_features), int(n_fields), int(n_chunks)
     W = np.zeros((d, F, C, 2, LANES), dtype=dtype)
     W[:, :, :, 1, :] = 1.0
     if n_factors:
-        shape = (d, F, n_factors)
-        if init.kind == "uniform":
-            V = rng.uniform(0.0, init.scale, size=shape)
-        else:
-            V = rng.normal(0.0, init.scale, size=shape)
-        padded = np.zeros((d, F, C * LANES))
-        padded[:, :, :n_factors] = V
-        W[:, :, :, 0, :] = padded.reshape(d, F, C, LANES)
+        flat = W.reshape(d, F, C * 2 * LANES)
+        # factor f of chunk c sits at c * 2 LANES + f % LANES
+        pos = np.array([(f // LANES) * 2 * LANES + f % LANES for f in range(n_factors)])
+        step = max(1, (1 << 22) // (F * n_factors))
+        for a in range(0, d, step):
+            b = min(d, a + step)
+            shape = (b - a, F, n_factors)
+            if init.kind == "uniform":
+                block = rng.uniform(0.0, init.scale, size=shape)
+            else:
+                block = rng.normal(0.0, init.scale, size=shape)
+            flat[a:b, :, pos] = block
     lin = np.zeros((d, 2), dtype=dtype)
     lin[:, 1] = 1.0
     return FFMState(W, lin, np.array([0.0, 1.0]))
@@ -134,7 +142,10 @@ def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0, t
 
     ``touched`` (the features of the rows, when few) limits the check for non-finite values
     after each epoch to their rows of the state (a one-row ``partial_fit`` costs O(nnz^2 k),
-    not O(d F k)).
+    not O(d F k)); an empty array skips it, for the logistic loss on normalised rows, where
+    no step can leave the floats: |x_j| <= 1 and |dloss/dphi| <= 1 bound every gradient by
+    the parameters it reads, and AdaGrad moves a parameter by at most ``learning_rate`` per
+    step.
 
     Returns ``(state, n_iter, info)``: ``info["diverged"]`` is None or a message (the state
     is then partly updated: the caller keeps its previous one), ``info["train_loss"]`` the
@@ -172,7 +183,7 @@ def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0, t
         loss, weight, bad = run_epoch(rows, model, visit, order, block, cfg, work)
         seconds = context.clock() - t0
         n_done = it + 1
-        if bad >= 0 or not state.is_finite(touched):
+        if bad >= 0 or (touched is None or touched.shape[0]) and not state.is_finite(touched):
             info["diverged"] = (
                 f"AdaGrad diverged in epoch {n_done} (row {bad}: its score became "
                 f"non-finite or exceeded {settings.limit:.3g}); lower learning_rate (now "

@@ -36,7 +36,7 @@ from .._early_stopping import PARAMETER_CONSTRAINTS, SCORES, EarlyStopping, vali
 from .._threads import n_threads
 from ..exceptions import DivergenceError
 from ._fields import mean_pair_weight, n_chunks, resolve_fields, rows_have_unique_fields
-from ._kernels import LANES
+from ._kernels import LANES, touched_features
 from ._plan import (
     LIBFFM_ETA,
     LIBFFM_ITERATIONS,
@@ -300,13 +300,16 @@ class _BaseFFM(BaseFM):
                 touched = None
             else:
                 state = self._state()
-                touched = np.unique(csr[1])
+                touched = touched_features(csr[1], int(csr[0][-1]), state.W.shape[0])
                 snapshot = (touched, state.W[touched], state.lin[touched], state.bias.copy())
             self._update_clip_range(yv, extend=not first)
             rows = training_rows(csr, yv, sw, self.fields_)
             visit = np.arange(Xv.shape[0], dtype=np.int64)
+            # the logistic loss on normalised rows cannot leave the floats (see the solver)
+            bounded = is_classifier(self) and self.normalize_rows
+            check = touched if touched is None or not bounded else touched[:0]
             state, _, info = adagrad_solver(rows, visit, state, plan.solver, 0, RunContext(),
-                                            touched=touched)
+                                            touched=check)
             if info["diverged"]:
                 raise DivergenceError(info["diverged"] + "; the estimator keeps its previous "
                                       "state")
