@@ -53,7 +53,8 @@ def mode_fit(a):
     Xt, yt = data[-3], data[-2]
     eval_set = (data[2], data[3]) if a.valid else None
     params = dict(n_factors=a.k, fields=fields, n_iter=a.epochs, random_state=a.seed,
-                  early_stopping=bool(a.valid), shuffle=True)
+                  early_stopping=bool(a.valid), shuffle=True, learning_rate=a.lr,
+                  reg_linear=a.lam, reg_pairwise=a.lam)
     FFMClassifier(**{**params, "n_iter": 1}).fit(X[:300], y[:300], eval_set=eval_set)
     FFMClassifier(**{**params, "n_iter": 1}).fit(X[:300], y[:300]).predict_proba(Xt[:10])
     t = _clock()
@@ -247,6 +248,8 @@ def main(argv=None):
     s.add_argument("--epochs", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--dtype", default="float32")
+    s.add_argument("--lam", type=float, default=2e-5, help="LIBFFM's -l")
+    s.add_argument("--lr", type=float, default=0.2, help="LIBFFM's -r")
     s = sub.add_parser("predict")
     for opt in ("--model", "--test", "--out"):
         s.add_argument(opt, required=True)

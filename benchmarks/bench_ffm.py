@@ -127,41 +127,43 @@ def table_frappe(args, work):
     yte = _labels(te)
     runs = []
     for rep in range(args.reps):
-        for k in args.ks:
+        for k, lam in [(k, lam) for lam in args.lambdas for k in args.ks]:
             model, log, out = (os.path.join(work, f"libffm.k{k}.{n}") for n in
                                ("model", "log", "pred"))
-            r = _ok(measure(_sh([train_bin, "-s", "1", "-k", str(k), "-t", str(args.max_epochs),
-                                 "-p", va, "--auto-stop", tr, model], log),
-                            env=child_env(), cwd=work), "ffm-train")
+            r = _ok(measure(_sh([train_bin, "-s", "1", "-k", str(k), "-l", repr(lam), "-t",
+                                 str(args.max_epochs), "-p", va, "--auto-stop", tr, model],
+                                log), env=child_env(), cwd=work), "ffm-train")
             _ok(measure([predict_bin, te, model, out], env=child_env(), cwd=work),
                 "ffm-predict")
             text = open(log).read()
             kept = [int(w[:-2]) for w in text.split() if w.endswith("th")]
             n_iter = sum(1 for line in text.splitlines() if line.strip()[:1].isdigit())
-            runs.append({"system": "LIBFFM", "k": k, "rep": rep, "proc_cpu": r["cpu_s"],
-                         "n_iter": n_iter, "best": kept[-1] if kept else n_iter,
+            runs.append({"system": "LIBFFM", "k": k, "lam": lam, "rep": rep,
+                         "proc_cpu": r["cpu_s"], "n_iter": n_iter,
+                         "best": kept[-1] if kept else n_iter,
                          **_scores(yte, np.loadtxt(out)), "load_before": r["load_before"],
                          "load_after": r["load_after"]})
             r = _ok(fmlearn_child(args, "fit", "--train", tr, "--valid", va, "--test", te,
-                                  "--k", k, "--seed", rep, "--epochs", args.max_epochs),
-                    "fmlearn fit")
-            runs.append({"system": "fmlearn", "k": k, "rep": rep, "proc_cpu": r["cpu_s"],
+                                  "--k", k, "--lam", lam, "--seed", rep, "--epochs",
+                                  args.max_epochs), "fmlearn fit")
+            runs.append({"system": "fmlearn", "k": k, "lam": lam, "rep": rep,
+                         "proc_cpu": r["cpu_s"],
                          **r["payload"], "best": r["payload"]["best_iteration"],
                          "load_before": r["load_before"], "load_after": r["load_after"]})
             print(json.dumps(runs[-2:]), flush=True)
     rows = []
-    for k in args.ks:
+    for k, lam in [(k, lam) for lam in args.lambdas for k in args.ks]:
         for system in ("LIBFFM", "fmlearn"):
-            sel = [r for r in runs if r["k"] == k and r["system"] == system]
-            rows.append([system, k, spread([r["n_iter"] for r in sel], "{:.0f}"),
+            sel = [r for r in runs if r["k"] == k and r["lam"] == lam and r["system"] == system]
+            rows.append([system, k, f"{lam:g}", spread([r["n_iter"] for r in sel], "{:.0f}"),
                          spread([r["best"] for r in sel], "{:.0f}"),
                          spread([r["log_loss"] for r in sel], "{:.4f}"),
                          spread([r["auc"] for r in sel], "{:.4f}")])
     print(f"\nFrappe, early stopping on the same 10% of the training file, test file; "
           f"{args.reps} repetitions (fmlearn seeds 0..{args.reps - 1}; LIBFFM's shuffles are "
           f"fixed); load {load_range(runs)}\n")
-    print(md_table(["system", "k", "epochs run", "epoch kept", "test log-loss", "test AUC"],
-                   rows))
+    print(md_table(["system", "k", "lambda (-l)", "epochs run", "epoch kept", "test log-loss",
+                    "test AUC"], rows))
     speed = _frappe_speed(args, work, tr, te, train_bin)
     return runs + speed
 
@@ -293,41 +295,59 @@ def table_river(args, work):
     return runs
 
 
-FM_CONFIGS = {
-    "FM mcmc k=8 (100 sweeps, probit)": {"n_factors": 8, "solver": "mcmc", "n_iter": 100},
-    "FM als k=8 (30 sweeps, reg 1)": {"n_factors": 8, "solver": "als", "n_iter": 30,
-                                      "reg_linear": 1.0, "reg_pairwise": 1.0},
-    "FM sgd k=8 (30 epochs)": {"n_factors": 8, "solver": "sgd", "n_iter": 30,
-                               "learning_rate": 0.05, "reg_pairwise": 0.001},
+# The grids of the FFM-against-FM table, each model chosen on the carved-out validation rows.
+FFM_GRID = [{"k": k, "lam": lam} for k in (8, 32) for lam in (2e-5, 2e-4)]
+FM_GRID = {
+    "FM als": [{"n_factors": k, "solver": "als", "n_iter": 30, "reg_linear": r,
+                "reg_pairwise": r} for k in (8, 32) for r in (0.3, 1.0, 3.0)],
+    "FM mcmc": [{"n_factors": k, "solver": "mcmc", "n_iter": 100} for k in (8, 32)],
 }
 
 
 def table_fm(args, work):
-    """FFM against fmlearn's classic FM on Frappe (same split; the FFM stops early on the
-    carved-out rows, the FM runs its fixed iterations)."""
+    """FFM against fmlearn's classic FM on Frappe, each chosen on the same validation rows
+    (the FFM's early-stopping set) from a small grid: the FFM over k and lambda (early
+    stopping on those rows), the FM's ALS over k and its L2, its MCMC over k."""
     tr, va, te = frappe_files(args, work)
     runs = []
     for rep in range(args.reps):
-        for k in args.ks:
+        for g in FFM_GRID:
             r = _ok(fmlearn_child(args, "fit", "--train", tr, "--valid", va, "--test", te,
-                                  "--k", k, "--seed", rep, "--epochs", args.max_epochs),
-                    "fmlearn fit")
-            runs.append({"system": f"FFM k={k} (early stopping)", "rep": rep,
-                         **r["payload"], "load_before": r["load_before"],
-                         "load_after": r["load_after"]})
-        for name, params in FM_CONFIGS.items():
-            r = _ok(fmlearn_child(args, "fm", "--train", tr, "--valid", va, "--test", te,
-                                  "--params", json.dumps(params), "--seed", rep), name)
-            runs.append({"system": name, "rep": rep, **r["payload"],
+                                  "--k", g["k"], "--lam", g["lam"], "--seed", rep,
+                                  "--epochs", args.max_epochs), "fmlearn fit")
+            p = r["payload"]
+            runs.append({"family": "FFM", "config": f"k={g['k']}, lambda={g['lam']:g}",
+                         "rep": rep, "val": min(p["val"]), **{k: p[k] for k in (
+                             "log_loss", "auc", "fit_cpu")},
                          "load_before": r["load_before"], "load_after": r["load_after"]})
-        print(json.dumps(runs[-2 - len(FM_CONFIGS):]), flush=True)
-    systems = list(dict.fromkeys(r["system"] for r in runs))
-    rows = [[s, spread([r["log_loss"] for r in runs if r["system"] == s], "{:.4f}"),
-             spread([r["auc"] for r in runs if r["system"] == s], "{:.4f}"),
-             spread([r["fit_cpu"] for r in runs if r["system"] == s])] for s in systems]
-    print(f"\nFrappe test file, trained on 90% of the validation file; load "
-          f"{load_range(runs)}\n")
-    print(md_table(["model", "test log-loss", "test AUC", "fit CPU s"], rows))
+        for family, grid in FM_GRID.items():
+            for params in grid:
+                r = _ok(fmlearn_child(args, "fm", "--train", tr, "--valid", va, "--test", te,
+                                      "--params", json.dumps(params), "--seed", rep), family)
+                p = r["payload"]
+                cfg = ", ".join(f"{k}={v}" for k, v in params.items() if k != "solver")
+                runs.append({"family": family, "config": cfg, "rep": rep,
+                             "val": p["val_log_loss"], "log_loss": p["log_loss"],
+                             "auc": p["auc"], "fit_cpu": p["fit_cpu"],
+                             "load_before": r["load_before"], "load_after": r["load_after"]})
+        print(json.dumps(runs[-(len(FFM_GRID) + sum(map(len, FM_GRID.values()))):]),
+              flush=True)
+    rows = []
+    for family in ["FFM", *FM_GRID]:
+        chosen = []
+        for rep in range(args.reps):
+            sel = [r for r in runs if r["family"] == family and r["rep"] == rep]
+            chosen.append(min(sel, key=lambda r: r["val"]))
+        configs = sorted({c["config"] for c in chosen})
+        rows.append([family, "; ".join(configs), spread([c["val"] for c in chosen], "{:.4f}"),
+                     spread([c["log_loss"] for c in chosen], "{:.4f}"),
+                     spread([c["auc"] for c in chosen], "{:.4f}"),
+                     spread([c["fit_cpu"] for c in chosen])])
+    print(f"\nFrappe: each family's model chosen on the validation rows (10% of the "
+          f"validation file) from its grid, then the test file; {args.reps} repetitions "
+          f"(seeds); load {load_range(runs)}\n")
+    print(md_table(["model", "chosen on validation", "validation log-loss", "test log-loss",
+                    "test AUC", "fit CPU s"], rows))
     return runs
 
 
@@ -453,6 +473,8 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--ks", type=lambda s: [int(v) for v in s.split(",")], default=[4, 8])
     p.add_argument("--epochs", type=int, default=10, help="epochs of the fit-speed runs")
+    p.add_argument("--lambdas", type=lambda s: [float(v) for v in s.split(",")],
+                   default=[2e-5, 2e-4], help="frappe: LIBFFM's -l values (both systems)")
     p.add_argument("--max-epochs", type=int, default=50, help="most epochs with early stopping")
     p.add_argument("--rows", type=int, default=None,
                    help="river: rows of the stream (default 20,000); scale: rows (default "
