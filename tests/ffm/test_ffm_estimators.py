@@ -66,6 +66,18 @@ def test_early_stopping_keeps_the_best_epoch(ctr):
     assert clf.history_["metric"] == "log_loss" and len(clf.history_["train"]) == clf.n_iter_
 
 
+def test_auc_scoring_keeps_the_epoch_of_the_best_auc(ctr):
+    X, y, Xt, yt, _, fields = ctr
+    from sklearn.metrics import roc_auc_score
+
+    clf = FFMClassifier(fields=fields, n_iter=12, n_iter_no_change=2, scoring="roc_auc",
+                        learning_rate=0.5, random_state=0).fit(X[:4000], y[:4000],
+                                                                eval_set=(Xt, yt))
+    val = clf.history_["val"]
+    assert clf.history_["metric"] == "roc_auc" and clf.best_iteration_ == np.argmax(val) + 1
+    assert roc_auc_score(yt, clf.decision_function(Xt)) == pytest.approx(max(val), rel=1e-12)
+
+
 def test_carved_out_rows_are_the_stratified_split_and_are_not_trained_on(ctr):
     """early_stopping=True without an eval_set trains on the rows validation_split leaves and
     scores the others: the same model as a fit on those rows with the others as eval_set."""
