@@ -79,6 +79,8 @@ def test_chunks_equal_the_whole_file_and_resume_at_a_chunk(tmp_path):
         pos = list(iter_positioned(path, 700, fields=fields))
         third = pos[3][2]
         rest = list(iter_positioned(path, 700, third, fields=fields))
+        # the same chunks as the uninterrupted read from there (a resumed fit_stream)
+        assert [(c[2], c[3]) for c in rest] == [(c[2], c[3]) for c in pos[3:]]
         assert (sp.vstack([c[0] for c in rest]) != sp.vstack([c[0] for c in pos[3:]])).nnz == 0
 
 
@@ -212,3 +214,16 @@ def test_prefetched_chunks_are_the_same_and_errors_come_through():
     next(gen)
     gen.close()  # the consumer stops early: the thread ends
     assert threading.active_count() == before
+
+
+def test_blocks_depend_on_their_begin_only(tmp_path):
+    """A read resumed at any block's begin cuts the same blocks, long lines included."""
+    from fmlearn.datasets._libffm import _blocks
+
+    rng = np.random.default_rng(0)
+    lines = ["1 " + " ".join(f"0:{j}:1" for j in range(int(n))) for n in rng.integers(1, 40, 200)]
+    path = _write(tmp_path, "\n".join(lines) + "\n")
+    whole = list(_blocks(path, 64))
+    assert b"".join(b for _, b in whole) == open(path, "rb").read()
+    for begin, _ in whole[::7]:
+        assert list(_blocks(path, 64, begin)) == [b for b in whole if b[0] >= begin]

@@ -327,3 +327,49 @@ def test_verbose_progress_and_no_warnings(ctr, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         FFMClassifier(fields=fields, n_iter=2, verbose=1, random_state=0).fit(X[:500], y[:500])
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_fit_stream_resumes_from_each_checkpoint_of_a_libffm_file(ctr, tmp_path, suffix,
+                                                                   monkeypatch):
+    """fit_stream's checkpoints of a libffm file (byte offsets of its chunks, rows into
+    them): resuming after any batch ends as the uninterrupted run, bit for bit."""
+    import inspect
+    import shutil
+
+    def _same_model(a, b):
+        va, vb = vars(a), vars(b)
+        assert set(va) == set(vb)
+        for key in va:
+            if key in ("stream_history_", "_checked_params_token"):
+                continue
+            if isinstance(va[key], np.ndarray):
+                np.testing.assert_array_equal(va[key], vb[key], err_msg=key)
+            elif key not in ("fields",):
+                assert va[key] == vb[key], key
+
+    X, y, _, _, _, fields = ctr
+    path = str(tmp_path / f"s.ffm{suffix}")
+    save_libffm(X[:1500], y[:1500], fields, path)
+    kw = dict(batch_size=200, chunk_size_bytes=9000, classes=[0, 1], n_epochs=2)
+    params = dict(fields=fields, random_state=0)
+    ref = fmlearn.fit_stream(FFMClassifier(**params), path, **kw)
+    saved = []
+    ck = tmp_path / "ck"
+    original = inspect.getattr_static(FFMClassifier, "partial_fit")
+
+    def copying(self, X, y, **k):
+        if (ck / "checkpoint.fmz").exists():
+            saved.append(tmp_path / f"copy{len(saved)}.fmz")
+            shutil.copy(ck / "checkpoint.fmz", saved[-1])
+        return original(self, X, y, **k)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(FFMClassifier, "partial_fit", copying)
+        fmlearn.fit_stream(FFMClassifier(**params), path, checkpoint=ck, checkpoint_every=1,
+                           **kw)
+    assert len(saved) == sum(ref.stream_history_["batches"]) - 1
+    for copy in saved[::3]:
+        shutil.copy(copy, ck / "checkpoint.fmz")
+        m = fmlearn.fit_stream(FFMClassifier(**params), path, checkpoint=ck, **kw)
+        _same_model(m, ref)

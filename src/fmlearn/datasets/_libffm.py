@@ -96,9 +96,12 @@ def check_field_map(fields, what="fields", unknown=False):
 
 # -- blocks of whole lines ------------------------------------------------------------------
 def _blocks(path, size, start=0):
-    """Yield ``(begin, bytes)``: blocks of about ``size`` bytes of whole lines of the
-    (decompressed) file from byte ``start`` (a line start), ``begin`` their offset. Line
-    numbers are counted only when a message needs one (:func:`_line_at`)."""
+    """Yield ``(begin, bytes)``: blocks of whole lines of the (decompressed) file from byte
+    ``start`` (a line start), ``begin`` their offset. A block is the lines that end within
+    ``size`` bytes of its begin (or, for a longer line, that line), so its extent depends on
+    its begin only: a read resumed at a block's begin cuts the same blocks as an
+    uninterrupted one (``fit_stream``'s checkpoints). Line numbers are counted only when a
+    message needs one (:func:`_line_at`)."""
     with _open_binary(path) as f:
         if start:
             if _compression(path) is None:
@@ -111,21 +114,28 @@ def _blocks(path, size, start=0):
                         break
                     left -= len(chunk)
         begin = start
-        carry = b""
+        buf = b""
         while True:
-            buf = f.read(size)
+            if len(buf) < size:
+                buf += f.read(size - len(buf))
             if not buf:
-                break
-            buf = carry + buf
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:  # a line longer than size: read on until it ends
-                carry = buf
-                continue
-            block, carry = buf[:cut], buf[cut:]
-            yield begin, block
-            begin += len(block)
-        if carry:
-            yield begin, carry
+                return
+            cut = buf.rfind(b"\n", 0, size) + 1
+            while cut == 0:  # no line ends within size bytes: the block is the first line
+                end = buf.find(b"\n", size)
+                if end >= 0:
+                    cut = end + 1
+                    break
+                more = f.read(size)
+                if not more:
+                    break
+                buf += more
+            if cut == 0:  # the last line, without a line end
+                yield begin, buf
+                return
+            yield begin, buf[:cut]
+            begin += cut
+            buf = buf[cut:]
 
 
 def _line_at(path, offset):
