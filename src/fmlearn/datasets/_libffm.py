@@ -114,28 +114,32 @@ def _blocks(path, size, start=0):
                         break
                     left -= len(chunk)
         begin = start
-        buf = b""
+        carry = b""
         while True:
-            if len(buf) < size:
-                buf += f.read(size - len(buf))
-            if not buf:
+            # read into a fresh buffer after the carried-over line start: no copy of the data
+            buf = bytearray(max(size, len(carry)))
+            buf[:len(carry)] = carry
+            with memoryview(buf) as view:
+                got = len(carry) + (f.readinto(view[len(carry):]) or 0)
+            if got == 0:
                 return
-            cut = buf.rfind(b"\n", 0, size) + 1
-            while cut == 0:  # no line ends within size bytes: the block is the first line
-                end = buf.find(b"\n", size)
-                if end >= 0:
-                    cut = end + 1
-                    break
-                more = f.read(size)
-                if not more:
-                    break
-                buf += more
-            if cut == 0:  # the last line, without a line end
-                yield begin, buf
-                return
-            yield begin, buf[:cut]
+            eof = got < len(buf)
+            cut = buf.rfind(b"\n", 0, min(size, got)) + 1
+            if cut == 0:  # no line ends within size bytes: the block is the first line
+                del buf[got:]
+                end = buf.find(b"\n")
+                while end < 0 and not eof:
+                    more = f.read(size)
+                    eof = len(more) < size
+                    buf += more
+                    end = buf.find(b"\n")
+                got = len(buf)
+                cut = end + 1 if end >= 0 else got
+            yield begin, memoryview(buf)[:cut]
             begin += cut
-            buf = buf[cut:]
+            carry = bytes(buf[cut:got])
+            if eof and not carry:
+                return
 
 
 def _line_at(path, offset):
@@ -163,6 +167,7 @@ class _Error(Exception):
 
 def _fail(path, begin, block, offset, message):
     no = _line_at(path, begin + offset)
+    block = bytes(block)
     end = block.find(b"\n", offset)
     line = block[offset:end if end >= 0 else len(block)]
     return ValueError(f"libffm file {path!r}, line {no}: {message} (the line reads "
@@ -174,7 +179,7 @@ def _line_of_row(path, row):
     i = -1
     first = 1
     for _, block in _blocks(path, 1 << 22):
-        lines = block.split(b"\n")
+        lines = bytes(block).split(b"\n")
         for no, line in enumerate(lines, start=first):
             if line.split(b"#", 1)[0].split():
                 i += 1
@@ -238,10 +243,10 @@ class _Parser:
                 break
             deferred = np.empty((out.field.shape[0] + out.y.shape[0], 3), np.int64)
         if code != OK:
-            token = block[a:b].decode("utf-8", errors="replace")
+            token = bytes(block[a:b]).decode("utf-8", errors="replace")
             raise _Error(MESSAGES[code].format(token=token), line)
         for e, a, b in deferred[:nd]:
-            text = block[a:b].decode("utf-8", errors="replace")
+            text = bytes(block[a:b]).decode("utf-8", errors="replace")
             row = -1 - e if e < 0 else int(np.searchsorted(out.indptr[1:rows + 1], e,
                                                             side="right"))
             try:
@@ -271,7 +276,7 @@ class _Parser:
             raise _fail(self.path, begin, block, int(exc.offset), str(exc)) from None
 
     def _block(self, block):
-        from ._libffm_text import assign_fields, hashed_columns, sort_rows
+        from ._libffm_text import assign_fields, check_fields, hashed_columns, sort_rows
 
         out, rows, nnz = self._parse(block)
         field, feature = out.field[:nnz], out.feature[:nnz]
@@ -302,8 +307,11 @@ class _Parser:
                                                                    -1, np.int64)])
                     self.first_row = np.concatenate([self.first_row, np.full(
                         size - self.first_row.shape[0], -1, np.int64)])
-            code, e = assign_fields(field, feature, nnz, self.fmap, self.first_row,
-                                    out.indptr, self.rows, self.fixed)
+            if self.fixed:  # a given map: one pass, the row found only for a message
+                code, e = check_fields(field, feature, nnz, self.fmap)
+            else:
+                code, e = assign_fields(field, feature, nnz, self.fmap, self.first_row,
+                                        out.indptr, self.rows, self.fixed)
             if code:
                 row = self._row_of(out, rows, e)
                 j, f = int(feature[e]), int(field[e])
@@ -327,10 +335,10 @@ class _Parser:
                 e = int(np.argmax(field))
                 raise _Error(f"field {int(field[e])} is beyond n_fields={self.n_fields}",
                              out.line_start[self._row_of(out, rows, e)])
-            cols = feature.copy()
+            cols = feature  # the block's own buffer: sorted in place
             width = self.fmap.shape[0]
-        values = out.value[:nnz].copy()
-        indptr = out.indptr[:rows + 1].copy()
+        values = out.value[:nnz]
+        indptr = out.indptr[:rows + 1]
         nnz, bad = sort_rows(indptr, cols, values, rows, self.hash_buckets is not None)
         if bad >= 0:
             raise _Error("a feature appears twice on the line", out.line_start[bad])
@@ -341,7 +349,7 @@ class _Parser:
             indptr = kept[indptr].astype(np.int64)
             cols, values = cols[keep], values[keep]
         self.rows += rows
-        X = sp.csr_matrix((values.astype(self.dtype), cols.astype(np.int32), indptr),
+        X = sp.csr_matrix((values.astype(self.dtype), cols.astype(np.int32), indptr.copy()),
                           shape=(rows, width))
         return X, out.y[:rows].copy()
 

@@ -332,6 +332,21 @@ def assign_fields(field, feature, nnz, fmap, first_row, indptr, row0, fixed):
 
 
 @njit(cache=True, nogil=True)
+def check_fields(field, feature, nnz, fmap):
+    """:func:`assign_fields` for a given map: ``(code, entry)`` of the first entry beyond the
+    map (1) or in another field than the map's (2; -1 in the map accepts any), else (0, -1)."""
+    d = fmap.shape[0]
+    for e in range(nnz):
+        j = feature[e]
+        if j >= d:
+            return 1, e
+        f = fmap[j]
+        if f >= 0 and f != field[e]:
+            return 2, e
+    return 0, -1
+
+
+@njit(cache=True, nogil=True)
 def sort_rows(indptr, cols, values, n_rows, sum_duplicates):
     """Sort each row's entries by column (insertion sort: rows are short) and merge repeated
     columns (their values summed) when ``sum_duplicates``, else stop at the first repeated
