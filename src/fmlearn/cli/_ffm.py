@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ._common import CLIError, compile_kernels, print_pairs
+from ._common import CLIError, compile_kernels, print_pairs, write_values
 
 #: LIBFFM's defaults (``ffm-train`` without options).
 FFM_DEFAULTS = {"n_factors": 4, "n_iter": 15, "learning_rate": 0.2}
@@ -167,8 +167,6 @@ def _report(args, est, train, X, y, X_test, y_test, compile_s, fit_s, run, strea
 
 
 def _save_and_predict(args, est, X_test, save):
-    from ._commands import write_values
-
     if save:
         est.save(save)
         print(f"model saved to {save}")

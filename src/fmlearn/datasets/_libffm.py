@@ -667,7 +667,7 @@ def iter_libffm(path, chunk_size_bytes=DEFAULT_CHUNK, *, fields=None, hash_bucke
     >>> with open(path, "w") as f:
     ...     _ = f.write("".join(f"{i % 2} 0:{i % 5}:1 1:{5 + i % 3}:1\\n" for i in range(100)))
     >>> [X.shape for X, y in iter_libffm(path, chunk_size_bytes=500)][:2]
-    [(35, 8), (36, 8)]
+    [(35, 8), (35, 8)]
     """
     path = _check_path(path)
     chunk = _positive_int("chunk_size_bytes", chunk_size_bytes, 1 << 62)

@@ -75,8 +75,8 @@ def make_ffm_ctr(n_samples, n_fields=4, n_values=50, n_factors=4, *, field_aware
     --------
     >>> from fmlearn.datasets import make_ffm_ctr
     >>> X, y, fields, model, p = make_ffm_ctr(1000, n_fields=3, n_values=10, random_state=0)
-    >>> X.shape, int(X.sum(axis=1).max()), fields.tolist()[:12]
-    ((1000, 30), 1, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1])
+    >>> X.shape, int(X.sum(axis=1).max()), fields.tolist()[:12]   # one 1 per field and row
+    ((1000, 30), 3, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1])
     """
     rs = check_random_state(random_state)
     if model is None:
