@@ -334,8 +334,10 @@ class _BaseFFM(BaseFM):
         if names is None:
             names = _PARAM_NAMES[type(self)] = tuple(self._get_param_names())
         params = {name: getattr(self, name) for name in names}
-        token = tuple(id(v) if isinstance(v, np.ndarray) else repr(v)
-                      for v in params.values())
+        # scalars by value; arrays, lists (a field map of millions of ids) and objects by
+        # identity: a token costs O(1) per parameter
+        token = tuple(v if isinstance(v, (bool, int, float, str, type(None))) else
+                      (type(v), id(v)) for v in params.values())
         if self.__dict__.get("_checked_params_token") != token:
             self._validate_params()
             self._checked_params_token = token
