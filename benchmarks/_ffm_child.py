@@ -275,7 +275,7 @@ def main(argv=None):
     s.add_argument("--k", type=int, default=4)
     s.add_argument("--epochs", type=int, default=1)
     s.add_argument("--batch", type=int, default=None)
-    s.add_argument("--chunk-mb", type=int, default=16)
+    s.add_argument("--chunk-mb", type=int, default=64)
     a = p.parse_args(argv)
     {"fit": mode_fit, "predict": mode_predict, "river": mode_river, "partial": mode_partial,
      "fm": mode_fm, "scale": mode_scale}[a.mode](a)
