@@ -57,6 +57,12 @@ def estimators():
         "OnlineFMRegressor-ogd": (lambda: F.OnlineFMRegressor(learner="ogd", n_iter=2), "reg"),
         "OnlineCFMRegressor": (lambda: F.OnlineCFMRegressor(n_iter=2), "reg"),
         "OnlineCFMClassifier": (lambda: F.OnlineCFMClassifier(n_iter=2), "clf"),
+        # without row normalisation, so that overflowing rows overflow (a normalised FFM is
+        # scale-invariant: tests/ffm)
+        "FFMClassifier": (lambda: F.FFMClassifier(n_factors=2, n_iter=4, normalize_rows=False,
+                                                  learning_rate=0.05, random_state=0), "clf"),
+        "FFMRegressor": (lambda: F.FFMRegressor(n_factors=2, n_iter=20, normalize_rows=False,
+                                                learning_rate=0.1, random_state=0), "reg"),
     }
 
 
@@ -183,7 +189,7 @@ MUTATION_FAMILIES = [
     "FMRegressor-mcmc", "FMRegressor-als", "FMRegressor-sgd", "FMClassifier-mcmc",
     "FMClassifier-sgd", "GFMRegressor", "GFMRegressor-moment", "IFMRegressor",
     "SymmetricRankOneSensing", "PhaseRetrieval", "AsymmetricRankOneSensing",
-    "ConvexFMRegressor", "ConvexFMClassifier",
+    "ConvexFMRegressor", "ConvexFMClassifier", "FFMClassifier", "FFMRegressor",
     # online families: every learner's named state (model format 2)
     "CCFMRegressor", "CCFMRegressor-ftrl", "CCFMRegressor-ogd", "CCFMClassifier",
     "OnlineFMRegressor", "OnlineFMRegressor-ogd", "OnlineFMClassifier",

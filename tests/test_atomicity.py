@@ -25,6 +25,7 @@ BATCH = sorted(name for name in estimators() if not is_online(name))
 # A method each family calls at the end of a step, when part of the new state is written.
 LATE_HOOK = {
     "FM": "_store",
+    "FFM": "_publish",
     "GFM": "_store_state",
     "IFM": "_store_state",
     "Symmetric": "_store_state",

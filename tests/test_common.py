@@ -12,6 +12,8 @@ from fmlearn import (
     CCFMRegressor,
     ConvexFMClassifier,
     ConvexFMRegressor,
+    FFMClassifier,
+    FFMRegressor,
     FMClassifier,
     FMRegressor,
     GFMRegressor,
@@ -58,6 +60,8 @@ ESTIMATORS = [
     ConvexFMRegressor(max_iter=10),
     ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
     ConvexFMClassifier(max_iter=10),
+    FFMClassifier(),
+    FFMRegressor(),
 ]
 
 

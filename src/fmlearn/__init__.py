@@ -21,6 +21,8 @@ _LAZY = {
     "CCFMRegressor": "online",
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
+    "FFMClassifier": "ffm",
+    "FFMRegressor": "ffm",
     "FMClassifier": "fm",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
@@ -42,8 +44,8 @@ _LAZY = {
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
-    "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "reproduce", "sensing", "solvers", "stream",
+    "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
+    "online", "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -52,6 +54,8 @@ __all__ = [
     "CCFMRegressor",
     "ConvexFMClassifier",
     "ConvexFMRegressor",
+    "FFMClassifier",
+    "FFMRegressor",
     "FMClassifier",
     "FMRegressor",
     "GFMRegressor",
@@ -121,6 +125,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
+    from .ffm import FFMClassifier, FFMRegressor
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor

@@ -20,6 +20,8 @@ PUBLIC = {
     "CCFMRegressor": "fmlearn.online.ccfm:CCFMRegressor",
     "ConvexFMClassifier": "fmlearn.convex:ConvexFMClassifier",
     "ConvexFMRegressor": "fmlearn.convex:ConvexFMRegressor",
+    "FFMClassifier": "fmlearn.ffm.estimators:FFMClassifier",
+    "FFMRegressor": "fmlearn.ffm.estimators:FFMRegressor",
     "FMClassifier": "fmlearn.fm:FMClassifier",
     "FMRegressor": "fmlearn.fm:FMRegressor",
     "GFMRegressor": "fmlearn.gfm:GFMRegressor",
