@@ -19,6 +19,7 @@ _LAZY = {
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
     "FMClassifier": "fm",
+    "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -40,7 +41,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "reproduce", "sensing", "solvers", "stream",
+    "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "ConvexFMClassifier",
     "ConvexFMRegressor",
     "FMClassifier",
+    "FMRanker",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
+    from .ranking import FMRanker
     from .online import (
         CCFMClassifier,
         CCFMRegressor,

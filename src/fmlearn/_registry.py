@@ -21,6 +21,7 @@ PUBLIC = {
     "ConvexFMClassifier": "fmlearn.convex:ConvexFMClassifier",
     "ConvexFMRegressor": "fmlearn.convex:ConvexFMRegressor",
     "FMClassifier": "fmlearn.fm:FMClassifier",
+    "FMRanker": "fmlearn.ranking.ranker:FMRanker",
     "FMRegressor": "fmlearn.fm:FMRegressor",
     "GFMRegressor": "fmlearn.gfm:GFMRegressor",
     "IFMRegressor": "fmlearn.ifm:IFMRegressor",

@@ -43,7 +43,8 @@ DEFAULT_BUDGET_MB = 256.0
 # and their running count, and the product's temporaries.
 _BYTES_PER_CELL = 48
 
-_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier"})
+_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier",
+                      "FMRanker"})
 _CONVEX = frozenset({"ConvexFMRegressor", "ConvexFMClassifier"})
 _ONE_PASS = {"GFMRegressor": False, "IFMRegressor": True}  # name -> zero diagonal
 _NO_FACTORS = {

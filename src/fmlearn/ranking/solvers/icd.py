@@ -1,0 +1,82 @@
+"""Implicit coordinate descent (iCD) on the all-negatives squared loss: the solver around
+:func:`fmlearn.ranking.kernels.icd.icd_side` (see it for the updates).
+
+Bayer, He, Kanagal & Rendle, "A generic coordinate descent framework for learning from
+implicit feedback", WWW 2017, applied to the classic FM; with one-hot users and items and no
+linear terms this is implicit ALS's objective (Hu, Koren & Volinsky, "Collaborative filtering
+for implicit feedback datasets", ICDM 2008) minimised one coordinate at a time (as in He et
+al. 2016's eALS) rather than one vector at a time.
+
+A sweep updates the context side (w0, the context features' w and V) with the items fixed,
+then the item side with the contexts fixed; each side starts from caches recomputed from the
+model (no drift across sweeps).
+"""
+
+import numpy as np
+
+from ..kernels.icd import Cache, ICDConfig, Other, Side, icd_objective, icd_side
+
+
+def _side(rows, ev_ptr, ev_other, ev_index, ev_alpha, bias):
+    T = rows.T.tocsr()
+    T.sort_indices()
+    return Side(np.ascontiguousarray(T.indptr, np.int64),
+                np.ascontiguousarray(T.indices, np.int32),
+                np.ascontiguousarray(T.data, np.float64),
+                np.ascontiguousarray(rows.indptr, np.int64),
+                np.ascontiguousarray(rows.indices, np.int32),
+                np.ascontiguousarray(rows.data, np.float64),
+                np.ascontiguousarray(ev_ptr, np.int64), np.ascontiguousarray(ev_other, np.int64),
+                np.ascontiguousarray(ev_index, np.int64),
+                np.ascontiguousarray(ev_alpha, np.float64), bias)
+
+
+def sides(data):
+    """The context side (with w0) and the item side of an EventData."""
+    n_ev = data.n_events
+    ctx = _side(data.contexts, data.pos_ptr, data.ev_item, np.arange(n_ev), data.ev_weight,
+                True)
+    order = np.argsort(data.ev_item, kind="stable")
+    ptr = np.zeros(data.n_items + 1, dtype=np.int64)
+    np.cumsum(np.bincount(data.ev_item, minlength=data.n_items), out=ptr[1:])
+    item = _side(data.items, ptr, data.ev_ctx[order], order, data.ev_weight[order], False)
+    return ctx, item
+
+
+def _cache(n, k):
+    return Cache(np.zeros(n), np.zeros((k, n)), np.zeros(n), np.zeros(n), np.zeros(n))
+
+
+def icd_config(settings):
+    return ICDConfig(float(settings.negative_weight), float(settings.reg_bias),
+                     float(settings.reg_linear), float(settings.reg_pairwise))
+
+
+def icd_solver(data, model, settings, run):
+    """Run ``settings.n_iter`` iCD sweeps from ``model`` (updated in place).
+
+    Returns ``(model, n_iter, info)``; ``info["objective"]`` is the loss after the last sweep
+    and ``info["diverged"]`` None or a message (a non-finite objective: an input overflow).
+    """
+    k = model.V.shape[1]
+    ctx, item = sides(data)
+    cc, ic = _cache(data.n_contexts, k), _cache(data.n_items, k)
+    yhat = np.zeros(data.n_events)
+    cfg = icd_config(settings)
+    # the items' phi and q for the first context side (compiles the kernels too)
+    icd_objective(item, ic, Other(cc.phi, cc.Q), model, yhat, cfg)
+    run.start()
+    n_done = 0
+    objective = np.nan
+    for it in range(settings.n_iter):
+        icd_side(ctx, cc, Other(ic.phi, ic.Q), model, yhat, cfg)
+        icd_side(item, ic, Other(cc.phi, cc.Q), model, yhat, cfg)
+        objective = icd_objective(item, ic, Other(cc.phi, cc.Q), model, yhat, cfg)
+        n_done = it + 1
+        if not np.isfinite(objective):
+            return model, n_done, {"objective": objective, "diverged": (
+                f"iCD produced a non-finite objective in sweep {it + 1}: the features' values "
+                "overflow; rescale them")}
+        if run.end_iteration(it, objective / max(data.n_events, 1)):
+            break
+    return model, n_done, {"objective": objective, "diverged": None}
