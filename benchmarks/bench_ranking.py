@@ -159,8 +159,7 @@ def systems(table, args):
     out = []
     if table in ("ml100k", "validate"):
         out += [(f"fmlearn {n}", "fmlearn", "fit", p, {}) for n, p in fm.items()]
-        if table == "ml100k":
-            out += [(n, s, "fit", p, {}) for n, (s, p) in peers.items()]
+        out += [(n, s, "fit", p, {}) for n, (s, p) in peers.items()]
     elif table == "cold":
         out += [(f"fmlearn {n}", "fmlearn", "fit", p, {"item_features": True})
                 for n, p in fm.items()]
@@ -183,6 +182,13 @@ def systems(table, args):
                                                        "iterations": e}, {})]
     if args.only:
         out = [s for s in out if any(o in s[0] for o in args.only)]
+    for item in args.set or []:  # LABEL:PARAM=VALUE overrides, e.g. for tuning runs
+        label, _, assignment = item.partition(":")
+        key, _, value = assignment.partition("=")
+        value = json.loads(value) if value[:1] in "0123456789-[{tfn\"" else value
+        for s in out:
+            if s[0] == label:
+                s[3][key] = value
     return out
 
 
@@ -371,6 +377,8 @@ def main(argv=None):
     ap.add_argument("--events", type=int, default=20_000_000, help="scale: events")
     ap.add_argument("--scale-epochs", type=int, default=3, help="scale: epochs per run")
     ap.add_argument("--only", nargs="+", help="systems whose label contains one of these")
+    ap.add_argument("--set", action="append", metavar="LABEL:PARAM=VALUE",
+                    help="override a system's parameter (e.g. lightfm-warp:learning_rate=0.03)")
     ap.add_argument("--peers-python", default=None)
     ap.add_argument("--workdir", default=None, help="keep data and scores here")
     ap.add_argument("--timeout", type=float, default=3600)
@@ -378,7 +386,7 @@ def main(argv=None):
     ap.add_argument("--no-lock", action="store_true")
     args = ap.parse_args(argv)
     args.peers_python = find_peers_python(args.peers_python)
-    if args.peers_python is None and args.table not in ("validate",):
+    if args.peers_python is None:
         raise SystemExit("no peers Python (--peers-python or FMLEARN_PEERS_PYTHON)")
     tmp = None
     if args.workdir is None:

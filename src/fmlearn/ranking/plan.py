@@ -13,15 +13,22 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 __all__ = ["SampledSettings", "ICDSettings", "RankPlan", "RunContext", "make_plan",
            "DEFAULTS"]
 
-#: What "auto" resolves to, per learner (chosen on validation cuts of MovieLens-100K's
-#: training events, seeds 0-2; see benchmarks/bench_ranking.py and docs/recommend.md).
+#: What "auto" resolves to, per loss: chosen on validation cuts (20% of each user's training
+#: events) of MovieLens-100K's per-user 80/20 splits, seeds 0, 1, 2, k = 32 (see
+#: benchmarks/bench_ranking.py ``validate`` and docs/recommend.md). The squared loss's
+#: penalties are relative to each feature's total pair weight (see FMRanker).
 DEFAULTS = {
-    "sampled": {"reg_linear": 1e-4, "reg_pairwise": 1e-4},
-    "icd": {"reg_linear": 0.5, "reg_pairwise": 0.5},
+    "warp": {"learning_rate": 0.03, "reg_linear": 1e-4, "reg_pairwise": 1e-4, "n_iter": 30},
+    "bpr": {"learning_rate": 0.1, "reg_linear": 0.01, "reg_pairwise": 0.01, "n_iter": 30},
+    "squared": {"learning_rate": None, "reg_linear": 0.1, "reg_pairwise": 0.03, "n_iter": 15},
 }
+#: init_stdev="auto" is INIT_SCALE / sqrt(n_factors).
+INIT_SCALE = 0.05
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class RunContext:
 
     callback: object = None
     bar: object = None
+    tracking: bool = False  # a per-iteration loss is wanted (progress bar or callback)
     history: dict = field(default_factory=lambda: {"loss": [], "iter_time": []})
     clock: float = 0.0
 
@@ -94,7 +102,8 @@ class RunContext:
         self.history["loss"].append(float(loss))
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{loss:.5g}")
+            if np.isfinite(loss):
+                self.bar.set_postfix(loss=f"{loss:.5g}")
         stop = False
         if self.callback is not None:
             stop = bool(self.callback(i, self.history))
@@ -102,8 +111,8 @@ class RunContext:
         return stop
 
 
-def _auto(value, learner, name):
-    return DEFAULTS[learner][name] if isinstance(value, str) and value == "auto" else float(value)
+def _auto(value, loss, name):
+    return DEFAULTS[loss][name] if isinstance(value, str) and value == "auto" else value
 
 
 def make_plan(params, data):
@@ -126,20 +135,21 @@ def make_plan(params, data):
                          f"by coordinate descent (solver='icd'), not by solver={solver!r}")
     k = int(params["n_factors"])
     init = params["init_stdev"]
-    init = 0.1 / math.sqrt(max(k, 1)) if init == "auto" else float(init)
-    learner = "sampled" if sampled else "icd"
-    reg_linear = _auto(params["reg_linear"], learner, "reg_linear")
-    reg_pairwise = _auto(params["reg_pairwise"], learner, "reg_pairwise")
+    init = INIT_SCALE / math.sqrt(max(k, 1)) if init == "auto" else float(init)
+    reg_linear = float(_auto(params["reg_linear"], loss, "reg_linear"))
+    reg_pairwise = float(_auto(params["reg_pairwise"], loss, "reg_pairwise"))
+    n_iter = int(_auto(params["n_iter"], loss, "n_iter"))
     if sampled:
         settings = SampledSettings(
-            loss=loss, adagrad=solver == "adagrad", learning_rate=float(params["learning_rate"]),
+            loss=loss, adagrad=solver == "adagrad",
+            learning_rate=float(_auto(params["learning_rate"], loss, "learning_rate")),
             reg_linear=reg_linear, reg_pairwise=reg_pairwise,
             max_sampled=int(params["max_sampled"]),
-            negative_sampling=params["negative_sampling"], n_iter=int(params["n_iter"]))
+            negative_sampling=params["negative_sampling"], n_iter=n_iter)
     else:
         settings = ICDSettings(
             negative_weight=float(params["negative_weight"]), reg_bias=float(params["reg_bias"]),
-            reg_linear=reg_linear, reg_pairwise=reg_pairwise, n_iter=int(params["n_iter"]))
+            reg_linear=reg_linear, reg_pairwise=reg_pairwise, n_iter=n_iter)
     return RankPlan(loss=loss, solver=solver, n_factors=k, init_stdev=init,
                     warm_start=bool(params["warm_start"]), settings=settings,
                     n_features=data.n_features, n_contexts=data.n_contexts,

@@ -63,17 +63,23 @@ class FMRanker(BaseFM):
     solver : {"auto", "adagrad", "sgd", "icd"}, default="auto"
         ``"auto"``: Adagrad (Duchi et al. 2011) for WARP and BPR, iCD for the squared loss.
         ``"sgd"``: constant step ``learning_rate``.
-    n_iter : int, default=30
-        Epochs over the events (WARP, BPR) or iCD sweeps (squared loss).
-    learning_rate : float, default=0.05
-        Step size of Adagrad / SGD.
+    n_iter : int or "auto", default="auto"
+        Epochs over the events (WARP, BPR) or iCD sweeps (squared loss); ``"auto"``: 30
+        epochs, 15 sweeps (iCD converges in a few sweeps).
+    learning_rate : float or "auto", default="auto"
+        Step size of Adagrad / SGD; ``"auto"``: 0.03 for WARP, 0.1 for BPR (WARP's steps carry
+        the rank weight L(rank), up to ~8 on a thousand items).
     reg_bias : float, default=0.0
         L2 penalty on w0 (squared loss only: w0 cancels in the pairwise losses).
     reg_linear, reg_pairwise : float or "auto", default="auto"
         L2 penalties on w and V. WARP and BPR add ``reg * theta`` to the gradient of every
-        parameter a step touches (frequent features are shrunk more often); the squared loss
-        adds ``reg |theta|^2`` to its objective. ``"auto"``: 1e-4 for WARP and BPR, 0.5 for the
-        squared loss (chosen on validation cuts of MovieLens-100K's training events).
+        parameter a step touches, so a feature is shrunk in proportion to its number of
+        events. The squared loss penalises ``reg m_l theta^2`` with m_l the total weight of
+        the pairs that hold feature l (its events' weights plus ``negative_weight`` times the
+        other side's rows): the same frequency scaling, and a penalty that does not depend on
+        the data's size (Rendle et al. 2021 scale iALS's penalty the same way). ``"auto"``:
+        1e-4 for WARP, 0.01 for BPR, 0.1 (w) and 0.03 (V) for the squared loss, chosen on
+        validation cuts of MovieLens-100K's training events (benchmarks/bench_ranking.py).
     negative_weight : float, default=0.1
         Squared loss: the weight a0 of every (context, item) pair that is not an event,
         relative to an event of weight 1 (Hu et al.'s confidence of a positive is 1 / a0).
@@ -85,7 +91,7 @@ class FMRanker(BaseFM):
         events (a popular item is a harder negative; WARP's rank estimate then counts draws
         of that distribution).
     init_stdev : float or "auto", default="auto"
-        Standard deviation of the initial factors; ``"auto"``: 0.1 / sqrt(n_factors).
+        Standard deviation of the initial factors; ``"auto"``: 0.05 / sqrt(n_factors).
     item_columns : (start, stop), array of int or None, default=None
         For a matrix of event rows: the columns that describe the item (the rest describe the
         context). Not needed (and must be None or agree) when fitting an
@@ -128,6 +134,8 @@ class FMRanker(BaseFM):
     ICDM 2008.
     I. Bayer, X. He, B. Kanagal, S. Rendle. A generic coordinate descent framework for
     learning from implicit feedback. WWW 2017.
+    S. Rendle, W. Krichene, L. Zhang, Y. Koren. Revisiting the performance of iALS on item
+    recommendation benchmarks. RecSys 2022.
 
     Examples
     --------
@@ -148,8 +156,9 @@ class FMRanker(BaseFM):
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
         "loss": [StrOptions({"warp", "bpr", "squared"})],
         "solver": [StrOptions({"auto", "adagrad", "sgd", "icd"})],
-        "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"),
+                          StrOptions({"auto"})],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
         "reg_linear": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "reg_pairwise": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
@@ -164,8 +173,8 @@ class FMRanker(BaseFM):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_factors=32, *, loss="warp", solver="auto", n_iter=30,
-                 learning_rate=0.05, reg_bias=0.0, reg_linear="auto", reg_pairwise="auto",
+    def __init__(self, n_factors=32, *, loss="warp", solver="auto", n_iter="auto",
+                 learning_rate="auto", reg_bias=0.0, reg_linear="auto", reg_pairwise="auto",
                  negative_weight=0.1, max_sampled=10, negative_sampling="uniform",
                  init_stdev="auto", item_columns=None, warm_start=False, random_state=None,
                  n_jobs=None, verbose=0):
@@ -252,7 +261,8 @@ class FMRanker(BaseFM):
         seed = int(rs.randint(np.iinfo(np.int32).max))
         model, warm = self._initial_model(plan, rs)
         bar = progress(self.verbose, plan.settings.n_iter, f"FMRanker[{plan.loss}]")
-        run = RunContext(callback=callback, bar=bar)
+        run = RunContext(callback=callback, bar=bar,
+                         tracking=bool(self.verbose) or callback is not None)
         with bar:
             if plan.solver == "icd":
                 from .solvers.icd import icd_solver

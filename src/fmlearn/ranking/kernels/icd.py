@@ -40,17 +40,19 @@ from .rows import rows_part_q
 
 Side = namedtuple("Side", [
     "f_ptr", "f_rows", "f_vals", "r_indptr", "r_indices", "r_data",
-    "ev_ptr", "ev_other", "ev_index", "ev_alpha", "bias"])
+    "ev_ptr", "ev_other", "ev_alpha", "bias"])
 Side.__doc__ = """One side (contexts or items) of the iCD problem: the transpose of its rows
 (``f_ptr`` (d + 1,), ``f_rows``, ``f_vals``: the rows holding feature l and their values),
 its CSR rows (``r_indptr``, ``r_indices``, ``r_data``), its rows' events (``ev_ptr`` over its
-rows; ``ev_other`` the other side's row, ``ev_index`` the event's slot in the shared score
-cache, ``ev_alpha`` its weight a), and ``bias``: whether this side holds w0."""
+rows; ``ev_other`` the other side's row, ``ev_alpha`` its weight a), and ``bias``: whether
+this side holds w0."""
 
-Cache = namedtuple("Cache", ["phi", "Q", "T", "R", "A"])
+Cache = namedtuple("Cache", ["phi", "Q", "T", "R", "A", "yhat", "z"])
 Cache.__doc__ = """Per-row caches of one side: ``phi`` (n,), ``Q`` (k, n) factor-major,
 ``T`` (n,) the row's sum of scores over the other side, ``R`` (n,) (J q)_f, ``A`` (n,) the sum
-of a - a0 over its events."""
+of a - a0 over its events; per event, in this side's order: ``yhat`` the score f(c, i) and
+``z`` scratch (n_events,). Each side recomputes its scores from the model when its sweep
+starts, so the two sides never share a cache."""
 
 Other = namedtuple("Other", ["phi", "Q"])
 Other.__doc__ = """The other side's ``phi`` (n_o,) and ``Q`` (k, n_o), fixed during a sweep."""
@@ -86,7 +88,7 @@ def aggregates(other):
 
 
 @njit(cache=True, nogil=True)
-def refresh(side, cache, other, model, yhat, alpha0):
+def refresh(side, cache, other, model, alpha0):
     """Recompute the side's phi and Q from the model, its events' scores and T, A."""
     k = model.V.shape[1]
     rows_part_q(side.r_indptr, side.r_indices, side.r_data, model.w, model.V, cache.phi,
@@ -107,7 +109,7 @@ def refresh(side, cache, other, model, yhat, alpha0):
             s = cache.phi[r] + other.phi[o]
             for f in range(k):
                 s += cache.Q[f, r] * other.Q[f, o]
-            yhat[side.ev_index[p]] = s
+            cache.yhat[p] = s
             a += side.ev_alpha[p] - alpha0
         cache.A[r] = a
     return N, P, P2, Qs, Qp, J
@@ -118,113 +120,150 @@ def _residual_sum(side, r, yhat, alpha0):
     """sum over the events of row r of a (f - 1) - a0 f."""
     e = 0.0
     for p in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-        y = yhat[side.ev_index[p]]
+        y = yhat[p]
         e += side.ev_alpha[p] * (y - 1.0) - alpha0 * y
     return e
 
 
 @njit(cache=True)
-def icd_side(side, cache, other, model, yhat, cfg):
+def icd_side(side, cache, other, model, cfg):
     """One sweep over this side's parameters (w0 if ``side.bias``, then w_l, then v_lf
     factor by factor), each set to the exact minimiser of L with everything else fixed."""
     w, V = model.w, model.V
     k = V.shape[1]
     a0 = cfg.alpha0
-    N, P, P2, Qs, Qp, J = refresh(side, cache, other, model, yhat, a0)
-    n = cache.phi.shape[0]
-    d = side.f_ptr.shape[0] - 1
+    N, P, P2, Qs, Qp, J = refresh(side, cache, other, model, a0)
+    yhat, zbuf = cache.yhat, cache.z
+    ev_ptr, ev_other, ev_alpha = side.ev_ptr, side.ev_other, side.ev_alpha
+    f_ptr, f_rows, f_vals = side.f_ptr, side.f_rows, side.f_vals
+    oQ = other.Q
+    phi, Q, T, R = cache.phi, cache.Q, cache.T, cache.R
+    n = phi.shape[0]
+    d = f_ptr.shape[0] - 1
+    mass = np.zeros(d)
+    A = cache.A
     if side.bias:
         G = 0.0
         H = 0.0
         for r in range(n):
-            G += a0 * cache.T[r] + _residual_sum(side, r, yhat, a0)
-            H += a0 * N + cache.A[r]
+            G += a0 * T[r] + _residual_sum(side, r, yhat, a0)
+            H += a0 * N + A[r]
         w0 = model.scal[0]
-        den = H + cfg.reg_bias
+        lam = cfg.reg_bias * H
+        den = H + lam
         if den > 0.0:
-            delta = -(G + cfg.reg_bias * w0) / den
+            delta = -(G + lam * w0) / den
             model.scal[0] = w0 + delta
             for r in range(n):
-                cache.phi[r] += delta
-                cache.T[r] += N * delta
-            for p in range(side.ev_index.shape[0]):
-                yhat[side.ev_index[p]] += delta
+                phi[r] += delta
+                T[r] += N * delta
+            for p in range(yhat.shape[0]):
+                yhat[p] += delta
     for l in range(d):
-        if side.f_ptr[l] == side.f_ptr[l + 1]:
+        if f_ptr[l] == f_ptr[l + 1]:
             continue
         G = 0.0
         H = 0.0
-        for p in range(side.f_ptr[l], side.f_ptr[l + 1]):
-            r = side.f_rows[p]
-            x = side.f_vals[p]
-            G += x * (a0 * cache.T[r] + _residual_sum(side, r, yhat, a0))
-            H += x * x * (a0 * N + cache.A[r])
-        den = H + cfg.reg_linear
+        for p in range(f_ptr[l], f_ptr[l + 1]):
+            r = f_rows[p]
+            x = f_vals[p]
+            G += x * (a0 * T[r] + _residual_sum(side, r, yhat, a0))
+            H += x * x * (a0 * N + A[r])
+        mass[l] = H  # the total weight of the feature's pairs: the penalties' scale
+        lam = cfg.reg_linear * H
+        den = H + lam
         if not den > 0.0:
             continue
-        delta = -(G + cfg.reg_linear * w[l]) / den
+        delta = -(G + lam * w[l]) / den
         w[l] += delta
-        for p in range(side.f_ptr[l], side.f_ptr[l + 1]):
-            r = side.f_rows[p]
-            dx = delta * side.f_vals[p]
-            cache.phi[r] += dx
-            cache.T[r] += N * dx
-            for q in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-                yhat[side.ev_index[q]] += dx
+        for p in range(f_ptr[l], f_ptr[l + 1]):
+            r = f_rows[p]
+            dx = delta * f_vals[p]
+            phi[r] += dx
+            T[r] += N * dx
+            for q in range(ev_ptr[r], ev_ptr[r + 1]):
+                yhat[q] += dx
     for f in range(k):
         Jff = J[f, f]
+        Qsf = Qs[f]
+        Qpf = Qp[f]
         for r in range(n):
             s = 0.0
             for g in range(k):
-                s += J[f, g] * cache.Q[g, r]
-            cache.R[r] = s
+                s += J[f, g] * Q[g, r]
+            R[r] = s
         for l in range(d):
-            if side.f_ptr[l] == side.f_ptr[l + 1]:
+            if f_ptr[l] == f_ptr[l + 1]:
                 continue
             v = V[l, f]
             G = 0.0
             H = 0.0
-            for p in range(side.f_ptr[l], side.f_ptr[l + 1]):
-                r = side.f_rows[p]
-                x = side.f_vals[p]
-                h = cache.Q[f, r] - v * x
-                g_all = (h * cache.T[r] + cache.phi[r] * Qs[f] + Qp[f] + cache.R[r])
-                h_all = N * h * h + 2.0 * h * Qs[f] + Jff
+            for p in range(f_ptr[l], f_ptr[l + 1]):
+                r = f_rows[p]
+                x = f_vals[p]
+                h = Q[f, r] - v * x
+                g_all = h * T[r] + phi[r] * Qsf + Qpf + R[r]
+                h_all = N * h * h + 2.0 * h * Qsf + Jff
+                # two interleaved pairs of sums: the additions' latency, not their number,
+                # bounds this loop
                 g_ev = 0.0
                 h_ev = 0.0
-                for q in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-                    y = yhat[side.ev_index[q]]
-                    a = side.ev_alpha[q]
-                    z = h + other.Q[f, side.ev_other[q]]
+                g_e2 = 0.0
+                h_e2 = 0.0
+                q = ev_ptr[r]
+                q_end = ev_ptr[r + 1]
+                while q + 1 < q_end:
+                    y = yhat[q]
+                    a = ev_alpha[q]
+                    z = h + oQ[f, ev_other[q]]
+                    zbuf[q] = z
                     g_ev += (a * (y - 1.0) - a0 * y) * z
                     h_ev += (a - a0) * z * z
+                    y = yhat[q + 1]
+                    a = ev_alpha[q + 1]
+                    z = h + oQ[f, ev_other[q + 1]]
+                    zbuf[q + 1] = z
+                    g_e2 += (a * (y - 1.0) - a0 * y) * z
+                    h_e2 += (a - a0) * z * z
+                    q += 2
+                if q < q_end:
+                    y = yhat[q]
+                    a = ev_alpha[q]
+                    z = h + oQ[f, ev_other[q]]
+                    zbuf[q] = z
+                    g_ev += (a * (y - 1.0) - a0 * y) * z
+                    h_ev += (a - a0) * z * z
+                g_ev += g_e2
+                h_ev += h_e2
                 G += x * (a0 * g_all + g_ev)
                 H += x * x * (a0 * h_all + h_ev)
-            den = H + cfg.reg_pairwise
+            lam = cfg.reg_pairwise * mass[l]
+            den = H + lam
             if not den > 0.0:
                 continue
-            delta = -(G + cfg.reg_pairwise * v) / den
+            delta = -(G + lam * v) / den
             V[l, f] = v + delta
-            for p in range(side.f_ptr[l], side.f_ptr[l + 1]):
-                r = side.f_rows[p]
-                x = side.f_vals[p]
-                h = cache.Q[f, r] - v * x
+            for p in range(f_ptr[l], f_ptr[l + 1]):
+                r = f_rows[p]
+                x = f_vals[p]
+                h = Q[f, r] - v * x
                 dx = delta * x
-                cache.phi[r] += dx * h
-                cache.T[r] += dx * (N * h + Qs[f])
-                cache.R[r] += dx * Jff
-                cache.Q[f, r] += dx
-                for q in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-                    yhat[side.ev_index[q]] += dx * (h + other.Q[f, side.ev_other[q]])
+                phi[r] += dx * h
+                T[r] += dx * (N * h + Qsf)
+                R[r] += dx * Jff
+                Q[f, r] += dx
+                for q in range(ev_ptr[r], ev_ptr[r + 1]):
+                    yhat[q] += dx * zbuf[q]
 
 
 @njit(cache=True)
-def icd_objective(side, cache, other, model, yhat, cfg):
+def icd_objective(side, cache, other, model, cfg):
     """L at the current model, from this side's point of view (its caches refreshed)."""
     w, V = model.w, model.V
     k = V.shape[1]
     a0 = cfg.alpha0
-    N, P, P2, Qs, Qp, J = refresh(side, cache, other, model, yhat, a0)
+    N, P, P2, Qs, Qp, J = refresh(side, cache, other, model, a0)
+    yhat = cache.yhat
     n = cache.phi.shape[0]
     total = 0.0
     for r in range(n):
@@ -239,7 +278,7 @@ def icd_objective(side, cache, other, model, yhat, cfg):
             s += qf * t
         total += a0 * s
         for p in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-            y = yhat[side.ev_index[p]]
+            y = yhat[p]
             total += side.ev_alpha[p] * (y - 1.0) ** 2 - a0 * y * y
     reg = cfg.reg_bias * model.scal[0] ** 2
     for j in range(w.shape[0]):
