@@ -259,7 +259,15 @@ def table_quality(args, table):
                     + [spread([r["fit_cpu"] for r in recs]),
                        spread([r["fit_wall"] for r in recs])])
     per_seed = _per_seed(rows)
-    return md_table(heads, body), runs, {"rows": rows, "per_seed": per_seed}
+    seeds = sorted({r["seed"] for recs in rows.values() for r in recs})
+    heads2 = ["system"] + [f"seed {s}: P@10 / NDCG@10 / fit CPU s" for s in seeds]
+    body2 = [[label] + [" / ".join(f"{v:.4f}" if i < 2 else f"{v:.2f}"
+                                   for i, v in enumerate(per_seed[label][s]))
+                        if s in per_seed.get(label, {}) else "" for s in seeds]
+             for label in rows]
+    text = md_table(heads, body) + "\n\nPer seed (median over repetitions):\n\n" + \
+        md_table(heads2, body2)
+    return text, runs, {"rows": rows, "per_seed": per_seed}
 
 
 def _per_seed(rows):

@@ -151,6 +151,48 @@ def _dot_row(a, V, m):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _dot(a, b):
+    """<a, b> of 1-D arrays, in four interleaved partial sums (see :func:`_dot_row`)."""
+    n = a.shape[0]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    f = 0
+    while f + 4 <= n:
+        s0 += a[f] * b[f]
+        s1 += a[f + 1] * b[f + 1]
+        s2 += a[f + 2] * b[f + 2]
+        s3 += a[f + 3] * b[f + 3]
+        f += 4
+    while f < n:
+        s0 += a[f] * b[f]
+        f += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dot_rows(A, i, B, j):
+    """<A[i], B[j]> of two matrix rows, in four interleaved partial sums."""
+    n = A.shape[1]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    f = 0
+    while f + 4 <= n:
+        s0 += A[i, f] * B[j, f]
+        s1 += A[i, f + 1] * B[j, f + 1]
+        s2 += A[i, f + 2] * B[j, f + 2]
+        s3 += A[i, f + 3] * B[j, f + 3]
+        f += 4
+    while f < n:
+        s0 += A[i, f] * B[j, f]
+        f += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def row_q(indptr, indices, data, r, V, q):
     """q(row r) into ``q``."""
     k = q.shape[0]
@@ -182,16 +224,10 @@ def item_score(indptr, indices, data, item, w, V, qc, q):
         j = indices[p]
         x = data[p]
         lin += w[j] * x
-        for f in range(k):
-            t = V[j, f] * x
-            q[f] += t
-            sq += t * t
-    qq = 0.0
-    cq = 0.0
-    for f in range(k):
-        qq += q[f] * q[f]
-        cq += qc[f] * q[f]
-    return lin + 0.5 * (qq - sq) + cq
+        for f in range(k):  # elementwise: vectorised
+            q[f] += V[j, f] * x
+        sq += x * x * _dot_rows(V, j, V, j)
+    return lin + 0.5 * (_dot(q, q) - sq) + _dot(qc, q)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -222,62 +258,57 @@ def _scalar_step(theta, acc, m, g, eta, adagrad):
         theta[m] -= eta * g
 
 
-@njit(cache=True, nogil=True)
-def pair_gradient(data, model, c, i, j, g, work):
-    """Gather ``g * d x / d theta`` (x = f(c, i) - f(c, j)) per distinct feature into
-    ``work`` (``qc``, ``qi``, ``qj`` must hold the three rows' q); returns the number of
-    features. ``work.slot`` is left set: :func:`apply_step` resets it. The general step,
-    for items that share features."""
-    V = model.V
-    k = V.shape[1]
-    slot, feat, has_w, gw, gv = work.slot, work.feat, work.has_w, work.gw, work.gv
-    qc, qi, qj = work.qc, work.qi, work.qj
-    nf = 0
-    for side in range(3):
-        if side == 0:
-            indptr, indices, vals, r = data.c_indptr, data.c_indices, data.c_data, c
+@njit(cache=True, nogil=True, inline="always")
+def _gather(indptr, indices, vals, r, sign, g, is_item, V, d, slot, feat, has_w, gw, gv, nf):
+    """Add row r's part of ``g * d x / d theta`` to the per-feature buffers: for a context
+    row (``is_item`` False) ``g x_l d`` per factor row (d = q_i - q_j); for an item row
+    ``sign g x_m`` on w_m and ``sign g x_m (d - x_m v_m)`` on v_m (d = q_c + q_item)."""
+    k = d.shape[0]
+    for p in range(indptr[r], indptr[r + 1]):
+        m = indices[p]
+        x = vals[p]
+        s = slot[m]
+        if s < 0:
+            s = nf
+            slot[m] = s
+            feat[s] = m
+            has_w[s] = False
+            gw[s] = 0.0
+            for f in range(k):
+                gv[s, f] = 0.0
+            nf += 1
+        gx = sign * g * x
+        if is_item:
+            has_w[s] = True
+            gw[s] += gx
+            for f in range(k):
+                gv[s, f] += gx * (d[f] - x * V[m, f])
         else:
-            indptr, indices, vals = data.i_indptr, data.i_indices, data.i_data
-            r = i if side == 1 else j
-        sign = -1.0 if side == 2 else 1.0
-        q = qi if side == 1 else qj
-        for p in range(indptr[r], indptr[r + 1]):
-            m = indices[p]
-            x = vals[p]
-            s = slot[m]
-            if s < 0:
-                s = nf
-                slot[m] = s
-                feat[s] = m
-                has_w[s] = False
-                gw[s] = 0.0
-                for f in range(k):
-                    gv[s, f] = 0.0
-                nf += 1
-            gx = sign * g * x
-            if side == 0:
-                for f in range(k):
-                    gv[s, f] += gx * (qi[f] - qj[f])
-            else:
-                has_w[s] = True
-                gw[s] += gx
-                for f in range(k):
-                    gv[s, f] += gx * (qc[f] + q[f] - x * V[m, f])
+            for f in range(k):
+                gv[s, f] += gx * d[f]
     return nf
 
 
-@njit(cache=True, nogil=True)
-def apply_step(model, acc, cfg, work, nf):
-    """Add L2 to the gathered gradients and step every touched parameter (SGD or Adagrad);
-    resets ``work.slot``."""
-    w, V = model.w, model.V
+@njit(cache=True, nogil=True, inline="always")
+def _apply(w, V, Aw, AV, nf, slot, feat, has_w, gw, gv, rw, rv, eta, adagrad):
+    """Add L2 to the gathered gradients and step every touched parameter; resets ``slot``."""
     k = V.shape[1]
     for s in range(nf):
-        j = work.feat[s]
-        work.slot[j] = -1
-        if work.has_w[s]:
-            _scalar_step(w, acc.w, j, work.gw[s] + cfg.reg_linear * w[j], cfg.eta, cfg.adagrad)
-        _row_step(V, acc.V, j, work.gv[s], 0.0, 1.0, cfg.reg_pairwise, cfg.eta, cfg.adagrad)
+        j = feat[s]
+        slot[j] = -1
+        if has_w[s]:
+            _scalar_step(w, Aw, j, gw[s] + rw * w[j], eta, adagrad)
+        if adagrad:
+            for f in range(k):
+                v = V[j, f]
+                g = gv[s, f] + rv * v
+                a = AV[j, f] + g * g
+                AV[j, f] = a
+                V[j, f] = v - eta * g / math.sqrt(a)
+        else:
+            for f in range(k):
+                v = V[j, f]
+                V[j, f] = v - eta * (gv[s, f] + rv * v)
 
 
 @njit(cache=True)
@@ -289,8 +320,8 @@ def pairwise_epoch(data, model, acc, order, rng, cfg, work):
     ``cfg.limit`` or became non-finite (the epoch then stops at that event, before its step).
     When no feature is shared by two item rows (``cfg.disjoint``, e.g. one-hot item ids) each
     parameter's gradient is complete as soon as it is computed and is applied at once;
-    otherwise :func:`pair_gradient` gathers it per feature and :func:`apply_step` applies it
-    (the same arithmetic).
+    otherwise the gradient is gathered per distinct feature first (:func:`_gather`) and then
+    applied (:func:`_apply`): the same arithmetic.
     """
     c_indptr, c_indices, c_data = data.c_indptr, data.c_indices, data.c_data
     i_indptr, i_indices, i_data = data.i_indptr, data.i_indices, data.i_data
@@ -299,6 +330,7 @@ def pairwise_epoch(data, model, acc, order, rng, cfg, work):
     w, V = model.w, model.V
     Aw, AV = acc.w, acc.V
     qc, qi, qj, dv = work.qc, work.qi, work.qj, work.dv
+    slot, feat, has_w, gw, gv = work.slot, work.feat, work.has_w, work.gw, work.gv
     k = V.shape[1]
     n_items = i_indptr.shape[0] - 1
     n_events = ev_item.shape[0]
@@ -366,9 +398,18 @@ def pairwise_epoch(data, model, acc, order, rng, cfg, work):
         row_q(i_indptr, i_indices, i_data, i, V, qi)
         row_q(i_indptr, i_indices, i_data, j, V, qj)
         steps += 1
-        if not cfg.disjoint:
-            nf = pair_gradient(data, model, c, i, j, g, work)
-            apply_step(model, acc, cfg, work, nf)
+        if not cfg.disjoint:  # i and j may share features: gather, then step
+            for f in range(k):
+                dv[f] = qi[f] - qj[f]
+                qi[f] += qc[f]
+                qj[f] += qc[f]
+            nf = _gather(c_indptr, c_indices, c_data, c, 1.0, g, False, V, dv, slot, feat,
+                         has_w, gw, gv, 0)
+            nf = _gather(i_indptr, i_indices, i_data, i, 1.0, g, True, V, qi, slot, feat,
+                         has_w, gw, gv, nf)
+            nf = _gather(i_indptr, i_indices, i_data, j, -1.0, g, True, V, qj, slot, feat,
+                         has_w, gw, gv, nf)
+            _apply(w, V, Aw, AV, nf, slot, feat, has_w, gw, gv, rw, rv, eta, adagrad)
             continue
         for f in range(k):
             dv[f] = qi[f] - qj[f]
