@@ -13,6 +13,7 @@ from fmlearn import (
     ConvexFMClassifier,
     ConvexFMRegressor,
     FMClassifier,
+    FMRanker,
     FMRegressor,
     GFMRegressor,
     IFMRegressor,
@@ -58,6 +59,10 @@ ESTIMATORS = [
     ConvexFMRegressor(max_iter=10),
     ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
     ConvexFMClassifier(max_iter=10),
+    # rankers: the first column is the item, the others the context of each event
+    FMRanker(item_columns=[0], n_iter=5),
+    FMRanker(loss="bpr", item_columns=[0], n_iter=5),
+    FMRanker(loss="squared", item_columns=[0], n_iter=3),
 ]
 
 

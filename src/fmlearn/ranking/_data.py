@@ -166,9 +166,6 @@ def _build(Xc, Xi, sample_weight, mask):
         Xc, Xi, sample_weight = Xc[keep], Xi[keep], sample_weight[keep]
     c_label, contexts = _distinct_rows(Xc)
     i_label, items = _distinct_rows(Xi)
-    if items.shape[0] and np.diff(items.indptr).min() == 0:
-        raise ValueError("an event has no item feature (its row is zero on every item "
-                         "column): every event needs an item")
     ev_ctx, ev_item, w, pos_ptr = _merge_events(c_label, i_label, sample_weight,
                                                 contexts.shape[0], items.shape[0])
     return EventData(int(Xc.shape[1]), contexts, items, ev_ctx, ev_item, w, pos_ptr, mask)
@@ -193,10 +190,6 @@ def _from_interactions(data, sample_weight):
     i_ids, i_label = np.unique(items, return_inverse=True)
     contexts = _canonical(data.user_rows(u_ids))
     item_rows = _canonical(data.item_rows(i_ids))
-    if np.diff(item_rows.indptr).min() == 0:
-        bad = int(i_ids[np.flatnonzero(np.diff(item_rows.indptr) == 0)[0]])
-        raise ValueError(f"item {bad} has no feature (item_identity=False and an empty "
-                         "item_features row): it cannot be scored")
     ev_ctx, ev_item, w, pos_ptr = _merge_events(u_label.ravel().astype(np.int64),
                                                 i_label.ravel().astype(np.int64), w,
                                                 contexts.shape[0], item_rows.shape[0])

@@ -8,6 +8,7 @@ The estimator validates, summarises the events (:mod:`._data`), builds the plan
 """
 
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -257,6 +258,13 @@ class FMRanker(BaseFM):
             raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
         data = self._events(X, sample_weight)
         plan = make_plan(self.get_params(), data)
+        if plan.loss != "squared" and not np.any(data.n_negatives() > 0):
+            warnings.warn(
+                f"every context's positives cover all {data.n_items} items of the events: "
+                f"loss={plan.loss!r} has no negative item to rank a positive against, so the "
+                "model keeps its initial parameters. Add events of other items, or use "
+                "loss='squared', which also learns from the pairs that are not events",
+                UserWarning, stacklevel=2)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(np.iinfo(np.int32).max))
         model, warm = self._initial_model(plan, rs)

@@ -2,11 +2,13 @@
 Kanagal & Rendle, WWW 2017): one side's sweep of exact coordinate minimisations of
 
     L = sum_{(c, i) in S} a_ci (f(c, i) - 1)^2 + a0 sum_{(c, i) not in S} f(c, i)^2
-        + reg_bias w0^2 + reg_linear |w|^2 + reg_pairwise |V|^2,
+        + reg_bias m_0 w0^2 + sum_l m_l (reg_linear w_l^2 + reg_pairwise |v_l|^2),
 
 the weighted squared loss over *every* (context, item) pair (Hu, Koren & Volinsky 2008: the
 positives S of weight a_ci = sample weight, every other pair of weight a0 = negative_weight),
-with no sampling.
+with no sampling; m_l is the total weight of the pairs holding feature l (each counted with
+x_l^2; m_0 of all pairs): penalties scaled by frequency, as SGD's per-step penalties are, and
+independent of the data's size (Rendle et al. 2022 scale iALS's penalty so).
 
 With the split f(c, i) = phi(c) + phi(i) + <q(c), q(i)> (:mod:`.rows`; the context side's phi
 holds w0) the model is linear in each parameter theta, so L is a parabola in theta and one
@@ -40,12 +42,13 @@ from .rows import rows_part_q
 
 Side = namedtuple("Side", [
     "f_ptr", "f_rows", "f_vals", "r_indptr", "r_indices", "r_data",
-    "ev_ptr", "ev_other", "ev_alpha", "bias"])
+    "ev_ptr", "ev_other", "ev_alpha", "bias", "mass"])
 Side.__doc__ = """One side (contexts or items) of the iCD problem: the transpose of its rows
 (``f_ptr`` (d + 1,), ``f_rows``, ``f_vals``: the rows holding feature l and their values),
 its CSR rows (``r_indptr``, ``r_indices``, ``r_data``), its rows' events (``ev_ptr`` over its
-rows; ``ev_other`` the other side's row, ``ev_alpha`` its weight a), and ``bias``: whether
-this side holds w0."""
+rows; ``ev_other`` the other side's row, ``ev_alpha`` its weight a), ``bias``: whether
+this side holds w0, and ``mass`` (d,): every feature's total pair weight m_l (both sides'
+features; the penalties are ``reg m_l theta^2``)."""
 
 Cache = namedtuple("Cache", ["phi", "Q", "T", "R", "A", "yhat", "z"])
 Cache.__doc__ = """Per-row caches of one side: ``phi`` (n,), ``Q`` (k, n) factor-major,
@@ -57,8 +60,10 @@ starts, so the two sides never share a cache."""
 Other = namedtuple("Other", ["phi", "Q"])
 Other.__doc__ = """The other side's ``phi`` (n_o,) and ``Q`` (k, n_o), fixed during a sweep."""
 
-ICDConfig = namedtuple("ICDConfig", ["alpha0", "reg_bias", "reg_linear", "reg_pairwise"])
-ICDConfig.__doc__ = """a0 (the weight of a pair that is not an event) and the L2 penalties."""
+ICDConfig = namedtuple("ICDConfig", ["alpha0", "reg_bias", "reg_linear", "reg_pairwise",
+                                     "mass0"])
+ICDConfig.__doc__ = """a0 (the weight of a pair that is not an event), the L2 penalties and
+``mass0``, the total weight of all pairs (w0's penalty scale)."""
 
 
 @njit(cache=True, nogil=True)
@@ -140,7 +145,7 @@ def icd_side(side, cache, other, model, cfg):
     phi, Q, T, R = cache.phi, cache.Q, cache.T, cache.R
     n = phi.shape[0]
     d = f_ptr.shape[0] - 1
-    mass = np.zeros(d)
+    mass = side.mass
     A = cache.A
     if side.bias:
         G = 0.0
@@ -149,7 +154,7 @@ def icd_side(side, cache, other, model, cfg):
             G += a0 * T[r] + _residual_sum(side, r, yhat, a0)
             H += a0 * N + A[r]
         w0 = model.scal[0]
-        lam = cfg.reg_bias * H
+        lam = cfg.reg_bias * cfg.mass0
         den = H + lam
         if den > 0.0:
             delta = -(G + lam * w0) / den
@@ -169,8 +174,7 @@ def icd_side(side, cache, other, model, cfg):
             x = f_vals[p]
             G += x * (a0 * T[r] + _residual_sum(side, r, yhat, a0))
             H += x * x * (a0 * N + A[r])
-        mass[l] = H  # the total weight of the feature's pairs: the penalties' scale
-        lam = cfg.reg_linear * H
+        lam = cfg.reg_linear * mass[l]
         den = H + lam
         if not den > 0.0:
             continue
@@ -280,9 +284,10 @@ def icd_objective(side, cache, other, model, cfg):
         for p in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
             y = yhat[p]
             total += side.ev_alpha[p] * (y - 1.0) ** 2 - a0 * y * y
-    reg = cfg.reg_bias * model.scal[0] ** 2
+    reg = cfg.reg_bias * cfg.mass0 * model.scal[0] ** 2
     for j in range(w.shape[0]):
-        reg += cfg.reg_linear * w[j] * w[j]
+        m = side.mass[j]
+        reg += cfg.reg_linear * m * w[j] * w[j]
         for f in range(k):
-            reg += cfg.reg_pairwise * V[j, f] * V[j, f]
+            reg += cfg.reg_pairwise * m * V[j, f] * V[j, f]
     return total + reg
