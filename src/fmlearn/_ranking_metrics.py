@@ -1,8 +1,9 @@
 """Ranking metrics of implicit-feedback recommenders (exported by :mod:`fmlearn.metrics`).
 
 Every metric follows one protocol: a user is evaluated when it has at least one held-out
-positive (a stored entry of ``test``); its candidates are all items except its training
-positives (the stored entries of ``train``, never recommended again); its top-k list is the k
+positive (a stored entry of ``test`` that is not also in ``train``: a training positive is
+never a candidate, so a repeated pair is not held out); its candidates are all items except
+its training positives (the stored entries of ``train``); its top-k list is the k
 candidates of highest score, equal scores ordered by the smaller item index (as
 :func:`fmlearn.recommend` orders them). With h_r = 1 when the item at rank r (from 0) is a
 held-out positive and T the user's held-out positives:
@@ -121,9 +122,9 @@ def _inputs(scores, test, train, k):
     if test is None:
         raise ValueError("test (the held-out positives) is required")
     train = _positives(train, "train", shape)
-    if train is not None and test.multiply(train).nnz:
-        raise ValueError("test and train share (user, item) pairs: a held-out positive must "
-                         "not be a training positive")
+    if train is not None and test.multiply(train).nnz:  # never a candidate: not held out
+        test = test - test.multiply(train.astype(bool))
+        test.eliminate_zeros()
     if top is not None:
         k = _check_k(k, shape[1])
         if top.shape[1] < k:
@@ -167,8 +168,8 @@ def ranking_metrics(scores, test, *, train=None, k=10, per_user=False):
     >>> test = sp.csr_matrix(np.array([[0, 1, 0, 0], [0, 0, 0, 1]]))
     >>> train = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 0, 0]]))
     >>> m = ranking_metrics(scores, test, train=train, k=2)
-    >>> m["precision"], m["recall"], round(m["ndcg"], 4), m["auc"]
-    (0.5, 1.0, 0.8155, 0.75)
+    >>> m["precision"], m["recall"], round(m["ndcg"], 4), round(m["auc"], 4)
+    (0.5, 1.0, 0.8155, 0.8333)
     """
     scores, top, test, train, k = _inputs(scores, test, train, k)
     n_users = test.shape[0]
@@ -182,10 +183,14 @@ def ranking_metrics(scores, test, *, train=None, k=10, per_user=False):
             top[a:b] = top_k_items(scores[a:b], k, None if train is None else train[a:b])
     sub = top[users]
     T = test[users]
-    hits = np.zeros(sub.shape, dtype=np.float64)
-    valid = sub >= 0
-    rows = np.repeat(np.arange(users.shape[0]), k).reshape(-1, k)
-    hits[valid] = np.asarray(T[rows[valid], sub[valid]]).ravel() != 0
+    n_items = test.shape[1]
+    # a recommended (row, item) is a hit when its key is among the held-out keys (sorted)
+    held = np.repeat(np.arange(users.shape[0], dtype=np.int64), np.diff(T.indptr)) * n_items \
+        + T.indices
+    keys = np.arange(users.shape[0], dtype=np.int64)[:, None] * n_items + sub
+    at = np.minimum(np.searchsorted(held, keys), max(held.shape[0] - 1, 0))
+    hits = ((sub >= 0) & (held[at] == keys) if held.size else np.zeros(sub.shape, bool))
+    hits = hits.astype(np.float64)
     nt = n_test[users].astype(np.float64)
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     ideal = np.cumsum(discount)[np.minimum(nt, k).astype(np.int64) - 1]

@@ -27,6 +27,7 @@ from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_ccfm import make_ccfm_stream
 from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
+from ._synthetic_ranking import make_implicit_feedback
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -62,6 +63,7 @@ __all__ = [
     "make_fm",
     "make_fm_labels",
     "make_gnss_vtec",
+    "make_implicit_feedback",
     "make_gfm",
     "make_low_rank_tensor",
     "make_phase_retrieval",

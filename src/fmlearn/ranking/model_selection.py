@@ -70,8 +70,8 @@ def per_user_split(users, test_size=0.2, random_state=None):
     --------
     >>> from fmlearn.ranking import per_user_split
     >>> train, test = per_user_split([0, 0, 0, 0, 0, 1, 1, 2], test_size=0.4, random_state=0)
-    >>> len(train), len(test)
-    (6, 2)
+    >>> len(train), len(test)   # 2 of user 0's 5 events, 1 of user 1's 2, none of user 2's 1
+    (5, 3)
     """
     users = _ids(users, "users")
     frac = _fraction(test_size)

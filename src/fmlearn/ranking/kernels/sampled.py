@@ -68,8 +68,8 @@ the epoch stops as diverged; ``disjoint``: no feature is shared by two item rows
 
 PairWork = namedtuple("PairWork", ["qc", "qi", "qj", "dv", "slot", "feat", "has_w", "gw",
                                    "gv"])
-PairWork.__doc__ = """Caller-owned buffers: ``qc``, ``qi``, ``qj``, ``dv`` (k,); ``slot`` (d,) int64,
--1 outside a step; ``feat`` (m,) int64, ``has_w`` (m,) bool, ``gw`` (m,), ``gv`` (m, k) for
+PairWork.__doc__ = """Caller-owned buffers: ``qc``, ``qi``, ``qj``, ``dv`` (k,); ``slot`` (d,)
+int64, -1 outside a step; ``feat`` (m,) int64, ``has_w`` (m,) bool, ``gw`` (m,), ``gv`` (m, k) for
 the m distinct features of a step (m >= the largest nnz of a context plus twice an item's)."""
 
 
