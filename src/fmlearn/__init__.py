@@ -94,7 +94,6 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
-    from .ranking import FMRanker
     from .online import (
         CCFMClassifier,
         CCFMRegressor,
@@ -103,6 +102,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

@@ -27,7 +27,6 @@ from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_ccfm import make_ccfm_stream
 from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
-from ._synthetic_ranking import make_implicit_feedback
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -38,6 +37,7 @@ from ._synthetic_gfm import (
     make_symmetric_sensing,
     sample_features,
 )
+from ._synthetic_ranking import make_implicit_feedback
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",

@@ -33,9 +33,9 @@ def make_implicit_feedback(n_users=200, n_items=300, n_events=6000, rank=4, *,
     Returns
     -------
     Bunch with ``user_ids``, ``item_ids`` (n_events,) int64 ids of the events;
-    ``item_features`` (n_items, n_item_features) float64 of 0/1; the planted ``user_factors`` (n_users, rank),
-    ``item_factors`` (n_items, rank), ``item_popularity`` (n_items,) and ``utility``
-    (n_users, n_items).
+    ``item_features`` (n_items, n_item_features) float64 of 0/1; the planted
+    ``user_factors`` (n_users, rank), ``item_factors`` (n_items, rank), ``item_popularity``
+    (n_items,) and ``utility`` (n_users, n_items).
 
     Examples
     --------
