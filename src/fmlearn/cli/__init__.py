@@ -35,11 +35,14 @@ def _add_fit(sub):
     from ._commands import parse_reg
 
     p = add_command(
-        sub, "fit", "train an FM on an svmlight/libFM file",
+        sub, "fit", "train an FM on an svmlight/libFM file or on implicit feedback",
         "Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
-        "svmlight/libFM file (feature indices are used as written).",
+        "svmlight/libFM file (feature indices are used as written), or an FMRanker\n"
+        "(--task rank) on an events file: one 'user item [weight]' line per\n"
+        "positive event (ids from 0; spaces, tabs or commas).",
         "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
         "      --n-iter 100 --model model.fmz\n"
+        "  fmlearn fit plays.txt --task rank --loss warp --test held.txt --model rank.fmz\n"
         "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
         "      -train train.libfm -test test.libfm -out pred.txt\n\n"
         "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
@@ -48,24 +51,30 @@ def _add_fit(sub):
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
                    help="held-out file: its metric is recorded after every iteration")
-    p.add_argument("--task", choices=["r", "c"], default="r",
-                   help="r: regression (RMSE), c: binary classification (error rate); default r")
+    p.add_argument("--task", choices=["r", "c", "rank"], default="r",
+                   help="r: regression (RMSE), c: binary classification (error rate), rank: "
+                        "implicit feedback (TRAIN and TEST are events files); default r")
+    p.add_argument("--loss", choices=["warp", "bpr", "squared"], default="warp",
+                   help="--task rank: WARP, BPR or the all-negatives squared loss (iCD); "
+                        "default warp")
     p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default="mcmc",
                    help="default mcmc (no regularization to tune)")
-    p.add_argument("--n-factors", type=nonneg_int, default=8, metavar="K",
-                   help="number of factors k (default 8)")
-    p.add_argument("--n-iter", type=positive_int, default=100, metavar="N",
-                   help="sweeps (MCMC, ALS) or epochs (SGD); default 100")
-    p.add_argument("--init-stdev", type=nonneg_float, default=0.1, metavar="S",
-                   help="standard deviation of the initial factors (default 0.1)")
+    p.add_argument("--n-factors", type=nonneg_int, default=None, metavar="K",
+                   help="number of factors k (default 8; --task rank 32)")
+    p.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
+                   help="sweeps (MCMC, ALS, iCD) or epochs (SGD, WARP, BPR); default 100 "
+                        "(--task rank: FMRanker's)")
+    p.add_argument("--init-stdev", type=nonneg_float, default=None, metavar="S",
+                   help="standard deviation of the initial factors (default 0.1; --task "
+                        "rank: FMRanker's)")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
                         " with --groups (ALS) R0 then one R1 and one R2 per group")
     p.add_argument("--groups", metavar="FILE",
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
-    p.add_argument("--learning-rate", type=positive_float, default=0.01, metavar="LR",
-                   help="SGD step size (default 0.01)")
+    p.add_argument("--learning-rate", type=positive_float, default=None, metavar="LR",
+                   help="SGD step size (default 0.01; --task rank: FMRanker's)")
     p.add_argument("--n-burn-in", type=nonneg_int, default=None, metavar="N",
                    help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
     p.add_argument("--seed", type=nonneg_int, default=None, metavar="S",

@@ -149,12 +149,23 @@ def _write_log(path, est, h=None):
         raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+# FMRegressor / FMClassifier defaults of the options that --task rank leaves to FMRanker.
+_FM_DEFAULTS = {"n_factors": 8, "n_iter": 100, "init_stdev": 0.1, "learning_rate": 0.01}
+
+
 def cmd_fit(args):
     if args.train and args.train_opt and args.train != args.train_opt:
         raise CLIError("give the training file once (TRAIN or --train/-train)")
     train = args.train or args.train_opt
     if not train:
         raise CLIError("fit needs a training file: fmlearn fit TRAIN [--test TEST] ...")
+    if args.task == "rank":
+        from ._rank import cmd_fit_rank
+
+        return cmd_fit_rank(args, train)
+    for name, value in _FM_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.out and not args.test:
         raise CLIError("--out writes the predictions for --test; give a test file")
     if args.proba and args.task != "c":

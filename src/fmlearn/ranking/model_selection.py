@@ -220,6 +220,9 @@ def evaluate_ranking(model, test, *, train=None, users=None, items=None, k=10,
     shape = (U.shape[0], Iv.shape[0])
     T = _positives(test, "test", shape)
     R = _positives(train, "train", shape)
+    if R is not None and T.multiply(R).nnz:  # a training positive is never held out
+        T = T - T.multiply(R.astype(bool))
+        T.eliminate_zeros()
     evaluated = np.flatnonzero(np.diff(T.indptr) > 0)
     e = feature_embeddings(model)
     ie = embed_rows(model, Iv)
@@ -236,5 +239,5 @@ def evaluate_ranking(model, test, *, train=None, users=None, items=None, k=10,
         v = np.concatenate([p[name] for p in parts]) if parts else np.zeros(0)
         v = v[np.isfinite(v)]
         out[name] = float(v.mean()) if v.size else float("nan")
-    out["n_users"] = int(evaluated.shape[0])
+    out["n_users"] = int(sum(p["n_users"] for p in parts))
     return out
