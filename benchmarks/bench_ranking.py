@@ -79,19 +79,10 @@ def movielens_positives(path):
     from fmlearn.datasets import load_movielens_100k
 
     ml = load_movielens_100k(path, side_features=True)
-    n_users, n_items = ml.n_users, ml.n_items
-    cols = ml.X.tocsc()
-    users = np.asarray(ml.X[:, :n_users].argmax(axis=1)).ravel()
-    items = np.asarray(ml.X[:, n_users:n_users + n_items].argmax(axis=1)).ravel()
-    names = ml.feature_names
-    item_side = np.array([n.startswith("item_") for n in names])
-    side = cols[:, item_side].tocsr()
-    first = np.full(n_items, -1)
-    first[items[::-1]] = np.arange(items.shape[0])[::-1]
-    F = sp.csr_matrix(side[first])
-    F.data[:] = 1.0
     keep = ml.y >= 4
-    return users[keep], items[keep], ml.timestamps[keep], n_users, n_items, F
+    F = sp.csr_matrix(ml.item_features, dtype=np.float64)  # genres and release decade
+    return (ml.user_index[keep], ml.item_index[keep], ml.timestamps[keep], ml.n_users,
+            ml.n_items, F)
 
 
 def _write(path, **arrays):

@@ -282,6 +282,11 @@ class FMRanker(BaseFM):
                 model, n_done, info = sampled_solver(data, model, plan.settings, seed, run)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+        self._store(model, data, plan, run, n_done, warm)
+        return self
+
+    def _store(self, model, data, plan, run, n_done, warm):
+        """Write the fitted state (the last step of ``fit``)."""
         if not warm:  # features no training row holds carry no information: zero them
             unused = ~data.used_features()
             model.w[unused] = 0.0
@@ -294,7 +299,6 @@ class FMRanker(BaseFM):
         self.settings_ = plan.resolved()
         self.history_ = run.history
         self.dtype_ = "float64"
-        return self
 
     def _initial_model(self, plan, rs):
         d, k = plan.n_features, plan.n_factors
