@@ -25,7 +25,7 @@ __all__ = ["SampledSettings", "ICDSettings", "RankPlan", "RunContext", "make_pla
 DEFAULTS = {
     "warp": {"learning_rate": 0.03, "reg_linear": 1e-4, "reg_pairwise": 1e-4, "n_iter": 30},
     "bpr": {"learning_rate": 0.1, "reg_linear": 0.01, "reg_pairwise": 0.01, "n_iter": 30},
-    "squared": {"learning_rate": None, "reg_linear": 0.1, "reg_pairwise": 0.03, "n_iter": 15},
+    "squared": {"learning_rate": None, "reg_linear": 0.1, "reg_pairwise": 0.03, "n_iter": 10},
 }
 #: init_stdev="auto" is INIT_SCALE / sqrt(n_factors).
 INIT_SCALE = 0.05

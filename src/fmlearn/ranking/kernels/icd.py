@@ -25,9 +25,10 @@ x_cl (h_c + q_f(i)):
 
 and after the step delta every cache moves in O(1) per context: phi(c) += delta x h_c,
 T_c += delta x (N h_c + Qs_f), R_c += delta x J_ff, q_f(c) += delta x; the positives' scores
-f(c, i) += delta x (h_c + q_f(i)). A sweep of one side costs O(k (nnz of its rows + the
-events' nnz) + k^2 (rows + other side's rows)); the item side is the same computation with the
-roles swapped (one compiled function serves both).
+f(c, i) += delta x (h_c + q_f(i)). A sweep of one side costs O(k (nnz of its rows + events) + k^2 (rows + other
+side's rows)): the events enter through per-row sums updated in O(1) per step (see
+:func:`icd_side`); the item side is the same computation with the roles swapped (one compiled
+function serves both).
 
 Both L' and L'' are computed exactly, so every coordinate step lowers L or leaves it: the
 objective never increases from sweep to sweep (tested against a brute-force all-pairs loss).
@@ -50,12 +51,12 @@ rows; ``ev_other`` the other side's row, ``ev_alpha`` its weight a), ``bias``: w
 this side holds w0, and ``mass`` (d,): every feature's total pair weight m_l (both sides'
 features; the penalties are ``reg m_l theta^2``)."""
 
-Cache = namedtuple("Cache", ["phi", "Q", "T", "R", "A", "yhat", "z"])
+Cache = namedtuple("Cache", ["phi", "Q", "T", "R", "A", "yhat"])
 Cache.__doc__ = """Per-row caches of one side: ``phi`` (n,), ``Q`` (k, n) factor-major,
 ``T`` (n,) the row's sum of scores over the other side, ``R`` (n,) (J q)_f, ``A`` (n,) the sum
-of a - a0 over its events; per event, in this side's order: ``yhat`` the score f(c, i) and
-``z`` scratch (n_events,). Each side recomputes its scores from the model when its sweep
-starts, so the two sides never share a cache."""
+of a - a0 over its events; ``yhat`` (n_events,) the events' scores f(c, i) in this side's
+order. Each side recomputes its scores from the model when its sweep starts, so the two sides
+never share a cache."""
 
 Other = namedtuple("Other", ["phi", "Q"])
 Other.__doc__ = """The other side's ``phi`` (n_o,) and ``Q`` (k, n_o), fixed during a sweep."""
@@ -120,38 +121,53 @@ def refresh(side, cache, other, model, alpha0):
     return N, P, P2, Qs, Qp, J
 
 
-@njit(cache=True, nogil=True)
-def _residual_sum(side, r, yhat, alpha0):
-    """sum over the events of row r of a (f - 1) - a0 f."""
-    e = 0.0
-    for p in range(side.ev_ptr[r], side.ev_ptr[r + 1]):
-        y = yhat[p]
-        e += side.ev_alpha[p] * (y - 1.0) - alpha0 * y
-    return e
-
-
 @njit(cache=True)
 def icd_side(side, cache, other, model, cfg):
     """One sweep over this side's parameters (w0 if ``side.bias``, then w_l, then v_lf
-    factor by factor), each set to the exact minimiser of L with everything else fixed."""
+    factor by factor), each set to the exact minimiser of L with everything else fixed.
+
+    The events' part of a coordinate's derivatives needs, per row r, only sums over its
+    events: with e_p = a_p (f_p - 1) - a0 f_p and z_p = h_r + q_f(other_p),
+
+        sum_p e_p z_p = h_r E_r + C_r,                E_r = sum_p e_p, C_r = sum_p e_p q_f(o_p),
+        sum_p (a_p - a0) z_p^2 = h_r^2 A_r + 2 h_r B1_r + B2_r,
+
+    B1_r = sum_p (a_p - a0) q_f(o_p), B2_r = sum_p (a_p - a0) q_f(o_p)^2. A step delta on
+    v_lf moves every score of row r by dx (h_r + q_f(o_p)) (dx = delta x_rl), hence E_r and C_r
+    by dx (h_r A_r + B1_r) and dx (h_r B1_r + B2_r): O(1) per row. The scores themselves are
+    brought up to date once per factor (the row's pending shift S_r = sum dx h_r and slope
+    D_r = sum dx along q_{f-1}), in the pass that computes the next factor's C, B1, B2: one
+    pass over the events per factor, whatever the number of features in a row.
+    """
     w, V = model.w, model.V
     k = V.shape[1]
     a0 = cfg.alpha0
     N, P, P2, Qs, Qp, J = refresh(side, cache, other, model, a0)
-    yhat, zbuf = cache.yhat, cache.z
+    yhat = cache.yhat
     ev_ptr, ev_other, ev_alpha = side.ev_ptr, side.ev_other, side.ev_alpha
     f_ptr, f_rows, f_vals = side.f_ptr, side.f_rows, side.f_vals
     oQ = other.Q
-    phi, Q, T, R = cache.phi, cache.Q, cache.T, cache.R
+    phi, Q, T, R, A = cache.phi, cache.Q, cache.T, cache.R, cache.A
+    mass = side.mass
     n = phi.shape[0]
     d = f_ptr.shape[0] - 1
-    mass = side.mass
-    A = cache.A
+    E = np.empty(n)
+    C = np.empty(n)
+    B1 = np.empty(n)
+    B2 = np.empty(n)
+    shift = np.zeros(n)
+    slope = np.zeros(n)
+    for r in range(n):
+        e = 0.0
+        for p in range(ev_ptr[r], ev_ptr[r + 1]):
+            y = yhat[p]
+            e += (ev_alpha[p] - a0) * y - ev_alpha[p]
+        E[r] = e
     if side.bias:
         G = 0.0
         H = 0.0
         for r in range(n):
-            G += a0 * T[r] + _residual_sum(side, r, yhat, a0)
+            G += a0 * T[r] + E[r]
             H += a0 * N + A[r]
         w0 = model.scal[0]
         lam = cfg.reg_bias * cfg.mass0
@@ -162,8 +178,8 @@ def icd_side(side, cache, other, model, cfg):
             for r in range(n):
                 phi[r] += delta
                 T[r] += N * delta
-            for p in range(yhat.shape[0]):
-                yhat[p] += delta
+                E[r] += delta * A[r]
+                shift[r] += delta
     for l in range(d):
         if f_ptr[l] == f_ptr[l + 1]:
             continue
@@ -172,7 +188,7 @@ def icd_side(side, cache, other, model, cfg):
         for p in range(f_ptr[l], f_ptr[l + 1]):
             r = f_rows[p]
             x = f_vals[p]
-            G += x * (a0 * T[r] + _residual_sum(side, r, yhat, a0))
+            G += x * (a0 * T[r] + E[r])
             H += x * x * (a0 * N + A[r])
         lam = cfg.reg_linear * mass[l]
         den = H + lam
@@ -185,13 +201,59 @@ def icd_side(side, cache, other, model, cfg):
             dx = delta * f_vals[p]
             phi[r] += dx
             T[r] += N * dx
-            for q in range(ev_ptr[r], ev_ptr[r + 1]):
-                yhat[q] += dx
+            E[r] += dx * A[r]
+            shift[r] += dx
     for f in range(k):
         Jff = J[f, f]
         Qsf = Qs[f]
         Qpf = Qp[f]
+        # bring the scores up to date (the previous factor's steps and the linear ones) and
+        # gather this factor's per-row sums
         for r in range(n):
+            sh = shift[r]
+            sl = slope[r]
+            fp = f - 1 if f > 0 else 0  # slope is 0 before the first factor
+            # two interleaved sets of sums: the additions' latency bounds this loop
+            c = 0.0
+            b1 = 0.0
+            b2 = 0.0
+            c_ = 0.0
+            b1_ = 0.0
+            b2_ = 0.0
+            p = ev_ptr[r]
+            end = ev_ptr[r + 1]
+            while p + 1 < end:
+                o = ev_other[p]
+                y = yhat[p] + sh + sl * oQ[fp, o]
+                yhat[p] = y
+                am = ev_alpha[p] - a0
+                qo = oQ[f, o]
+                c += (am * y - ev_alpha[p]) * qo
+                b1 += am * qo
+                b2 += am * qo * qo
+                o = ev_other[p + 1]
+                y = yhat[p + 1] + sh + sl * oQ[fp, o]
+                yhat[p + 1] = y
+                am = ev_alpha[p + 1] - a0
+                qo = oQ[f, o]
+                c_ += (am * y - ev_alpha[p + 1]) * qo
+                b1_ += am * qo
+                b2_ += am * qo * qo
+                p += 2
+            if p < end:
+                o = ev_other[p]
+                y = yhat[p] + sh + sl * oQ[fp, o]
+                yhat[p] = y
+                am = ev_alpha[p] - a0
+                qo = oQ[f, o]
+                c += (am * y - ev_alpha[p]) * qo
+                b1 += am * qo
+                b2 += am * qo * qo
+            C[r] = c + c_
+            B1[r] = b1 + b1_
+            B2[r] = b2 + b2_
+            shift[r] = 0.0
+            slope[r] = 0.0
             s = 0.0
             for g in range(k):
                 s += J[f, g] * Q[g, r]
@@ -208,37 +270,8 @@ def icd_side(side, cache, other, model, cfg):
                 h = Q[f, r] - v * x
                 g_all = h * T[r] + phi[r] * Qsf + Qpf + R[r]
                 h_all = N * h * h + 2.0 * h * Qsf + Jff
-                # two interleaved pairs of sums: the additions' latency, not their number,
-                # bounds this loop
-                g_ev = 0.0
-                h_ev = 0.0
-                g_e2 = 0.0
-                h_e2 = 0.0
-                q = ev_ptr[r]
-                q_end = ev_ptr[r + 1]
-                while q + 1 < q_end:
-                    y = yhat[q]
-                    a = ev_alpha[q]
-                    z = h + oQ[f, ev_other[q]]
-                    zbuf[q] = z
-                    g_ev += (a * (y - 1.0) - a0 * y) * z
-                    h_ev += (a - a0) * z * z
-                    y = yhat[q + 1]
-                    a = ev_alpha[q + 1]
-                    z = h + oQ[f, ev_other[q + 1]]
-                    zbuf[q + 1] = z
-                    g_e2 += (a * (y - 1.0) - a0 * y) * z
-                    h_e2 += (a - a0) * z * z
-                    q += 2
-                if q < q_end:
-                    y = yhat[q]
-                    a = ev_alpha[q]
-                    z = h + oQ[f, ev_other[q]]
-                    zbuf[q] = z
-                    g_ev += (a * (y - 1.0) - a0 * y) * z
-                    h_ev += (a - a0) * z * z
-                g_ev += g_e2
-                h_ev += h_e2
+                g_ev = h * E[r] + C[r]
+                h_ev = h * h * A[r] + 2.0 * h * B1[r] + B2[r]
                 G += x * (a0 * g_all + g_ev)
                 H += x * x * (a0 * h_all + h_ev)
             lam = cfg.reg_pairwise * mass[l]
@@ -256,8 +289,18 @@ def icd_side(side, cache, other, model, cfg):
                 T[r] += dx * (N * h + Qsf)
                 R[r] += dx * Jff
                 Q[f, r] += dx
-                for q in range(ev_ptr[r], ev_ptr[r + 1]):
-                    yhat[q] += dx * zbuf[q]
+                E[r] += dx * (h * A[r] + B1[r])
+                C[r] += dx * (h * B1[r] + B2[r])
+                shift[r] += dx * h
+                slope[r] += dx
+    # the last factor's pending moves (the objective and the other side read the model, and
+    # recompute the scores, but keep the cache exact)
+    for r in range(n):
+        sh = shift[r]
+        sl = slope[r]
+        if sh != 0.0 or sl != 0.0:
+            for p in range(ev_ptr[r], ev_ptr[r + 1]):
+                yhat[p] += sh + sl * oQ[k - 1, ev_other[p]]
 
 
 @njit(cache=True)

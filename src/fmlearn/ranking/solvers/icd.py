@@ -55,7 +55,7 @@ def sides(data, alpha0):
 
 def _cache(n, k, n_events):
     return Cache(np.zeros(n), np.zeros((k, n)), np.zeros(n), np.zeros(n), np.zeros(n),
-                 np.zeros(n_events), np.zeros(n_events))
+                 np.zeros(n_events))
 
 
 def icd_config(settings, mass0):
