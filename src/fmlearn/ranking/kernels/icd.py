@@ -25,10 +25,10 @@ x_cl (h_c + q_f(i)):
 
 and after the step delta every cache moves in O(1) per context: phi(c) += delta x h_c,
 T_c += delta x (N h_c + Qs_f), R_c += delta x J_ff, q_f(c) += delta x; the positives' scores
-f(c, i) += delta x (h_c + q_f(i)). A sweep of one side costs O(k (nnz of its rows + events) + k^2 (rows + other
-side's rows)): the events enter through per-row sums updated in O(1) per step (see
-:func:`icd_side`); the item side is the same computation with the roles swapped (one compiled
-function serves both).
+f(c, i) += delta x (h_c + q_f(i)). A sweep of one side costs O(k (nnz of its rows + events)
++ k^2 (rows + other side's rows)): the events enter through per-row sums updated in O(1) per
+step (see :func:`icd_side`); the item side is the same computation with the roles swapped
+(one compiled function serves both).
 
 Both L' and L'' are computed exactly, so every coordinate step lowers L or leaves it: the
 objective never increases from sweep to sweep (tested against a brute-force all-pairs loss).
