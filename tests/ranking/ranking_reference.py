@@ -41,7 +41,10 @@ class SplitMix:
 
 
 def harmonic(r):
-    return float(sum(1.0 / t for t in range(1, r + 1)))
+    s = 0.0
+    for t in range(1, r + 1):  # in order (Python >= 3.12's sum() compensates)
+        s += 1.0 / t
+    return s
 
 
 def pairwise_epoch(C, I, ev_ctx, ev_item, ev_w, w, V, Aw, AV, order, rng_state, loss, adagrad,

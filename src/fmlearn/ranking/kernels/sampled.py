@@ -42,16 +42,16 @@ SAMPLING_CODES = {"uniform": UNIFORM, "popularity": POPULARITY}
 #: Starting value of Adagrad's sums of squared gradients: the first steps are plain SGD steps
 #: of size ``learning_rate`` (LightFM's choice), not ``learning_rate * sign(g)``.
 ADAGRAD_INIT = 1.0
-_EULER = 0.5772156649015329
 
 PairData = namedtuple("PairData", [
     "c_indptr", "c_indices", "c_data", "i_indptr", "i_indices", "i_data",
-    "ev_ctx", "ev_item", "ev_weight", "pos_ptr", "n_neg"])
+    "ev_ctx", "ev_item", "ev_weight", "pos_ptr", "n_neg", "harmonic"])
 PairData.__doc__ = """Training data of the pairwise learners: the distinct contexts' and items'
 CSR rows (int64 indptr, int32 indices, float64 data); the events sorted by (context, item):
 ``ev_ctx``, ``ev_item`` (int64) and ``ev_weight`` (float64); ``pos_ptr`` (n_contexts + 1):
 the positives of context c are ``ev_item[pos_ptr[c]:pos_ptr[c + 1]]``, sorted; ``n_neg``
-(n_contexts,) its number of negative items."""
+(n_contexts,) its number of negative items; ``harmonic`` (n_items + 1,): L(r) = 1 + 1/2 + ...
++ 1/r, WARP's rank weights (a table: a step's weight costs one lookup)."""
 
 Model = namedtuple("Model", ["w", "V", "scal"])
 Model.__doc__ = """The FM, updated in place: ``w`` (d,), ``V`` (d, k), ``scal`` = [w0]."""
@@ -91,21 +91,6 @@ def next_uniform(rng):
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def harmonic(r):
-    """L(r) = 1 + 1/2 + ... + 1/r (0 for r < 1); the asymptotic series beyond 64 terms
-    (error below 1e-9)."""
-    if r < 1:
-        return 0.0
-    if r <= 64:
-        s = 0.0
-        for t in range(1, r + 1):
-            s += 1.0 / t
-        return s
-    x = float(r)
-    return math.log(x) + _EULER + 0.5 / x - 1.0 / (12.0 * x * x)
 
 
 # The hot loop unpacks its records once and passes plain arrays to the helpers below: a
@@ -326,7 +311,7 @@ def pairwise_epoch(data, model, acc, order, rng, cfg, work):
     c_indptr, c_indices, c_data = data.c_indptr, data.c_indices, data.c_data
     i_indptr, i_indices, i_data = data.i_indptr, data.i_indices, data.i_data
     ev_ctx, ev_item, ev_weight = data.ev_ctx, data.ev_item, data.ev_weight
-    pos_ptr, n_neg = data.pos_ptr, data.n_neg
+    pos_ptr, n_neg, harm = data.pos_ptr, data.n_neg, data.harmonic
     w, V = model.w, model.V
     Aw, AV = acc.w, acc.V
     qc, qi, qj, dv = work.qc, work.qi, work.qj, work.dv
@@ -389,7 +374,7 @@ def pairwise_epoch(data, model, acc, order, rng, cfg, work):
                     return total, steps, e
                 if fj > fi - 1.0 and not is_positive(pos_ptr, ev_item, c, cand):
                     j = cand
-                    weight = s_w * harmonic(min(n_items // draws, n_neg[c]))
+                    weight = s_w * harm[min(n_items // draws, n_neg[c])]
                     total += weight * (1.0 - fi + fj)
                     g = -weight
                     break

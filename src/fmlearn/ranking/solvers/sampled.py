@@ -34,7 +34,14 @@ def pair_data(data):
         np.ascontiguousarray(c.data, np.float64), np.ascontiguousarray(i.indptr, np.int64),
         np.ascontiguousarray(i.indices, np.int32), np.ascontiguousarray(i.data, np.float64),
         data.ev_ctx, data.ev_item, data.ev_weight, data.pos_ptr,
-        np.ascontiguousarray(data.n_negatives(), np.int64))
+        np.ascontiguousarray(data.n_negatives(), np.int64), harmonic_numbers(data.n_items))
+
+
+def harmonic_numbers(n):
+    """L(r) = 1 + 1/2 + ... + 1/r for r = 0..n (summed in that order; L(0) = 0)."""
+    out = np.zeros(n + 1)
+    np.cumsum(1.0 / np.arange(1, n + 1), out=out[1:])
+    return out
 
 
 def pair_config(settings, disjoint):
