@@ -363,6 +363,8 @@ def table_check(args):
         micro = hits.sum() / np.minimum(n_t, 10).sum()
         pairs = [("precision@10", ours["precision"].mean(), peer.get("lightfm_precision"),
                   None),
+                 ("AUC, ties for the positive (LightFM's rule)",
+                  _auc_ties_for_positive(S, test, train), peer.get("lightfm_auc"), None),
                  ("recall@10", ours["recall"].mean(), peer.get("lightfm_recall"), None),
                  ("AUC", np.nanmean(ours["auc"]), peer.get("lightfm_auc"), None),
                  ("NDCG@10", ours["ndcg"].mean(), None, peer.get("implicit_ndcg")),
@@ -375,6 +377,27 @@ def table_check(args):
             body.append([seed, name, f"{a:.6f}", "" if b is None else f"{b:.6f}",
                          "" if c is None else f"{c:.6f}", f"{diff:.1e}"])
     return md_table(heads, body), runs, {}
+
+
+def _auc_ties_for_positive(S, test, train):
+    """Mean per-user AUC counting a negative tied with a positive as below it (LightFM's
+    ``auc_score`` counts ranks by strictly greater scores), over users with a held-out
+    positive."""
+    out = []
+    for u in range(S.shape[0]):
+        held = set(test.indices[test.indptr[u]:test.indptr[u + 1]].tolist())
+        seen = set(train.indices[train.indptr[u]:train.indptr[u + 1]].tolist())
+        held -= seen
+        if not held:
+            continue
+        cand = np.array([i for i in range(S.shape[1]) if i not in seen])
+        is_pos = np.isin(cand, list(held))
+        neg = np.sort(S[u, cand[~is_pos]])
+        if neg.size == 0:
+            continue
+        above = neg.size - np.searchsorted(neg, S[u, cand[is_pos]], side="right")
+        out.append(1.0 - above.sum() / (is_pos.sum() * neg.size))
+    return float(np.mean(out))
 
 
 def main(argv=None):

@@ -119,9 +119,11 @@ class FMRanker(BaseFM):
     settings_ : dict
         What the fit ran with ("auto" resolved): loss, solver, penalties, ...
     history_ : dict
-        ``"loss"`` per iteration (mean loss per unit of event weight: WARP's and BPR's losses
-        of the epoch's steps; the squared loss's objective after the sweep) and
-        ``"iter_time"`` (CPU seconds).
+        ``"loss"`` per iteration: WARP's and BPR's mean loss per unit of event weight over
+        the epoch's steps; the squared loss's objective per event after the sweep (computed
+        after the last sweep, and after every sweep with ``verbose`` or a ``callback``; NaN
+        where not computed, as it costs about a fifth of a sweep); ``"iter_time"``: CPU
+        seconds per iteration.
     n_features_in_ : int
 
     References
