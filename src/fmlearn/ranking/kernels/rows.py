@@ -78,23 +78,35 @@ def group_rows(order, h, indptr, indices, data):
 @njit(cache=True, nogil=True)
 def rows_part_q(indptr, indices, data, w, V, part, Q):
     """For every CSR row r: ``part[r] = <w, x> + 1/2 (|q|^2 - sum_j x_j^2 |v_j|^2)`` and
-    ``Q[:, r] = q(x_r)`` (``Q`` factor-major, shape (k, n_rows)); summed in row order."""
+    ``Q[:, r] = q(x_r)`` (``Q`` factor-major, shape (k, n_rows)); each sum in row order.
+
+    The rows are summed into a row-major buffer of a block of rows, then copied into Q by
+    factor: Q's rows are written as streams (one write per row and factor across a (k, n)
+    array touched k cache lines per row)."""
     k = V.shape[1]
     n = indptr.shape[0] - 1
-    for r in range(n):
-        lin = 0.0
-        sq = 0.0
-        for f in range(k):
-            Q[f, r] = 0.0
-        for p in range(indptr[r], indptr[r + 1]):
-            j = indices[p]
-            x = data[p]
-            lin += w[j] * x
+    B = 256
+    buf = np.empty((B, k))
+    for r0 in range(0, n, B):
+        r1 = min(n, r0 + B)
+        for r in range(r0, r1):
+            q = buf[r - r0]
             for f in range(k):
-                t = V[j, f] * x
-                Q[f, r] += t
-                sq += t * t
-        qq = 0.0
+                q[f] = 0.0
+            lin = 0.0
+            sq = 0.0
+            for p in range(indptr[r], indptr[r + 1]):
+                j = indices[p]
+                x = data[p]
+                lin += w[j] * x
+                for f in range(k):
+                    t = V[j, f] * x
+                    q[f] += t
+                    sq += t * t
+            qq = 0.0
+            for f in range(k):
+                qq += q[f] * q[f]
+            part[r] = lin + 0.5 * (qq - sq)
         for f in range(k):
-            qq += Q[f, r] * Q[f, r]
-        part[r] = lin + 0.5 * (qq - sq)
+            for r in range(r0, r1):
+                Q[f, r] = buf[r - r0, f]
