@@ -363,8 +363,8 @@ def table_check(args):
         micro = hits.sum() / np.minimum(n_t, 10).sum()
         pairs = [("precision@10", ours["precision"].mean(), peer.get("lightfm_precision"),
                   None),
-                 ("AUC, ties for the positive (LightFM's rule)",
-                  _auc_ties_for_positive(S, test, train), peer.get("lightfm_auc"), None),
+                 ("AUC, a tied negative counted above the positive (LightFM's rule)",
+                  _auc_ties_against_positive(S, test, train), peer.get("lightfm_auc"), None),
                  ("recall@10", ours["recall"].mean(), peer.get("lightfm_recall"), None),
                  ("AUC", np.nanmean(ours["auc"]), peer.get("lightfm_auc"), None),
                  ("NDCG@10", ours["ndcg"].mean(), None, peer.get("implicit_ndcg")),
@@ -379,10 +379,9 @@ def table_check(args):
     return md_table(heads, body), runs, {}
 
 
-def _auc_ties_for_positive(S, test, train):
-    """Mean per-user AUC counting a negative tied with a positive as below it (LightFM's
-    ``auc_score`` counts ranks by strictly greater scores), over users with a held-out
-    positive."""
+def _auc_ties_against_positive(S, test, train):
+    """Mean per-user AUC counting a negative tied with a positive as ranked above it (LightFM's
+    ``auc_score``; fmlearn counts half), over users with a held-out positive."""
     out = []
     for u in range(S.shape[0]):
         held = set(test.indices[test.indptr[u]:test.indptr[u + 1]].tolist())
@@ -395,7 +394,7 @@ def _auc_ties_for_positive(S, test, train):
         neg = np.sort(S[u, cand[~is_pos]])
         if neg.size == 0:
             continue
-        above = neg.size - np.searchsorted(neg, S[u, cand[is_pos]], side="right")
+        above = neg.size - np.searchsorted(neg, S[u, cand[is_pos]], side="left")
         out.append(1.0 - above.sum() / (is_pos.sum() * neg.size))
     return float(np.mean(out))
 
