@@ -22,8 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def estimators():
     """name -> (factory, kind) for every public estimator family and solver (small settings).
 
-    ``kind`` is "reg" or "clf". The online estimators are included: they go through the same
-    validators in ``_base``."""
+    ``kind`` is "reg", "clf" or "rank" (FMRanker: fit ignores y). The online estimators are
+    included: they go through the same validators in ``_base``."""
     import fmlearn as F
 
     return {
@@ -63,6 +63,11 @@ def estimators():
                                                   learning_rate=0.05, random_state=0), "clf"),
         "FFMRegressor": (lambda: F.FFMRegressor(n_factors=2, n_iter=20, normalize_rows=False,
                                                 learning_rate=0.1, random_state=0), "reg"),
+        # the first column is each event's item, the others its context; y is ignored
+        "FMRanker": (lambda: F.FMRanker(n_factors=2, n_iter=3, item_columns=[0],
+                                        random_state=0), "rank"),
+        "FMRanker-squared": (lambda: F.FMRanker(n_factors=2, loss="squared", n_iter=3,
+                                                item_columns=[0], random_state=0), "rank"),
     }
 
 
@@ -194,6 +199,7 @@ MUTATION_FAMILIES = [
     "CCFMRegressor", "CCFMRegressor-ftrl", "CCFMRegressor-ogd", "CCFMClassifier",
     "OnlineFMRegressor", "OnlineFMRegressor-ogd", "OnlineFMClassifier",
     "OnlineCFMRegressor", "OnlineCFMClassifier",
+    "FMRanker", "FMRanker-squared",
 ]
 
 #: Kinds of edit that make a state inconsistent or unusable: each must end in ModelFileError.

@@ -15,6 +15,7 @@ from fmlearn import (
     FFMClassifier,
     FFMRegressor,
     FMClassifier,
+    FMRanker,
     FMRegressor,
     GFMRegressor,
     IFMRegressor,
@@ -62,6 +63,10 @@ ESTIMATORS = [
     ConvexFMClassifier(max_iter=10),
     FFMClassifier(),
     FFMRegressor(),
+    # rankers: the first column is the item, the others the context of each event
+    FMRanker(item_columns=[0], n_iter=5),
+    FMRanker(loss="bpr", item_columns=[0], n_iter=5),
+    FMRanker(loss="squared", item_columns=[0], n_iter=3),
 ]
 
 

@@ -24,6 +24,7 @@ _LAZY = {
     "FFMClassifier": "ffm",
     "FFMRegressor": "ffm",
     "FMClassifier": "fm",
+    "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -45,7 +46,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
-    "online", "recommender", "reproduce", "sensing", "solvers", "stream",
+    "online", "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "FFMClassifier",
     "FFMRegressor",
     "FMClassifier",
+    "FMRanker",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -137,6 +139,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

@@ -45,7 +45,8 @@ DEFAULT_BUDGET_MB = 256.0
 # and their running count, and the product's temporaries.
 _BYTES_PER_CELL = 48
 
-_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier"})
+_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier",
+                      "FMRanker"})
 _FIELD_AWARE = frozenset({"FFMRegressor", "FFMClassifier"})
 _CONVEX = frozenset({"ConvexFMRegressor", "ConvexFMClassifier"})
 _ONE_PASS = {"GFMRegressor": False, "IFMRegressor": True}  # name -> zero diagonal
@@ -438,6 +439,13 @@ def _batch_scores(forms, link, U, I, lo, hi, overlap, users):
 def _top_k(scores, k):
     """Exact top k per row, best first; ties go to the smaller index; -inf slots give -1."""
     n, m = scores.shape
+    from .kernels.topk import TOP_K_MAX, top_k_rows
+
+    if k <= TOP_K_MAX:
+        cols = np.empty((n, k), dtype=np.int64)
+        top = np.empty((n, k), dtype=np.float64)
+        top_k_rows(np.ascontiguousarray(scores, dtype=np.float64), k, cols, top)
+        return cols, top
     if k < m:
         pos = np.argpartition(scores, m - k, axis=1)[:, m - k:m - k + 1]
         kth = np.take_along_axis(scores, pos, axis=1)

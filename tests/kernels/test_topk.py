@@ -5,7 +5,9 @@ number of users per SIMD block."""
 import numpy as np
 import pytest
 
-from fmlearn.kernels.topk import USERS, pair_scores
+from fmlearn.kernels.topk import pair_scores
+
+USERS = 8  # sizes around a multiple of a SIMD register of float64
 
 
 def oracle(query, key, part_user, part_item, bias):

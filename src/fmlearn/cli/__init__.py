@@ -36,12 +36,16 @@ def _add_fit(sub):
     from ._commands import parse_reg
 
     p = add_command(
-        sub, "fit", "train an FM on an svmlight/libFM file, or an FFM on a libffm file",
+        sub, "fit", "train an FM on an svmlight/libFM file, an FFM on a libffm file, or a "
+        "ranker on implicit feedback",
         "Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
-        "svmlight/libFM file (feature indices are used as written), or with\n"
-        "--model ffm an FFMClassifier (FFMRegressor with --task r) on a libffm file.",
+        "svmlight/libFM file (feature indices are used as written), with\n"
+        "--model ffm an FFMClassifier (FFMRegressor with --task r) on a libffm file,\n"
+        "or an FMRanker (--task rank) on an events file: one 'user item [weight]'\n"
+        "line per positive event (ids from 0; spaces, tabs or commas).",
         "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
         "      --n-iter 100 --save model.fmz\n"
+        "  fmlearn fit plays.txt --task rank --loss warp --test held.txt --save rank.fmz\n"
         "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
         "      -train train.libfm -test test.libfm -out pred.txt\n"
         "  fmlearn fit --model ffm train.ffm --test va.ffm --auto-stop --save model.fmz\n"
@@ -54,19 +58,23 @@ def _add_fit(sub):
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
                    help="held-out file: its metric is recorded after every iteration")
-    p.add_argument("--task", choices=["r", "c"], default=None,
-                   help="r: regression (RMSE), c: binary classification (error rate); default r "
-                        "(c for --model ffm)")
+    p.add_argument("--task", choices=["r", "c", "rank"], default=None,
+                   help="r: regression (RMSE), c: binary classification (error rate), rank: "
+                        "implicit feedback (TRAIN and TEST are events files); default r (c for "
+                        "--model ffm)")
+    p.add_argument("--loss", choices=["warp", "bpr", "squared"], default="warp",
+                   help="--task rank: WARP, BPR or the all-negatives squared loss (iCD); "
+                        "default warp")
     p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default=None,
                    help="default mcmc (no regularization to tune); --model fm only")
     p.add_argument("--n-factors", type=nonneg_int, default=None, metavar="K",
-                   help="number of factors k (default 8; 4 for --model ffm)")
+                   help="number of factors k (default 8; 4 for --model ffm; --task rank 32)")
     p.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
-                   help="sweeps (MCMC, ALS) or epochs (SGD); default 100 (15 epochs for "
-                        "--model ffm)")
+                   help="sweeps (MCMC, ALS, iCD) or epochs (SGD, WARP, BPR); default 100 (15 "
+                        "epochs for --model ffm; --task rank: FMRanker's)")
     p.add_argument("--init-stdev", type=nonneg_float, default=None, metavar="S",
                    help="standard deviation of the initial factors (default 0.1; derived from "
-                        "the data for --model ffm)")
+                        "the data for --model ffm; --task rank: FMRanker's)")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
                         " with --groups (ALS) R0 then one R1 and one R2 per group")
@@ -74,7 +82,8 @@ def _add_fit(sub):
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
     p.add_argument("--learning-rate", type=positive_float, default=None, metavar="LR",
-                   help="SGD step size (default 0.01; AdaGrad's 0.2 for --model ffm)")
+                   help="SGD step size (default 0.01; AdaGrad's 0.2 for --model ffm; --task "
+                        "rank: FMRanker's)")
     p.add_argument("--n-burn-in", type=nonneg_int, default=None, metavar="N",
                    help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
     p.add_argument("--seed", type=nonneg_int, default=None, metavar="S",

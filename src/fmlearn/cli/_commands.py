@@ -175,6 +175,19 @@ def _family_and_save(args):
 
 def cmd_fit(args):
     family, save = _family_and_save(args)
+    if args.task == "rank":
+        if family == "ffm":
+            raise CLIError("--task rank learns an FMRanker from events files; --model ffm "
+                           "learns from libffm files")
+        if args.train and args.train_opt and args.train != args.train_opt:
+            raise CLIError("give the training file once (TRAIN or --train/-train)")
+        train = args.train or args.train_opt
+        if not train:
+            raise CLIError("fit needs a training file: fmlearn fit EVENTS --task rank ...")
+        from ._rank import cmd_fit_rank
+
+        args.save = save
+        return cmd_fit_rank(args, train)  # FMRanker's own defaults for the unset options
     if family == "ffm":
         from ._ffm import FFM_DEFAULTS, cmd_fit_ffm
 

@@ -48,6 +48,7 @@ from ._synthetic_gfm import (
     make_symmetric_sensing,
     sample_features,
 )
+from ._synthetic_ranking import make_implicit_feedback
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
@@ -83,6 +84,7 @@ __all__ = [
     "make_ffm_ctr",
     "make_fm_labels",
     "make_gnss_vtec",
+    "make_implicit_feedback",
     "make_gfm",
     "make_low_rank_tensor",
     "make_phase_retrieval",
