@@ -21,8 +21,11 @@ _LAZY = {
     "CCFMRegressor": "online",
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
+    "FFMClassifier": "ffm",
+    "FFMRegressor": "ffm",
     "FMClassifier": "fm",
     "FMOrdinalRegressor": "fm",
+    "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -43,8 +46,8 @@ _LAZY = {
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
-    "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "reproduce", "sensing", "solvers", "stream",
+    "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
+    "online", "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -53,8 +56,11 @@ __all__ = [
     "CCFMRegressor",
     "ConvexFMClassifier",
     "ConvexFMRegressor",
+    "FFMClassifier",
+    "FFMRegressor",
     "FMClassifier",
     "FMOrdinalRegressor",
+    "FMRanker",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -123,6 +129,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
+    from .ffm import FFMClassifier, FFMRegressor
     from .fm import FMClassifier, FMOrdinalRegressor, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
@@ -134,6 +141,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream
