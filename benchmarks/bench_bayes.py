@@ -194,7 +194,7 @@ def main(argv=None):
                 "myFM", a.peers_python)
             systems = dict([("fmlearn", sys.executable), peer])
             rows = {s: [] for s in systems}
-            gaps = []
+            gaps, by_seed = [], []
             for seed in a.seeds:
                 yt = _write_split(folder, a.data, seed)
                 _run(sys.executable, "fmlearn", task, seed, 3, folder)  # fill numba's cache
@@ -207,6 +207,9 @@ def main(argv=None):
                         r["metric"] = _metric(task, preds[system], yt)
                         rows[system].append(r)
                     gaps.append(float(np.max(np.abs(preds["fmlearn"] - preds[peer[0]]))))
+                    if rep == 0:
+                        by_seed.append(f"seed {seed}: " + ", ".join(
+                            f"{k} {rows[k][-1]['metric']:.4f}" for k in systems))
             metric = "log-loss" if task in ("vb_clf", "multiclass") else "RMSE"
             unit = "iterations" if task.startswith("vb") else "sweeps"
             print(f"### {task} (MovieLens-100K, k=8, {n} {unit}, seeds {a.seeds}, "
@@ -220,9 +223,10 @@ def main(argv=None):
                 print(f"| {system} | " + " | ".join(cols) + " |")
             f_cpu = np.median([r["fit_cpu"] for r in rows["fmlearn"]])
             m_cpu = np.median([r["fit_cpu"] for r in rows[peer[0]]])
-            print(f"\nfit CPU ratio fmlearn / {peer[0]} (medians): {f_cpu / m_cpu:.2f}; largest "
-                  f"difference of the two systems' test predictions: {max(gaps):.3g}\n",
-                  flush=True)
+            same = (f"; largest difference of the two systems' test probabilities: "
+                    f"{max(gaps):.3g}" if task == "multiclass" else "")
+            print(f"\nfit CPU ratio fmlearn / {peer[0]} (medians): {f_cpu / m_cpu:.2f}{same}; "
+                  + "; ".join(by_seed) + "\n", flush=True)
 
 
 if __name__ == "__main__":
