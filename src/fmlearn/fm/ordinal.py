@@ -236,6 +236,11 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
             state, n_done, info = ordinal_solver(data, state, chain, cuts, settings, seed)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
+        self._store(levels, dtype, n_done, init_stdev, state, chain, cuts)
+        return self
+
+    def _store(self, levels, dtype, n_done, init_stdev, state, chain, cuts):
+        """Write a finished run's learned attributes (the last step of ``fit``)."""
         self.levels_ = levels
         self.dtype_ = np.dtype(dtype).name
         self.n_iter_ = n_done
@@ -250,7 +255,6 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
                                     else cuts.value[None].copy())
         self.cut_points_ = cuts.value.copy()
         self.cut_point_acceptance_ = cuts.n_accepted / max(cuts.n_proposed, 1)
-        return self
 
     def _continues(self, levels, d, k, n_groups, dtype):
         """Whether this fit continues the fitted chain (``warm_start`` on a model of the same
