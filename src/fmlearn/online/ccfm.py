@@ -88,7 +88,9 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True, warm_start=False,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
+                 warm_start=False,
                  random_state=None, verbose=0):
         self.learner = learner
         self.trace_bound = trace_bound
@@ -107,6 +109,10 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         self.memory_budget_mb = memory_budget_mb
         self.n_iter = n_iter
         self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -426,6 +432,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
         self.clip_predictions = clip_predictions
@@ -481,6 +488,7 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  calibration="platt", warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
         self.calibration = calibration
