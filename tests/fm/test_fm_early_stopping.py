@@ -6,8 +6,6 @@ import pytest
 from sklearn.pipeline import make_pipeline as sk_make_pipeline
 
 from fmlearn import FMClassifier, FMRegressor
-from fmlearn._early_stopping import split_rhat
-from fmlearn.pipeline import Pipeline, make_pipeline
 
 
 def _overfit_data(seed=0, n=120, d=40):
@@ -118,6 +116,8 @@ def test_mcmc_refuses_early_stopping_and_reports_split_rhat():
 
 
 def test_split_rhat_against_its_definition():
+    from fmlearn._early_stopping import split_rhat
+
     rng = np.random.default_rng(0)
     iid = rng.normal(size=(2000, 3))
     assert np.all(np.abs(split_rhat(iid) - 1.0) < 0.01)
@@ -142,6 +142,7 @@ def _table(seed, n):
 
 def test_eval_set_through_a_pipeline_is_transformed_by_the_fitted_steps():
     from fmlearn.encoders import TabularEncoder
+    from fmlearn.pipeline import Pipeline, make_pipeline
 
     X, y = _table(0, 300)
     Xv, yv = _table(1, 100)
