@@ -354,6 +354,14 @@ _CCFM_DOC = """
         ``fit`` visits the rows in a fresh random order each pass (identical rows merged into
         one weighted row, visited as consecutive rounds); ``False`` keeps the given order, so
         that ``fit`` equals one ``partial_fit`` on the same rows.
+    early_stopping, validation_fraction, n_iter_no_change, tol : default=False, 0.1, 2, 1e-4
+        Early stopping of ``fit``'s passes: after each pass the validation rows (the
+        ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of the rows, not learned)
+        are scored (the mean squared error of the clipped predictions, or the classifier's
+        mean log loss of the margins: ``history_["val"]``); ``fit`` stops after
+        ``n_iter_no_change`` passes without an improvement of more than ``tol`` and keeps the
+        best pass's model (``best_iteration_``). "auto": on with an ``eval_set`` or more than
+        10,000 rows. See docs/early-stopping.md.
     warm_start : bool, default=False
         ``fit`` continues from the current state.
     random_state : int, RandomState or None, default=None

@@ -149,6 +149,8 @@ _CFM_DOC = """
         same RMSE to 4 digits (benchmarks/RESULTS.md).
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
+    early_stopping, validation_fraction, n_iter_no_change, tol :
+        Early stopping of ``fit``'s passes, as in :class:`CCFMRegressor`.
 
     Attributes
     ----------

@@ -229,6 +229,8 @@ _FM_DOC = """
         feature scale; for small steps it is the plain gradient step (``False``).
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
+    early_stopping, validation_fraction, n_iter_no_change, tol :
+        Early stopping of ``fit``'s passes, as in :class:`CCFMRegressor`.
 
     Attributes
     ----------
