@@ -162,3 +162,15 @@ def test_eval_set_through_a_pipeline_is_transformed_by_the_fitted_steps():
     pipe.set_params(fmregressor__early_stopping=True, fmregressor__n_iter=200)
     pipe.fit(X, y, fmregressor__eval_set=(Xv, yv))
     assert pipe[-1].n_iter_ < 200
+
+
+def test_callback_stops_a_fit_on_contrasts():
+    import scipy.sparse as sp
+
+    X, y, _, _ = _overfit_data()
+    C = sp.identity(X.shape[0], format="csr")
+    m = FMRegressor(n_factors=2, solver="als", n_iter=50, random_state=0)
+    m.fit(X, y, contrasts=C, callback=lambda i, h: i == 4)
+    assert m.n_iter_ == 5 and len(m.history_["train"]) == 5
+    with pytest.raises(ValueError, match="early_stopping"):
+        FMRegressor(solver="als", early_stopping=True).fit(X, y, contrasts=C)
