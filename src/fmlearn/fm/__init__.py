@@ -433,8 +433,8 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         eval_set : (X_val, y_val), optional
             Held-out data whose RMSE is recorded in ``history_`` after each iteration; with
             ``early_stopping`` True or "auto" it decides when to stop. In a Pipeline, pass it
-            as ``fmregressor__eval_set`` through :class:`fmlearn.pipeline.EvalSetPipeline`
-            (or scikit-learn's metadata routing), which transforms it by the fitted steps.
+            as ``fmregressor__eval_set`` to a :class:`fmlearn.pipeline.Pipeline`, which
+            transforms ``X_val`` by the fitted preceding steps.
         contrasts : sparse matrix of shape (n_targets, n_samples), optional
             Fit y_g = sum_i C[g, i] f(x_i) (``y`` and ``sample_weight`` then have n_targets
             entries), with any solver; see :meth:`predict_contrasts` and docs/vtec.md.
