@@ -43,12 +43,18 @@ class Pipeline(_skl.Pipeline):
         return {**params, key: DeferredEvalSet(self[:-1], value)}
 
     def fit(self, X, y=None, **params):
+        """``sklearn.pipeline.Pipeline.fit``; ``<last step>__eval_set=(X_val, y_val)`` reaches
+        the last step with ``X_val`` transformed by the fitted preceding steps."""
         return super().fit(X, y, **self._defer_eval_set(params))
 
     def fit_predict(self, X, y=None, **params):
+        """``sklearn.pipeline.Pipeline.fit_predict``, the ``eval_set`` handled as in
+        :meth:`fit`."""
         return super().fit_predict(X, y, **self._defer_eval_set(params))
 
     def fit_transform(self, X, y=None, **params):
+        """``sklearn.pipeline.Pipeline.fit_transform``, the ``eval_set`` handled as in
+        :meth:`fit`."""
         return super().fit_transform(X, y, **self._defer_eval_set(params))
 
 
