@@ -272,6 +272,8 @@ class BaseFM(BaseEstimator):
         classifier, float64), or None."""
         if eval_set is None:
             return None
+        if hasattr(eval_set, "resolve_eval_set"):  # fmlearn.pipeline: X_val through the steps
+            eval_set = eval_set.resolve_eval_set()
         try:
             X_val, y_val = eval_set
         except (TypeError, ValueError):

@@ -24,6 +24,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import merge_duplicate_rows, raw, to_csr
 from .._docs import fill_doc
+from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
+from .._early_stopping import split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..exceptions import DivergenceError
@@ -35,7 +37,7 @@ from ..solvers.sgd import sgd_solver
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
 from ._mcmc import check_loaded_chain
-from ._plan import ClassicFMPlan
+from ._plan import ClassicFMPlan, stopping_rule
 
 
 def _solver_is_sgd(est):
@@ -108,12 +110,14 @@ class _BaseClassicFM(BaseFM):
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
+        **STOPPING_CONSTRAINTS,
     }
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
                  n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, tol=1e-4,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -132,34 +136,49 @@ class _BaseClassicFM(BaseFM):
         self.n_kept_samples = n_kept_samples
         self.overrelaxation = overrelaxation
         self.groups = groups
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
 
     # -- fit --------------------------------------------------------------------------------
-    def _encoded_eval_set(self, eval_set, dtype):
+    def _encoded_eval_set(self, eval_set, dtype, carved=None):
+        """``(csr arrays, y)`` of the validation rows (the ``eval_set``, or the rows carved
+        out for early stopping) and their weights (None: unit weights)."""
+        if carved is not None:
+            Xv, yv, swv = carved
+            if swv is not None and np.all(swv == 1):
+                swv = None
+            return (raw(to_csr(Xv, dtype)), yv), swv
         ev = self._validate_eval_set(eval_set)
         if ev is None:
-            return None
-        return raw(to_csr(ev[0], dtype)), ev[1]
+            return None, None
+        return (raw(to_csr(ev[0], dtype)), ev[1]), None
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
-        context = RunContext(callback)
+        context = RunContext(callback, may_stop=True)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
         X = to_csr(X, X.dtype)
+        rule = stopping_rule(self, X.shape[0], eval_set is not None)
+        X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, is_classifier(self))
         summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
-        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context)
-        evald = self._encoded_eval_set(eval_set, X.dtype)
+        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context, stopping=rule)
+        evald, eval_sw = self._encoded_eval_set(eval_set, X.dtype, carved)
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
-        recorder = FitRecorder(plan, bar, evald)
+        recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
         with bar, n_threads(self.n_jobs):
             state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder)
-        plan.commit(self, state, n_done, history=recorder.history, **result)
+        best = recorder.finish(state)
+        plan.commit(self, state, n_done, history=recorder.history, best_iteration=best,
+                    **result)
         return self
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
@@ -303,6 +322,23 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         ``reg_pairwise`` as one number or one value per group. Build them from feature
         names with :func:`fmlearn.encoders.feature_groups` (users, items, side blocks).
         None: one group. Not used by SGD.
+    early_stopping : bool or "auto", default=False
+        SGD and ALS: score a validation set after every epoch / sweep
+        (``history_["val_loss"]``: the mean squared error, or a classifier's mean log loss),
+        stop once ``n_iter_no_change`` iterations in a row did not improve it by more than
+        ``tol``, and keep the model of the best iteration (``best_iteration_``). The
+        validation rows are the ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of
+        the training rows (not trained on; stratified for a classifier). ``"auto"``: on with
+        an ``eval_set`` or more than 10,000 rows (scikit-learn's HistGradientBoosting rule).
+        With SGD's ``average_epochs`` the model kept is the best epoch's own, not a tail
+        average. MCMC has no early stop (True is refused, "auto" is off): with an
+        ``eval_set`` its ``history_`` reports the split R-hat of the validation predictions.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training rows set aside for early stopping when no ``eval_set`` is given.
+    n_iter_no_change : int, default=5
+        Iterations without improvement before early stopping stops.
+    tol : float, default=1e-4
+        The improvement of the validation loss that counts (in its units).
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -323,6 +359,11 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     samples_w0_, samples_w_, samples_V_ : ndarrays of shape (S,), (S, d), (S, d, k)
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
+        Iterations run (fewer than ``n_iter`` when early stopping or the callback stopped).
+    best_iteration_ : int or None
+        With early stopping, the iteration (from 1) whose model was kept.
+    early_stopping_ : bool
+        Whether early stopping was on (what "auto" resolved to).
     init_stdev_ : float
         The ``init_stdev`` the last fit resolved (``"auto"`` resolved; the initial factors'
         standard deviation when the fit started a new model). Absent from models saved before
@@ -333,7 +374,12 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         iteration's clock starts); with ``verbose``, ``eval_set`` or a fit ``callback`` also
         the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"`` metric, and for MCMC
         and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the running average of the
-        predictions of all iterations (libFM's report).
+        predictions of all iterations (libFM's report). With early stopping ``"val_loss"``
+        (the score the rule reads) and ``"best_iteration"`` (from 0); for MCMC with an
+        ``eval_set``, ``"val_rhat"`` and ``"val_rhat_median"``: the largest and the median over
+        the validation rows of the split R-hat (Gelman et al. 2013) of their predictions
+        over the sweeps after burn-in (near 1 when the chain has settled; NaN with fewer
+        than 4 such sweeps).
     n_features_in_ : int
 
     References
@@ -359,6 +405,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
                  n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
@@ -367,7 +414,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
                          shuffle=shuffle, implicit_sgd=implicit_sgd,
                          average_epochs=average_epochs, n_burn_in=n_burn_in,
                          n_kept_samples=n_kept_samples, overrelaxation=overrelaxation,
-                         groups=groups,
+                         groups=groups, early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, tol=tol,
                          warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
                          verbose=verbose)
         self.clip_predictions = clip_predictions
@@ -382,14 +431,19 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         ----------
         %(fit_data)s
         eval_set : (X_val, y_val), optional
-            Held-out data whose RMSE is recorded in ``history_`` after each iteration.
+            Held-out data whose RMSE is recorded in ``history_`` after each iteration; with
+            ``early_stopping`` True or "auto" it decides when to stop. In a Pipeline, pass it
+            as ``fmregressor__eval_set`` to a :class:`fmlearn.pipeline.Pipeline`, which
+            transforms ``X_val`` by the fitted preceding steps.
         contrasts : sparse matrix of shape (n_targets, n_samples), optional
             Fit y_g = sum_i C[g, i] f(x_i) (``y`` and ``sample_weight`` then have n_targets
             entries), with any solver; see :meth:`predict_contrasts` and docs/vtec.md.
         callback : callable, optional
             ``callback(i, history)`` is called as iteration ``i`` (from 0) ends, with the
             history so far (the keys of ``history_``, ``"train"`` always recorded): for live
-            progress reports. Its return value is ignored.
+            progress reports. Returning True stops the fit after that iteration: the model
+            is the one of that iteration (or the best one, with early stopping) and
+            ``n_iter_`` says how many ran.
         """
         if contrasts is not None:
             return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts, callback)
