@@ -30,6 +30,8 @@ _LAZY = {
     "OnlineFMClassifier": "online",
     "OnlineFMRegressor": "online",
     "PhaseRetrieval": "sensing",
+    "RelationBlock": "relation",
+    "RelationData": "relation",
     "SymmetricRankOneSensing": "sensing",
     "embed_rows": "recommender",
     "evaluate_prequential": "evaluate",
@@ -43,7 +45,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "reproduce", "sensing", "solvers", "stream",
+    "recommender", "relation", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -61,6 +63,8 @@ __all__ = [
     "OnlineFMClassifier",
     "OnlineFMRegressor",
     "PhaseRetrieval",
+    "RelationBlock",
+    "RelationData",
     "SymmetricRankOneSensing",
     "embed_rows",
     "evaluate_prequential",
@@ -133,5 +137,6 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMRegressor,
     )
     from .recommender import embed_rows, feature_embeddings, recommend
+    from .relation import RelationBlock, RelationData
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

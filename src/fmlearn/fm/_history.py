@@ -11,7 +11,9 @@ its clock in the plan's run context, never on the estimator.
 import numpy as np
 from scipy.special import ndtr
 
+from ..kernels.cd_relation import RelationRows
 from ..kernels.predict import fm_predict_csr
+from ..solvers.relation import predict_relation
 
 __all__ = ["FitRecorder", "fm_metric"]
 
@@ -60,6 +62,8 @@ class FitRecorder:
     def eval_pred(self, state):
         if self.evald is None:
             return None
+        if isinstance(self.evald[0], RelationRows):  # relational eval set (fmlearn.fm._relation)
+            return predict_relation(self.evald[0], state)
         (indptr, indices, data), _ = self.evald
         out = np.empty(indptr.shape[0] - 1)
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
