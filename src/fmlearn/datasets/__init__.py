@@ -23,6 +23,14 @@ from ._gnss import (
 )
 from ._gnss_rinex import GNSSNetwork, RinexError, load_rinex_network
 from ._home import get_data_home
+from ._libfm_binary import (
+    load_libfm_binary,
+    load_libfm_matrix,
+    load_libfm_relation,
+    save_libfm_binary,
+    save_libfm_matrix,
+    save_libfm_relation,
+)
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
@@ -56,6 +64,9 @@ __all__ = [
     "get_libsvm_home",
     "fm_scores",
     "iter_svmlight",
+    "load_libfm_binary",
+    "load_libfm_matrix",
+    "load_libfm_relation",
     "load_gnss_csv",
     "load_movielens_100k",
     "load_rinex_network",
@@ -73,6 +84,9 @@ __all__ = [
     "make_symmetric_sensing",
     "movielens_split",
     "sample_features",
+    "save_libfm_binary",
+    "save_libfm_matrix",
+    "save_libfm_relation",
     "save_svmlight",
     "write_gnss_csv",
 ]
