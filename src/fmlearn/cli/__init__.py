@@ -43,7 +43,8 @@ def _add_fit(sub):
         "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
         "      -train train.libfm -test test.libfm -out pred.txt\n\n"
         "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
-        "-regular -learn_rate -seed -meta -verbosity -save_model -rlog (see docs/cli.md)")
+        "-regular -learn_rate -seed -meta -relation -verbosity -save_model -rlog\n"
+        "(see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
@@ -64,6 +65,9 @@ def _add_fit(sub):
     p.add_argument("--groups", metavar="FILE",
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
+    p.add_argument("--relation", metavar="NAME[,NAME...]",
+                   help="relation blocks in libFM's block structure (libFM's -relation): "
+                        "NAME.x/NAME.xt, NAME.train, NAME.test, NAME.groups (see docs/cli.md)")
     p.add_argument("--learning-rate", type=positive_float, default=0.01, metavar="LR",
                    help="SGD step size (default 0.01)")
     p.add_argument("--n-burn-in", type=nonneg_int, default=None, metavar="N",
@@ -117,6 +121,7 @@ def build_parser():
     p.add_argument("--proba", action="store_true",
                    help="classifiers: write P(classes_[1]) instead of labels")
     add_max_features(p)
+    _add_relation_options(p)
 
     p = sub.add_parser("evaluate", help="test metrics of a saved model",
                        description="RMSE and MAE for regressors; error rate, AUC and log-loss "
@@ -125,6 +130,7 @@ def build_parser():
     p.add_argument("data", metavar="DATA", help="labelled svmlight/libFM file")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     add_max_features(p)
+    _add_relation_options(p)
 
     p = sub.add_parser("demo", help="train FMs on generated data (no network, no files)",
                        description="Fit FMs with every solver on generated data and on a small "
@@ -152,7 +158,18 @@ def build_parser():
     from ._recommend import add_parser as _add_recommend
 
     _add_recommend(sub)
+    from ._relation import add_convert_parser
+
+    add_convert_parser(sub)
     return parser
+
+
+def _add_relation_options(p):
+    p.add_argument("--relation", metavar="NAME[,NAME...]",
+                   help="the relation blocks the model was fitted with (libFM's block "
+                        "structure): DATA's rows take their block rows from NAME.<part>")
+    p.add_argument("--relation-part", choices=["test", "train"], default="test",
+                   help="which index file of each relation maps DATA's rows (default test)")
 
 
 def _route_libfm(argv):
@@ -193,6 +210,10 @@ def _run(args):
         from ._recommend import cmd_recommend
 
         return cmd_recommend(args)
+    if args.command == "convert":
+        from ._relation import cmd_convert
+
+        return cmd_convert(args)
     from ._reproduce import cmd_reproduce
 
     return cmd_reproduce(args)

@@ -165,13 +165,17 @@ def cmd_fit(args):
         raise CLIError("--groups sets the priors of MCMC and the penalties of ALS; "
                        "--solver sgd has none")
     if args.stream:
+        if args.relation:
+            raise CLIError("--stream reads TRAIN in chunks; it does not take --relation")
         return _fit_stream(args, train)
-    X, y = read_svmlight(train, "training", max_features=args.max_features)
+    from ._relation import parse_names, read_data, relational_inputs
+
+    X, y = read_data(train, "training", max_features=args.max_features)
     X_test = y_test = None
     groups = read_groups(args.groups) if args.groups else None
     d = X.shape[1]
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
+        X_test, y_test = read_data(args.test, "test", max_features=args.max_features)
         d = max(X.shape[1], X_test.shape[1])  # libFM sizes the model for both files
     if groups is not None:
         if groups.shape[0] < d:
@@ -181,6 +185,12 @@ def cmd_fit(args):
     X = widen(X, d, train)
     if args.test:
         X_test = widen(X_test, d, args.test)
+    if args.relation:  # libFM's -relation: blocks of features shared by many rows
+        if args.solver == "sgd":
+            raise CLIError("--relation blocks are swept by --solver mcmc or als (as libFM's "
+                           "-relation); SGD would expand every row")
+        X, X_test, groups = relational_inputs(parse_names(args.relation), X, X_test, groups,
+                                              train, args.test)
     est = build_estimator(args)
     if groups is not None:
         est.set_params(groups=groups)
@@ -355,10 +365,25 @@ def load_model(path):
         raise CLIError(f"model path is a directory, not a file: {path}") from None
 
 
+def _model_rows(args, model):
+    """The rows of ``args.data`` for ``model``: its width, and with ``--relation`` the
+    relations' blocks (indices of ``NAME.<--relation-part>``)."""
+    from ._relation import parse_names, predict_inputs, read_data
+
+    if not getattr(args, "relation", None):
+        return read_data(args.data, "data", n_features=model.n_features_in_,
+                         max_features=args.max_features)
+    X, y = read_data(args.data, "data", max_features=args.max_features)
+    layout = getattr(model, "relation_features_", None)
+    Xr = predict_inputs(parse_names(args.relation), X, args.data, args.relation_part)
+    d_main = layout[0] if layout else model.n_features_in_ - sum(Xr.layout[1:])
+    Xr.X = widen(X, d_main, args.data) if d_main >= 0 else X
+    return Xr, y
+
+
 def cmd_predict(args):
     model = load_model(args.model)
-    X, _ = read_svmlight(args.data, "data", n_features=model.n_features_in_,
-                         max_features=args.max_features)
+    X, _ = _model_rows(args, model)
     if args.proba:
         if not _is_classifier(model):
             raise CLIError(f"--proba needs a classifier; {args.model} holds a "
@@ -405,8 +430,7 @@ def evaluate_metrics(model, X, y, path="data"):
 
 def cmd_evaluate(args):
     model = load_model(args.model)
-    X, y = read_svmlight(args.data, "data", n_features=model.n_features_in_,
-                         max_features=args.max_features)
+    X, y = _model_rows(args, model)
     pairs = evaluate_metrics(model, X, y, args.data)
     if args.json:
         json.dump({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in pairs},
