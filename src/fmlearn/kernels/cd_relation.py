@@ -243,6 +243,37 @@ def _gather(rel, r, pa, E, cfg):
 
 
 @njit(cache=True, nogil=True)
+def _scatter_gather(rel, r, r2, pa, E):
+    """:func:`_scatter` of block r then :func:`_gather` of block r2 in one pass over the
+    samples: a factor pass, unit weights, the squared loss, block r2 not grouped (the same
+    operations in the same order; 0.22 against 0.26 ms on MovieLens' 75,000 samples)."""
+    C = rel.C
+    qn = rel.qn
+    ix = rel.ix[r]
+    ix2 = rel.ix[r2]
+    cur = pa.cur
+    nxt = pa.nxt
+    fn = pa.fn
+    for i in range(ix.shape[0]):
+        b = ix[i]
+        q0 = C[b, _Q0]
+        dq = C[b, _QB] - q0
+        q = E[i, cur]
+        e = E[i, 0] + (C[b, _DY] + (q - q0) * dq)
+        q += dq
+        E[i, 0] = e
+        E[i, cur] = q
+        if fn >= 0:
+            E[i, nxt] += qn[b]
+        b2 = ix2[i]
+        qm = q - C[b2, _QB]
+        C[b2, _SE] += e
+        C[b2, _SQ] += qm
+        C[b2, _SQQ] += qm * qm
+        C[b2, _SEQ] += qm * e
+
+
+@njit(cache=True, nogil=True)
 def _block_features(rel, r, pa, group, cfg):
     # Every feature of block r once, in index order, from and into the block rows' caches;
     # the second visit of a feature's entries also adds its share of the next factor's sums
@@ -315,11 +346,20 @@ def _relation_pass(rel, plan, pa, group, E, cfg, par):
     B = rel.ix.shape[0]
     if B == 0:
         return
+    fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
+    _prepare(rel, 0, pa)
+    _gather(rel, 0, pa, E, cfg)
     for r in range(B):
-        _prepare(rel, r, pa)
-        _gather(rel, r, pa, E, cfg)
         _block_features(rel, r, pa, group, cfg)
-        _scatter(rel, r, pa, E)
+        if r + 1 == B:
+            _scatter(rel, r, pa, E)
+            break
+        _prepare(rel, r + 1, pa)
+        if fuse and not rel.grouped[r + 1]:
+            _scatter_gather(rel, r, r + 1, pa, E)
+        else:
+            _scatter(rel, r, pa, E)
+            _gather(rel, r + 1, pa, E, cfg)
 
 
 @overload(sweep_bias)
