@@ -37,8 +37,9 @@ majorization-minimization step that never increases the objective, where the fla
 recomputes each derivative exactly). A last pass over the samples writes the block's changes
 to each row state: the block row's own share of the prediction moved by DY (the sum of the
 delta a_b), its cross term by qm_i DQ (DQ the change of qB), so
-e_i += DY[b] + qm_i DQ[b] and q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds the block row's sum of the next
-factor to the next factor's column, as the column pass does for its features.
+e_i += DY[b] + qm_i DQ[b] and q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds
+the block row's sum of the next factor to the next factor's column, as the column pass does for
+its features.
 
 Per sweep the cost is O(k (nnz(X^0) + sum_r nnz(X_r) + B n)) against O(k nnz(expanded)) for the
 flat sweep. The result is that of the flat sweep over the expanded matrix visiting the
@@ -86,7 +87,8 @@ same weights, read by the shared steps); ``ix`` (B, n) uint32: sample i's row of
 whether block r's samples come in runs of the same row (sorted by it); ``foff`` (B + 1,) the
 first feature of each block (``foff[0]`` = d0, ``foff[B]`` = d); the stacked block rows by row
 (``bptr``, ``bidx`` global feature ids, ``bval``) and by feature (``cptr`` over the block
-features j - d0, ``cidx`` block rows, ``cval``), indices uint32; ``wsum`` (R,) the total weight of each block row's samples; ``C`` (R, :data:`N_CACHE`) float64, the block
+features j - d0, ``cidx`` block rows, ``cval``), indices uint32; ``wsum`` (R,) the total
+weight of each block row's samples; ``C`` (R, :data:`N_CACHE`) float64, the block
 rows' caches, and ``qn`` (R,) float64, their shares of the next factor's sums (work
 space)."""
 
@@ -491,3 +493,72 @@ def relation_predict_samples(rr, W0s, Ws, Vs, probit, lo, hi, out):
     for i in range(out.shape[0]):
         out[i] /= S
     return out
+
+
+# -- one partition's share of a block pass (the Dask backend, fmlearn.distributed) --------------
+@njit(cache=True, nogil=True)
+def partition_block_round(ix_out, ix_in, E, y, sw, unit, loss, slot, cur, nxt, fn, dy, q0, qb,
+                          qn, qb_in, out):
+    """A partition's samples in one pass: the changes of a block (``ix_out`` the samples' rows
+    of it, local to the block; empty: none) written to the row states as :func:`_scatter`
+    does -- ``dy``, ``q0``, ``qb``, ``qn`` the block rows' DY, qB at the pass's start, qB now
+    and share of the next factor's sums -- then the partition's share of the caches of the
+    next block (``ix_in``; empty: none) gathered as :func:`_gather` does into ``out`` (its
+    rows x [SE, SQ, SQQ, SEQ], overwritten; ``qb_in`` its rows' qB). The client adds the
+    partitions' shares in partition order."""
+    for t in range(out.shape[0]):
+        for c in range(4):
+            out[t, c] = 0.0
+    n = E.shape[0]
+    scatter = ix_out.shape[0] > 0
+    gather = ix_in.shape[0] > 0
+    for i in range(n):
+        if scatter:
+            b = ix_out[i]
+            if slot == 0:
+                E[i, 0] += dy[b]
+            else:
+                d = qb[b] - q0[b]
+                E[i, 0] += dy[b] + (E[i, cur] - q0[b]) * d
+                E[i, cur] += d
+            if fn >= 0:
+                E[i, nxt] += qn[b]
+        if gather:
+            b = ix_in[i]
+            s = 1.0 if unit else sw[i]
+            e = E[i, 0] if loss == SQUARED else _dloss(loss, E[i, 0], y, i)
+            out[b, 0] += s * e
+            if slot == 1:
+                qm = E[i, cur] - qb_in[b]
+                t = s * qm
+                out[b, 1] += t
+                out[b, 2] += t * qm
+                out[b, 3] += t * e
+
+
+def client_block_step(rel, r, pa, group, cfg, sums):
+    """The client's part of block r's pass in the Dask backend: the block rows' caches from
+    the partitions' summed ``sums`` (rows x [SE, SQ, SQQ, SEQ]; N and qB prepared by
+    :func:`prepare_block`), then the block's features (:func:`_block_features`)."""
+    lo, hi = rel.boff[r], rel.boff[r + 1]
+    rel.C[lo:hi, _SE] = sums[:, 0]
+    rel.C[lo:hi, _SQ] = sums[:, 1]
+    rel.C[lo:hi, _SQQ] = sums[:, 2]
+    rel.C[lo:hi, _SEQ] = sums[:, 3]
+    _block_features(rel, r, pa, group, cfg)
+
+
+def prepare_block(rel, r, pa):
+    """:func:`_prepare` of block r (the client's caches before its gather round); returns the
+    block rows' qB (what the partitions' gather needs)."""
+    _prepare(rel, r, pa)
+    return rel.C[rel.boff[r]:rel.boff[r + 1], _QB].copy()
+
+
+def block_changes(rel, r):
+    """Block r's ``(dy, q0, qb, qn)`` after its features' update: what the partitions write to
+    their row states (:func:`partition_block_round`)."""
+    lo, hi = rel.boff[r], rel.boff[r + 1]
+    C = rel.C
+    return (C[lo:hi, _DY].copy(), C[lo:hi, _Q0].copy(), C[lo:hi, _QB].copy(),
+            rel.qn[lo:hi].copy())
