@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM
 from ._threads import n_threads
+from .relation import is_relation_data
 
 __all__ = ["FeatureEmbeddings", "RowEmbeddings", "Recommendations", "feature_embeddings",
            "embed_rows", "recommend"]
@@ -270,6 +271,8 @@ def _validate_rows(model, X, what):
         X = model._validate_X_predict(X)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
+    if is_relation_data(X):  # relational rows (fmlearn.RelationData): each user/item once
+        X = X.to_csr()
     X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
     return X
 
@@ -414,8 +417,9 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
         ``FMRegressor``/``FMClassifier`` (any solver; MCMC uses the kept samples exactly),
         ``GFMRegressor``, ``IFMRegressor``, ``ConvexFM*``, ``OnlineFM*``. ``CCFM*`` and
         ``OnlineCFM*`` have no factorised form and are refused.
-    users : sparse matrix or array of shape (n_users, n_features), or ids
-        One feature row per user; with ``user_block``, a 1-D array of user ids (None: all).
+    users : sparse matrix or array of shape (n_users, n_features), RelationData, or ids
+        One feature row per user (relational rows, :class:`fmlearn.RelationData`, are
+        expanded); with ``user_block``, a 1-D array of user ids (None: all).
     items : sparse matrix or array of shape (n_items, n_features), or ids
         One feature row per item; with ``item_block``, a 1-D array of item ids (None: all).
     k : int, default=10

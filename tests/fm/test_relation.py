@@ -432,3 +432,17 @@ def test_model_file_with_inconsistent_layout_is_refused(tmp_path):
             z.writestr(name, data)
     with pytest.raises(ModelFileError, match="relation_features_"):
         fmlearn.load(bad)
+
+
+def test_recommend_takes_relational_rows():
+    from fmlearn import embed_rows, recommend
+
+    _, Xr, y, _ = _case(16, n=80)
+    m = FMRegressor(2, solver="als", n_iter=3, random_state=0, reg_linear=0.1,
+                    reg_pairwise=0.1).fit(Xr, y)
+    users, items = Xr[:5], Xr[5:12]
+    a = recommend(m, users, items, k=3)
+    b = recommend(m, users.to_csr(), items.to_csr(), k=3)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(embed_rows(m, users).part, embed_rows(m, users.to_csr()).part)
