@@ -180,3 +180,26 @@ def test_binary_main_table_without_relations(bs, tmp_path, capsys):
     m = fmlearn.load(tmp_path / "m.fmz")
     assert not hasattr(m, "relation_features_") and m.n_features_in_ == 3
     assert sp.issparse(X) and np.isfinite(m.predict(X)).all()
+
+
+def test_failed_cli_calls_keep_the_model_and_refuse_other_relations(bs, tmp_path, capsys):
+    model = tmp_path / "m.fmz"
+    code, _, err = run(capsys, "-task", "r", "-method", "als", "-dim", "1,1,2", "-iter", 3,
+                       "-train", bs / "train", "-relation", bs / "user", "-save_model", model)
+    assert code == 0, err
+    saved = model.read_bytes()
+    # a relation of another width than the model's at predict time (same test file)
+    B, idx, _ = load_libfm_relation(bs / "user")
+    save_libfm_relation(bs / "wide", sp.hstack([B, sp.csr_matrix((B.shape[0], 1))]).tocsr(),
+                        {"test": idx["train"]})
+    code, _, err = run(capsys, "predict", model, bs / "test", "--relation", bs / "wide")
+    _clean_error(code, err, "block 0: 6 features")
+    # the relations forgotten: refused, not predicted from the row-level features alone
+    code, _, err = run(capsys, "predict", model, bs / "test")
+    _clean_error(code, err, "fitted with relation blocks", "--relation")
+    # a relation whose index file does not match its training file: no model written
+    (bs / "user.train").write_text("0\n1\n0\n")
+    code, _, err = run(capsys, "-task", "r", "-method", "als", "-dim", "1,1,2", "-iter", 3,
+                       "-train", bs / "train", "-relation", bs / "user", "-save_model", model)
+    _clean_error(code, err, "user.train holds 3 block indices", "5 rows")
+    assert model.read_bytes() == saved

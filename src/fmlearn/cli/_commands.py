@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._common import (
     CLIError,
@@ -371,8 +372,15 @@ def _model_rows(args, model):
     from ._relation import parse_names, predict_inputs, read_data
 
     if not getattr(args, "relation", None):
-        return read_data(args.data, "data", n_features=model.n_features_in_,
+        X, y = read_data(args.data, "data", n_features=model.n_features_in_,
                          max_features=args.max_features)
+        layout = getattr(model, "relation_features_", None)
+        if layout and len(layout) > 1 and X.shape[0] and not sp.csr_matrix(X)[:, layout[0]:].nnz:
+            # rows without any block feature: the blocks were forgotten, not expanded
+            raise CLIError(f"{args.model} was fitted with relation blocks (feature counts "
+                           f"{layout}) but {args.data} holds only row-level features: give "
+                           "--relation NAME,... (or the expanded rows)")
+        return X, y
     X, y = read_data(args.data, "data", max_features=args.max_features)
     layout = getattr(model, "relation_features_", None)
     Xr = predict_inputs(parse_names(args.relation), X, args.data, args.relation_part)
