@@ -22,7 +22,7 @@ its ``time_learn``) and of the whole process (from outside), wall seconds, and t
 average during the runs.
 
     python benchmarks/bench_relation.py                      # the table (3 seeds x 3 reps)
-    python benchmarks/bench_relation.py --reps 1 --seeds 0   # a quick look
+    python benchmarks/bench_relation.py --quick              # a quick look (split 0, 2 reps)
 
 Peers: ``--libfm`` / ``$FMLEARN_LIBFM`` (or ``--libfm-tarball``), ``--peers-python`` /
 ``$FMLEARN_PEERS_PYTHON`` (see benchmarks/README.md); a missing peer's rows are skipped.
@@ -275,8 +275,18 @@ def build_parser():
     p.add_argument("--workdir", default=None, help="keep the written data here (reused)")
     p.add_argument("--json", default=None)
     p.add_argument("--no-lock", action="store_true")
+    p.add_argument("--quick", action="store_true",
+                   help="split 0, 2 repetitions, the flat fit 20 sweeps (a few minutes)")
     return p
 
 
+def parse_args(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.quick:
+        args.seeds, args.reps = [0], 2
+        args.flat_iter = args.flat_iter or 20
+    return args
+
+
 if __name__ == "__main__":
-    run(build_parser().parse_args())
+    run(parse_args())
