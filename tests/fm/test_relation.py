@@ -388,6 +388,11 @@ def test_a_failed_call_changes_nothing():
     with pytest.raises(ValueError, match=r"model was fitted on \(3 row-level features, "
                                          r"block 0: 5 features"):
         m.predict(wrong)
+    m.set_params(warm_start=True)  # a warm start would continue from shifted features
+    with pytest.raises(ValueError, match=r"warm_start=True continues .* \[3, 5, 4\]; X has "
+                                         r"\[4, 4, 4\]"):
+        m.fit(wrong, y)
+    m.set_params(warm_start=False)
     bad = Xr.blocks[1].X.copy()
     bad.data[0] = np.nan
     with pytest.raises(ValueError, match="block 1 X contains NaN"):

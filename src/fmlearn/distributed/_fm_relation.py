@@ -31,6 +31,7 @@ from .._base import failure_atomic
 from .._data import to_csr
 from .._plan import DataSummary
 from ..fm._plan import ClassicFMPlan
+from ..fm._relation import check_warm_layout
 from ..kernels.cd import Columns, _Pass
 from ..kernels.cd_relation import (
     N_CACHE,
@@ -311,6 +312,7 @@ def fit_relation(estimator, X, y, sample_weight, relation_blocks, client=None):
         raise ValueError("there is nothing to fit: no row (of positive weight) in any "
                          "partition")
     d = d0 + sum(B.shape[1] for _, B in blocks)
+    check_warm_layout(est, [d0] + [int(B.shape[1]) for _, B in blocks])
     wsum = [sum(s[1][r] for s in scans) for r in range(len(blocks))]
     rowsum = [np.asarray(B.multiply(B).sum(axis=1), dtype=np.float64).ravel() for _, B in blocks]
     rownnz = [np.diff(B.indptr).astype(np.float64) for _, B in blocks]

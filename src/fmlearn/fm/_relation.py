@@ -25,9 +25,9 @@ from ..solvers.relation import (
     relation_rows,
 )
 
-__all__ = ["LAYOUT", "check_loaded_layout", "checked_predict_input", "expanded", "merge",
-           "relation_eval_rows", "relation_predictions", "run_relation", "summarize",
-           "validate_relation_X", "validate_relation_y"]
+__all__ = ["LAYOUT", "check_loaded_layout", "check_warm_layout", "checked_predict_input",
+           "expanded", "merge", "relation_eval_rows", "relation_predictions", "run_relation",
+           "summarize", "validate_relation_X", "validate_relation_y"]
 
 #: The fitted attribute recording the widths of the parts of the relational data of the fit.
 LAYOUT = "relation_features_"
@@ -48,6 +48,7 @@ def validate_relation_X(est, X, *, reset, dtype=None):
     Xr = check_relation_data(X, dtype=dtype, layout=layout)
     d = Xr.shape[1]
     if reset:
+        check_warm_layout(est, Xr.layout)
         est.n_features_in_ = d
         est.__dict__.pop("feature_names_in_", None)
         setattr(est, LAYOUT, list(Xr.layout))
@@ -55,6 +56,17 @@ def validate_relation_X(est, X, *, reset, dtype=None):
         raise ValueError(f"X has {d} features (expanded), but {type(est).__name__} is "
                          f"expecting {est.n_features_in_} features as input.")
     return Xr
+
+
+def check_warm_layout(est, layout):
+    """Refuse a warm start on relational data whose parts have other widths than the fitted
+    model's of the same total (it would continue the model with its features shifted)."""
+    fitted = getattr(est, LAYOUT, None)
+    if (getattr(est, "warm_start", False) and fitted is not None and hasattr(est, "V_")
+            and sum(layout) == est.n_features_in_ and list(layout) != list(fitted)):
+        raise ValueError(f"warm_start=True continues a model fitted on relational data of "
+                         f"feature counts {list(fitted)}; X has {list(layout)}: keep the "
+                         "row-level features and every block at their fitted widths")
 
 
 def validate_relation_y(y, n, numeric):
