@@ -21,7 +21,10 @@ _LAZY = {
     "CCFMRegressor": "online",
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
+    "FFMClassifier": "ffm",
+    "FFMRegressor": "ffm",
     "FMClassifier": "fm",
+    "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -44,8 +47,8 @@ _LAZY = {
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
-    "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "relation", "reproduce", "sensing", "solvers", "stream",
+    "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
+    "online", "ranking", "recommender", "relation", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -54,7 +57,10 @@ __all__ = [
     "CCFMRegressor",
     "ConvexFMClassifier",
     "ConvexFMRegressor",
+    "FFMClassifier",
+    "FFMRegressor",
     "FMClassifier",
+    "FMRanker",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -125,6 +131,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
+    from .ffm import FFMClassifier, FFMRegressor
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
@@ -136,6 +143,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
     from .relation import RelationBlock, RelationData
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing

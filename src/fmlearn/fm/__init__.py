@@ -33,9 +33,9 @@ from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from ..solvers.sgd import sgd_solver
+from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
-from . import _relation
 from ._mcmc import check_loaded_chain
 from ._plan import ClassicFMPlan
 
