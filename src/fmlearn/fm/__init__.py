@@ -30,10 +30,12 @@ from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..exceptions import DivergenceError
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
+from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from ..solvers.sgd import sgd_solver
+from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
 from ._mcmc import check_loaded_chain
@@ -145,6 +147,22 @@ class _BaseClassicFM(BaseFM):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    # -- input (a matrix, or relational data: fmlearn.RelationData) ----------------------------
+    def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
+        if is_relation_data(X):
+            Xr = _relation.validate_relation_X(self, X, reset=reset)
+            return Xr, _relation.validate_relation_y(y, Xr.shape[0], y_numeric)
+        out = super()._validate_X_y(X, y, reset=reset, y_numeric=y_numeric,
+                                    accept_sparse=accept_sparse)
+        if reset:
+            self.__dict__.pop(_relation.LAYOUT, None)
+        return out
+
+    def _validate_X_predict(self, X, accept_sparse=("csr", "csc")):
+        if is_relation_data(X):
+            return _relation.checked_predict_input(self, X)
+        return super()._validate_X_predict(X, accept_sparse)
+
     # -- fit --------------------------------------------------------------------------------
     def _encoded_eval_set(self, eval_set, dtype, carved=None):
         """``(csr arrays, y)`` of the validation rows (the ``eval_set``, or the rows carved
@@ -157,25 +175,39 @@ class _BaseClassicFM(BaseFM):
         ev = self._validate_eval_set(eval_set)
         if ev is None:
             return None, None
+        if is_relation_data(ev[0]):
+            return (_relation.relation_eval_rows(check_relation_data(ev[0], dtype)), ev[1]), None
         return (raw(to_csr(ev[0], dtype)), ev[1]), None
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
         context = RunContext(callback, may_stop=True)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
-        X = to_csr(X, X.dtype)
         rule = stopping_rule(self, X.shape[0], eval_set is not None)
-        X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, is_classifier(self))
-        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
-        if self.solver != "sgd" or self.shuffle:
-            # An exact rewriting of the weighted loss; makes the fit independent of row order.
-            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
+        relational = is_relation_data(X) and self.solver != "sgd"
+        carved = None
+        if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
+            if rule.split:
+                raise ValueError("early stopping on relational data (RelationData) needs an "
+                                 "explicit eval_set: validation rows are not carved out of "
+                                 "relation blocks")
+            summary = _relation.summarize(X, sw)
+            X, y, sw = _relation.merge(X, y, sw)
+        else:  # SGD visits the rows of relational data expanded
+            X = _relation.expanded(X, X.dtype) if is_relation_data(X) else to_csr(X, X.dtype)
+            X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, is_classifier(self))
+            summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+            if self.solver != "sgd" or self.shuffle:
+                # An exact rewriting of the weighted loss; makes the fit independent of row
+                # order.
+                X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
         plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context, stopping=rule)
         evald, eval_sw = self._encoded_eval_set(eval_set, X.dtype, carved)
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
         recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
+        run = _relation.run_relation if relational else _RUN[plan.solver]
         with bar, n_threads(self.n_jobs):
-            state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder)
+            state, n_done, result = run(plan, X, y, sw, recorder)
         best = recorder.finish(state)
         plan.commit(self, state, n_done, history=recorder.history, best_iteration=best,
                     **result)
@@ -186,7 +218,8 @@ class _BaseClassicFM(BaseFM):
         first = not hasattr(self, "w_")
         kw = {"classes": classes} if is_classifier(self) else {}
         X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
-        X = to_csr(X, X.dtype if first else self.dtype_)
+        dtype = X.dtype if first else self.dtype_
+        X = _relation.expanded(X, dtype) if is_relation_data(X) else to_csr(X, dtype)
         plan = ClassicFMPlan.build(self, DataSummary.of_rows(X, y, sw, squares=False),
                                    mode="partial_fit")
         with n_threads(self.n_jobs):
@@ -198,6 +231,11 @@ class _BaseClassicFM(BaseFM):
 
     # -- prediction -------------------------------------------------------------------------
     def _raw_predict(self, X):
+        if is_relation_data(X):  # validated by _validate_X_predict
+            out = _relation.relation_predictions(self, X, is_classifier(self),
+                                                 self._clip_range())
+            lo, hi = self._clip_range()
+            return np.clip(out, lo, hi)
         indptr, indices, data = raw(to_csr(X, self._model_dtype()))
         out = np.empty(indptr.shape[0] - 1)
         with n_threads(self.n_jobs):
@@ -223,6 +261,7 @@ class _BaseClassicFM(BaseFM):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
+        _relation.check_loaded_layout(self)
         groups = check_groups(self.groups, d)
         if self.solver_ == "mcmc":
             check_loaded_chain(self, d, k, 1 if groups is None else groups[1].shape[0])
@@ -446,6 +485,10 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
             ``n_iter_`` says how many ran.
         """
         if contrasts is not None:
+            if is_relation_data(X):
+                raise ValueError("fit(..., contrasts=C) takes the rows as a matrix; relational "
+                                 "data (RelationData) is not supported there: pass "
+                                 "X.to_csr()")
             return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts, callback)
         return self._fit(X, y, sample_weight, eval_set, callback=callback)
 

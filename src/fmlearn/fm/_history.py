@@ -19,7 +19,9 @@ import numpy as np
 from scipy.special import ndtr
 
 from .._early_stopping import SCORES, EarlyStopping, split_rhat
+from ..kernels.cd_relation import RelationRows
 from ..kernels.predict import fm_predict_csr
+from ..solvers.relation import predict_relation
 
 __all__ = ["FitRecorder", "fm_metric"]
 
@@ -77,6 +79,8 @@ class FitRecorder:
     def eval_pred(self, state):
         if self.evald is None:
             return None
+        if isinstance(self.evald[0], RelationRows):  # relational eval set (fmlearn.fm._relation)
+            return predict_relation(self.evald[0], state)
         (indptr, indices, data), _ = self.evald
         out = np.empty(indptr.shape[0] - 1)
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
