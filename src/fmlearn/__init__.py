@@ -34,6 +34,8 @@ _LAZY = {
     "OnlineFMClassifier": "online",
     "OnlineFMRegressor": "online",
     "PhaseRetrieval": "sensing",
+    "RelationBlock": "relation",
+    "RelationData": "relation",
     "SymmetricRankOneSensing": "sensing",
     "embed_rows": "recommender",
     "evaluate_prequential": "evaluate",
@@ -47,7 +49,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
-    "online", "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
+    "online", "ranking", "recommender", "relation", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -69,6 +71,8 @@ __all__ = [
     "OnlineFMClassifier",
     "OnlineFMRegressor",
     "PhaseRetrieval",
+    "RelationBlock",
+    "RelationData",
     "SymmetricRankOneSensing",
     "embed_rows",
     "evaluate_prequential",
@@ -143,5 +147,6 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     )
     from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
+    from .relation import RelationBlock, RelationData
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream
