@@ -311,12 +311,15 @@ class BaseFM(BaseEstimator):
             if n <= rows:
                 out = np.asarray(self._raw_predict(X), dtype=np.float64)
             else:
-                out = np.empty(n, dtype=np.float64)
+                out = None  # (n,) scores, or (n, C): one column per class
                 for a in range(0, n, rows):
-                    out[a:a + rows] = self._raw_predict(X[a:a + rows])
+                    part = self._raw_predict(X[a:a + rows])
+                    if out is None:
+                        out = np.empty((n,) + np.shape(part)[1:], dtype=np.float64)
+                    out[a:a + rows] = part
         finite = np.isfinite(out)
         if not finite.all():
-            i = int(np.flatnonzero(~finite)[0])
+            i = int(np.flatnonzero(~finite.reshape(n, -1).all(axis=1))[0])
             row = X[i].toarray() if hasattr(X, "toarray") else X[i]
             big = float(np.max(np.abs(row))) if row.size else 0.0
             raise ValueError(
@@ -400,7 +403,9 @@ class FMClassifierMixin(ClassifierMixin):
             if labels.shape[0] > 2 or y_type not in ("binary",):
                 raise ValueError(
                     "Only binary classification is supported. The type of the target is "
-                    f"{y_type} with {labels.shape[0]} classes."
+                    f"{y_type} with {labels.shape[0]} classes. For more classes wrap "
+                    f"{type(self).__name__} in sklearn.multiclass.OneVsRestClassifier, or "
+                    "use fmlearn.FMClassifier, which takes any number of classes."
                 )
             if labels.shape[0] < 2:
                 raise ValueError(
@@ -436,7 +441,10 @@ class FMClassifierMixin(ClassifierMixin):
 
     def predict_proba(self, X):
         """Class probabilities, shape (n_samples, 2), columns ordered as ``classes_``."""
-        s = self.decision_function(X)
+        return self._proba_of_margins(self.decision_function(X))
+
+    def _proba_of_margins(self, s):
+        """The two columns of ``predict_proba`` of the margins ``s`` (the model's link)."""
         p = ndtr(s) if self._link == "probit" else expit(s)
         return np.column_stack([1.0 - p, p])
 

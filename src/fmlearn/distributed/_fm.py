@@ -321,8 +321,10 @@ def _load_partitions(client, X, y, sample_weight, classifier, merge=None):
         labels = np.unique(np.concatenate(_run(client, [delayed(_labels, pure=True)(b[1])
                                                         for b in blocks])))
         if labels.shape[0] != 2:
+            more = ("; fmlearn.distributed fits binary classifiers: for more classes fit "
+                    "FMClassifier in memory (one-vs-rest)" if labels.shape[0] > 2 else "")
             raise ValueError(f"A classifier needs samples of exactly two classes; y has "
-                             f"{labels.shape[0]} ({labels.tolist()[:10]})")
+                             f"{labels.shape[0]} ({labels.tolist()[:10]}){more}")
         classes = labels
     load = delayed(_load_part, pure=True)
     parts = [load(xb, yb, wb, p, d, dtype, classes) for p, (xb, yb, wb) in enumerate(blocks)]
