@@ -445,9 +445,9 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     if relation_blocks is not None:  # FMRegressor / FMClassifier only (_check_estimator)
         if checkpoint is not None:
             raise ValueError("checkpoints are not offered with relation_blocks")
-        from ._fm_relation import fit_relation
-
-        return fit_relation(estimator, X, y, sample_weight, relation_blocks, client)
+        # fmlearn.distributed.fit (the package's entry, _fit.py) sends relational fits to
+        # _fm_relation before they reach this function, which that module builds on
+        raise TypeError("relation_blocks: call fmlearn.distributed.fit")
     if (done := dispatch_convex(estimator, X, y, sample_weight, client, checkpoint)) is not None:
         return done
     _check_estimator(estimator)

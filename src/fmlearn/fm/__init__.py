@@ -29,7 +29,6 @@ from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
-from ..exceptions import DivergenceError
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
@@ -49,7 +48,7 @@ from ._multiclass import (
     ovr_proba,
     stack_views,
 )
-from ._plan import ClassicFMPlan, stopping_rule
+from ._plan import ClassicFMPlan, raise_diverged, stopping_rule
 from ._vb import check_loaded_posterior
 from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
 
@@ -61,12 +60,6 @@ def _solver_is_sgd(est):
             f"solver={est.solver!r}); ALS, MCMC and VB sweep over the whole data set"
         )
     return True
-
-
-def raise_diverged(info):
-    """The ``DivergenceError`` of a solver's ``info["diverged"]`` (when set)."""
-    if info["diverged"]:
-        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
 
 
 def _run_sgd(plan, X, y, sw, recorder):

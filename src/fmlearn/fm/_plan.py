@@ -23,6 +23,7 @@ from sklearn.utils import check_random_state
 
 from .._early_stopping import rule_of_params
 from .._plan import FitPlan
+from ..exceptions import DivergenceError
 from ..kernels.losses import LOSS_CODES
 from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
 from ..solvers.als import ALSSettings
@@ -336,3 +337,9 @@ def _fitted_state(est, solver):
     if hasattr(est, "w_") and getattr(est, "solver_", None) == solver:
         return FMState(float(est.w0_), est.w_.copy(), est.V_.copy())
     return None
+
+
+def raise_diverged(info):
+    """The ``DivergenceError`` of a solver's ``info["diverged"]`` (when set)."""
+    if info["diverged"]:
+        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")

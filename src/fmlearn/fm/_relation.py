@@ -24,6 +24,7 @@ from ..solvers.relation import (
     relation_mcmc_solver,
     relation_rows,
 )
+from ._plan import raise_diverged
 
 __all__ = ["LAYOUT", "check_loaded_layout", "check_warm_layout", "checked_predict_input",
            "expanded", "merge", "relation_eval_rows", "relation_predictions", "run_relation",
@@ -118,8 +119,6 @@ def run_relation(plan, Xr, y, sw, recorder):
     """ALS or MCMC (``plan.solver``) on merged relational samples: ``(state, n_done,
     result)`` for :meth:`ClassicFMPlan.commit`, as the matrix runs of :mod:`fmlearn.fm`
     return; raises ``DivergenceError`` as they do."""
-    from . import raise_diverged
-
     data = relation_column_data(Xr.X, _blocks(Xr), y, sw)
     callback = recorder.sweep_callback(y, sw, plan.state)
     if plan.solver == "als":
