@@ -104,13 +104,37 @@ def test_a_fit_leaves_nothing_run_time_on_the_estimator(solver):
         assert isinstance(est.init_stdev_, float)
 
 
+def test_auto_init_stdev_is_libfms_on_one_hot_pairs_and_follows_the_pairs_of_dense_rows():
+    # one-hot user x item rows (libFM's reference design): libFM's 0.1, at any scale of the
+    # values (0.1 / c for c times the one-hot); dense rows: 0.1 / q^(1/4), q the mean weight
+    # of a row's pairs sum_{j<l} x_j^2 x_l^2, whatever the number of pairs
+    rng = np.random.default_rng(0)
+    n, d = 200, 30
+    users, items = rng.integers(0, 10, n), rng.integers(10, d, n)
+    onehot = sp.csr_matrix((np.ones(2 * n), np.column_stack([users, items]).ravel(),
+                            np.arange(0, 2 * n + 1, 2)), shape=(n, d))
+    y = rng.normal(size=n)
+    for scale in (1.0, 40.0):
+        est = FMRegressor(2, solver="als", n_iter=1, random_state=0).fit(onehot * scale, y)
+        assert est.init_stdev_ == pytest.approx(0.1 / scale, rel=1e-12)
+    for width, sd in ((10, 1.0), (100, 0.1)):
+        Xd = rng.normal(scale=sd, size=(n, width))
+        S = Xd ** 2
+        q = np.mean([np.triu(np.outer(s, s), k=1).sum() for s in S])
+        est = FMRegressor(2, solver="als", n_iter=1, random_state=0).fit(Xd, y)
+        assert est.init_stdev_ == pytest.approx(0.1 / q ** 0.25, rel=1e-10)
+
+
 def test_resolved_init_stdev_is_recorded_saved_and_loaded(tmp_path):
     X, y = _data(scale=30.0)
     sq = X.multiply(X).sum() / X.nnz  # unit weights: the mean squared non-zero value
+    S = X.toarray() ** 2
+    # slow oracle: the mean over the rows of sum_{j<l} x_j^2 x_l^2
+    q = np.mean([np.triu(np.outer(s, s), k=1).sum() for s in S])
     mcmc = FMRegressor(2, n_iter=2, random_state=0).fit(X, y)
-    assert mcmc.init_stdev_ == pytest.approx(0.1 / math.sqrt(sq), rel=1e-12)
+    assert mcmc.init_stdev_ == pytest.approx(0.1 / max(math.sqrt(sq), q ** 0.25), rel=1e-12)
     assert mcmc.init_stdev_ == pytest.approx(
-        auto_init_stdev(float(X.multiply(X).sum()), float(X.nnz)), rel=1e-12)
+        auto_init_stdev(float(X.multiply(X).sum()), float(X.nnz), q), rel=1e-12)
     sgd = FMRegressor(2, solver="sgd", n_iter=2, learning_rate=0.005, random_state=0).fit(X, y)
     assert sgd.init_stdev_ == sgd_init_stdev(0.005) == pytest.approx(0.05)
     fixed = FMRegressor(2, solver="als", n_iter=2, init_stdev=0.03, random_state=0).fit(X, y)
