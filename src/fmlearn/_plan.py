@@ -98,6 +98,9 @@ class DataSummary:
     sum_pairs : float
         Weighted sum over the rows of sum_{j<l} x_ij^2 x_il^2 (:func:`pair_stats`): divided
         by ``weight``, the mean weight of a row's pairs of non-zero values.
+    y_sum, y_sum_sq : float
+        Weighted sums of the targets and of their squares (NaN when not recorded): the
+        targets' spread (:attr:`y_std`).
     """
 
     n_samples: int
@@ -109,6 +112,8 @@ class DataSummary:
     sum_sq: float = 0.0
     n_nonzero: float = 0.0
     sum_pairs: float = 0.0
+    y_sum: float = math.nan
+    y_sum_sq: float = math.nan
 
     @property
     def squares(self):
@@ -120,6 +125,14 @@ class DataSummary:
         """``sum_pairs / weight``: the mean over the rows of sum_{j<l} x_ij^2 x_il^2 (0
         without rows)."""
         return self.sum_pairs / self.weight if self.weight > 0 else 0.0
+
+    @property
+    def y_std(self):
+        """The weighted standard deviation of the targets (NaN when not recorded)."""
+        if not self.weight > 0:
+            return math.nan
+        mean = self.y_sum / self.weight
+        return math.sqrt(max(self.y_sum_sq / self.weight - mean * mean, 0.0))
 
     @property
     def y_range(self):
@@ -139,19 +152,16 @@ class DataSummary:
         if squares:
             sum_sq, n_nonzero = square_stats(indptr, data, sw)
             sum_pairs = pair_stats(indptr, data, sw)
-        lo = hi = math.nan
-        if y is not None and np.size(y):
-            lo, hi = float(np.min(y)), float(np.max(y))
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
         return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
-                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs)
+                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs, y_sum, y_sum_sq)
 
-    def with_targets(self, y):
-        """The same summary with the range of the targets ``y`` (rows may have been merged or
-        dropped since the squares were summed)."""
-        lo = hi = math.nan
-        if y is not None and np.size(y):
-            lo, hi = float(np.min(y)), float(np.max(y))
-        return replace(self, y_min=lo, y_max=hi)
+    def with_targets(self, y, sw=None):
+        """The same summary with the range (and, given their weights ``sw``, the spread) of
+        the targets ``y`` (rows may have been merged or dropped since the squares were
+        summed)."""
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
+        return replace(self, y_min=lo, y_max=hi, y_sum=y_sum, y_sum_sq=y_sum_sq)
 
     @classmethod
     def merge(cls, parts, n_features, dtype):
@@ -161,10 +171,27 @@ class DataSummary:
         parts = list(parts)
         lo = min((p.y_min for p in parts if p.n_samples), default=math.nan)
         hi = max((p.y_max for p in parts if p.n_samples), default=math.nan)
+        rows = [p for p in parts if p.n_samples]
         return cls(sum(p.n_samples for p in parts), int(n_features), np.dtype(dtype).name,
                    float(sum(p.weight for p in parts)), lo, hi,
                    math.fsum(p.sum_sq for p in parts), sum(p.n_nonzero for p in parts),
-                   math.fsum(p.sum_pairs for p in parts))
+                   math.fsum(p.sum_pairs for p in parts),
+                   math.fsum(p.y_sum for p in rows) if rows else math.nan,
+                   math.fsum(p.y_sum_sq for p in rows) if rows else math.nan)
+
+
+def _target_stats(y, sw):
+    """(min, max, weighted sum, weighted sum of squares) of the targets; NaN without them (the
+    sums also NaN without weights)."""
+    if y is None or not np.size(y):
+        return math.nan, math.nan, math.nan, math.nan
+    y = np.asarray(y, dtype=np.float64)
+    lo, hi = float(np.min(y)), float(np.max(y))
+    if sw is None:
+        return lo, hi, math.nan, math.nan
+    w = np.asarray(sw, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return lo, hi, float(w @ y), float(w @ (y * y))
 
 
 class RunContext:

@@ -153,7 +153,7 @@ class _BaseClassicFM(BaseFM):
         if self.solver != "sgd" or self.shuffle:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
-        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context)
+        plan = ClassicFMPlan.build(self, summary.with_targets(y, sw), context=context)
         evald = self._encoded_eval_set(eval_set, X.dtype)
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
         recorder = FitRecorder(plan, bar, evald)
