@@ -18,6 +18,8 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._id_columns import warn_table_id_columns
+
 _TYPES = ("categorical", "numeric", "hashed")
 _UNKNOWN = "<unknown>"
 #: Output columns of one hashed column at most: FeatureHasher's own bound (its 32-bit hash).
@@ -267,6 +269,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                                    dtype=np.float64).fit(data)
         if num:
             values = self._numeric(keys, cols, num)
+            inferred = [c for c, j in enumerate(num) if keys[j] not in (self.column_types or {})]
+            if inferred:
+                warn_table_id_columns([keys[num[c]] for c in inferred], values[:, inferred],
+                                      stacklevel=4)
             if self.standardize:
                 scaler = StandardScaler().fit(values)
         self.columns_ = keys
