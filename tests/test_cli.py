@@ -234,9 +234,10 @@ def test_libfm_meta_equals_groups_option_and_the_estimator(files, tmp_path, caps
                        "-meta", meta, "-seed", 2, "-out", preds[0], "-save_model", model,
                        *regs)
     assert code == 0, err
+    # libFM mode keeps libFM's -init_stdev 0.1; native fit defaults to "auto"
     code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"], "--solver",
                        solver, "--n-factors", 2, "--n-iter", 8, "--groups", meta, "--seed", 2,
-                       "--out", preds[1], *(["--reg", reg] if reg else []))
+                       "--init-stdev", 0.1, "--out", preds[1], *(["--reg", reg] if reg else []))
     assert code == 0, err
     assert preds[0].read_text() == preds[1].read_text()
     est = fmlearn.load(model)

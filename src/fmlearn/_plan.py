@@ -182,14 +182,14 @@ class DataSummary:
 
 def _target_stats(y, sw):
     """(min, max, weighted sum, weighted sum of squares) of the targets; NaN without them (the
-    sums also NaN without weights)."""
+    sums also NaN without one weight per target)."""
     if y is None or not np.size(y):
         return math.nan, math.nan, math.nan, math.nan
     y = np.asarray(y, dtype=np.float64)
     lo, hi = float(np.min(y)), float(np.max(y))
-    if sw is None:
+    w = None if sw is None else np.asarray(sw, dtype=np.float64)
+    if w is None or w.shape != y.shape:  # no weights, or contrast targets (not one per row)
         return lo, hi, math.nan, math.nan
-    w = np.asarray(sw, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         return lo, hi, float(w @ y), float(w @ (y * y))
 
