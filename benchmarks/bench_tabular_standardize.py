@@ -69,7 +69,7 @@ def load_tables(args):
         if folder is None:
             from fmlearn.datasets._movielens import default_data_home
 
-            folder = os.path.join(default_data_home(), "ml-100k")
+            folder = default_data_home()
         if os.path.exists(os.path.join(folder, "ml-100k.inter")):
             import pandas as pd
 

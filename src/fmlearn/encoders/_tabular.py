@@ -130,6 +130,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
     Integer ids (user, item) are numbers: declare them categorical with ``column_types``
     (an FM given an id as a number learns one slope over the ids, which means nothing).
+    ``fit`` warns :class:`~fmlearn.exceptions.IdColumnWarning` on an inferred-numeric column
+    of whole numbers whose name reads like an id (``user_id``, ``userId``, ``schoolid``; at
+    least 3 values), or with more than 200 distinct values filling half their range,
+    whatever its name; a declared type silences it (docs/tabular.md).
 
     Parameters
     ----------
