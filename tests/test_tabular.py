@@ -37,7 +37,7 @@ def _table(n=40, seed=0):
 
 def test_dataframe_matches_a_hand_built_one_hot():
     df = _table()
-    enc = TabularEncoder().fit(df)
+    enc = TabularEncoder(standardize=False).fit(df)
     assert enc.column_types_ == {"user": "categorical", "hour": "numeric", "price": "numeric",
                                  "member": "categorical", "genre": "categorical"}
     users, genres = ["ann", "bob", "cid", "dan"], ["pop", "rock"]
@@ -57,10 +57,24 @@ def test_dataframe_matches_a_hand_built_one_hot():
     assert enc.blocks_ == [(0, 4), (4, 5), (5, 6), (6, 8), (8, 10)]
     # the same table as dicts, and as an object array with positions, encodes the same
     rows = df.astype({"genre": object}).to_dict("records")
-    np.testing.assert_array_equal(TabularEncoder().fit_transform(rows).toarray(), expected)
+    np.testing.assert_array_equal(
+        TabularEncoder(standardize=False).fit_transform(rows).toarray(), expected)
     arr = df.astype(object).to_numpy()
-    enc_arr = TabularEncoder({1: "numeric", 2: "numeric"}).fit(arr)
+    enc_arr = TabularEncoder({1: "numeric", 2: "numeric"}, standardize=False).fit(arr)
     np.testing.assert_array_equal(enc_arr.transform(arr).toarray(), expected)
+
+
+def test_numeric_columns_are_standardised_by_default():
+    # the default chosen on real tables (benchmarks/bench_tabular_standardize.py): numeric
+    # columns to zero mean and unit variance of fit, the one-hot blocks unchanged
+    df = _table()
+    Z = TabularEncoder().fit(df).transform(df).toarray()
+    raw = TabularEncoder(standardize=False).fit(df).transform(df).toarray()
+    for j, name in ((4, "hour"), (5, "price")):
+        col = df[name].to_numpy(dtype=float)
+        np.testing.assert_allclose(Z[:, j], (col - col.mean()) / col.std(), rtol=1e-12)
+    keep = [j for j in range(Z.shape[1]) if j not in (4, 5)]
+    np.testing.assert_array_equal(Z[:, keep], raw[:, keep])
 
 
 def test_integer_ids_declared_categorical_and_standardised_numbers():
@@ -83,10 +97,10 @@ def test_integer_ids_declared_categorical_and_standardised_numbers():
 def test_unknown_categories_ignored_or_bucketed():
     train = [{"c": "a", "x": 1.0}, {"c": "b", "x": 2.0}, {"c": "a", "x": 3.0}]
     test = [{"c": "zzz", "x": 1.0}, {"c": "b", "x": 1.0}, {"x": 4.0}]   # unseen, known, absent
-    ign = TabularEncoder().fit(train)
+    ign = TabularEncoder(standardize=False).fit(train)
     np.testing.assert_array_equal(ign.transform(test).toarray(),
                                   [[0, 0, 1], [0, 1, 1], [0, 0, 4]])
-    buck = TabularEncoder(handle_unknown="bucket").fit(train)
+    buck = TabularEncoder(handle_unknown="bucket", standardize=False).fit(train)
     assert buck.get_feature_names_out().tolist() == ["c=a", "c=b", "c=<unknown>", "x"]
     np.testing.assert_array_equal(buck.transform(test).toarray(),
                                   [[0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 1, 4]])
