@@ -35,6 +35,7 @@ PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 RUN_ELSEWHERE = {
     "docs/recommend.md": "tests/test_recommend.py::test_docs_examples_print_what_the_page_says",
     "docs/tabular.md": "tests/test_tabular.py::test_docs_examples_run",
+    "docs/ffm.md": "tests/ffm/test_ffm_docs.py::test_docs_examples_run",
 }
 #: calls that read downloaded data: a block making one runs on a stand-in, its output unchecked
 STAND_IN_CALLS = ("load_movielens_100k(", "fetch(", "fetch_ijcnn1(", "load_rinex_network(")
