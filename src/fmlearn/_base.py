@@ -12,6 +12,7 @@ kernel indexes with it. :func:`failure_atomic` wraps the batch estimators' ``fit
 ``partial_fit``: a call that raises leaves the estimator exactly as it was.
 """
 
+import contextlib
 import copy
 import functools
 import numbers
@@ -171,6 +172,27 @@ def progress(verbose, total, desc):
     return _NoProgress()
 
 
+
+#: The messages of numpy / scikit-learn when X holds text (a category such as 'Oslo').
+_STRING_MESSAGES = ("could not convert string to float",
+                    "Unable to convert array of bytes/strings")
+
+
+@contextlib.contextmanager
+def strings_point_to_the_encoder(name):
+    """Turn numpy's "could not convert string to float: 'Oslo'" (X holds text: a categorical
+    column given as is) into an error that names the fix, :class:`fmlearn.encoders.
+    TabularEncoder`."""
+    try:
+        yield
+    except ValueError as exc:
+        if not any(m in str(exc) for m in _STRING_MESSAGES):
+            raise
+        raise ValueError(
+            f"{name}: X holds text ({exc}); an FM needs numbers. Encode categorical columns "
+            "first with fmlearn.encoders.TabularEncoder (one-hot, or hashed), e.g. "
+            f"make_pipeline(TabularEncoder(), {name}()).") from exc
+
 class _NoProgress:
     def update(self, n=1):
         pass
@@ -219,16 +241,17 @@ class BaseFM(BaseEstimator):
     # -- input validation -------------------------------------------------------------------
     def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
         check_sparse_structure(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            reset=reset,
-            accept_sparse=list(accept_sparse),
-            dtype=list(FLOAT_DTYPES),
-            y_numeric=y_numeric,
-            ensure_min_samples=1,
-        )
+        with strings_point_to_the_encoder(type(self).__name__):
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                reset=reset,
+                accept_sparse=list(accept_sparse),
+                dtype=list(FLOAT_DTYPES),
+                y_numeric=y_numeric,
+                ensure_min_samples=1,
+            )
         if sp.issparse(X) and X.nnz and not np.all(np.isfinite(X.data)):
             raise ValueError("Input X contains NaN or infinity.")
         if reset and not sp.issparse(X):
@@ -239,9 +262,11 @@ class BaseFM(BaseEstimator):
         """Validate ``X`` at predict time and cast it to the model dtype."""
         check_is_fitted(self)
         check_sparse_structure(X)
-        X = validate_data(
-            self, X, reset=False, accept_sparse=list(accept_sparse), dtype=list(FLOAT_DTYPES)
-        )
+        with strings_point_to_the_encoder(type(self).__name__):
+            X = validate_data(
+                self, X, reset=False, accept_sparse=list(accept_sparse),
+                dtype=list(FLOAT_DTYPES)
+            )
         dtype = self._model_dtype()
         if sp.issparse(X):
             return to_csr(X, dtype)

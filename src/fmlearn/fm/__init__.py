@@ -126,7 +126,8 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             # An exact rewriting of the weighted loss; makes the fit independent of row
             # order.
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
-    plan = ClassicFMPlan.build(est, summary.with_targets(y), context=context, stopping=rule)
+    plan = ClassicFMPlan.build(est, summary.with_targets(y, sw), context=context,
+                               stopping=rule)
     if validated_eval and carved is None:
         evald = None if eval_set is None else (raw(to_csr(eval_set[0], X.dtype)), eval_set[1])
         eval_sw = None
@@ -398,7 +399,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         initial linear terms with it, as libFM does (the others start them at 0). ``"auto"``:
         for MCMC and ALS, 0.1 (libFM's usual value) divided by the root mean square of the
         non-zero training feature values, so the initial terms do not depend on the scale of X
-        (0.1 on one-hot data); for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
+        (0.1 on one-hot data), and at most the value at which the initial pairwise term's
+        spread is half the targets' (dense rows have many pairs: Lin et al. 2019, Fig. 1(a));
+        the rule is in docs/parameters.md; for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
         constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K test RMSE
         -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
         equals ``partial_fit`` on batches. The value used is recorded in ``init_stdev_``.

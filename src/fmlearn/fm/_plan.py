@@ -169,7 +169,8 @@ class ClassicFMPlan(FitPlan):
         elif solver == "sgd":  # from the settings, not X (fit equals partial_fit on batches)
             init_stdev = sgd_init_stdev(p["learning_rate"])
         else:
-            init_stdev = auto_init_stdev(*summary.squares)
+            spread = 1.0 if classifier else summary.y_std  # a unit of log-odds / probit
+            init_stdev = auto_init_stdev(*summary.squares, summary.mean_pairs, k, spread)
         n_iter = p["n_iter"]
         average = p["average_epochs"]
         average = -(-n_iter // 10) if average == "auto" else average  # the last tenth, rounded up

@@ -17,7 +17,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._data import to_csr
 from .._plan import DataSummary
-from ..relation import check_relation_data, merge_relation_rows, relation_square_stats
+from ..relation import (
+    check_relation_data,
+    merge_relation_rows,
+    relation_pair_stats,
+    relation_square_stats,
+)
 from ..solvers.relation import (
     relation_als_solver,
     relation_column_data,
@@ -101,7 +106,8 @@ def summarize(Xr, sw):
     the caller after the merge, as for a matrix."""
     sum_sq, n_nonzero = relation_square_stats(Xr, sw)
     return DataSummary(int(Xr.shape[0]), int(Xr.shape[1]), np.dtype(Xr.dtype).name,
-                       float(np.sum(sw)), sum_sq=sum_sq, n_nonzero=n_nonzero)
+                       float(np.sum(sw)), sum_sq=sum_sq, n_nonzero=n_nonzero,
+                       sum_pairs=relation_pair_stats(Xr, sw))
 
 
 def merge(Xr, y, sw):
