@@ -130,7 +130,7 @@ def test_libfm_relation_flag_equals_native_option_and_python(bs, tmp_path, capsy
     assert "5 rows, 9 features" in out
     code, out, err = run(capsys, "fit", bs / "train", "--test", bs / "test", "--relation",
                          bs / "user", "--solver", solver, "--n-factors", 2, "--n-iter", 6,
-                         "--seed", 1, "--out", preds[1],
+                         "--seed", 1, "--out", preds[1], "--init-stdev", 0.1,  # libFM's
                          *(["--reg", "0.1,0.2,0.3"] if solver == "als" else []))
     assert code == 0, err
     assert preds[0].read_text() == preds[1].read_text()
