@@ -1,0 +1,128 @@
+"""Building the row layout of the coordinate sweep (:data:`fmlearn.kernels.cd.Columns`) from CSR
+rows, without copying them: the colouring of the features, the entries of each colour class
+in row order, and the predictions of the rows for the sweep's row state.
+
+The fit's rows are rows of a *source* CSR matrix (the user's, when it is already canonical)
+through an index: fit row r is source row ``rows[r]`` (an empty ``rows`` means row r itself).
+So the canonical order and the merged duplicates of ``fmlearn._data.merged_rows`` cost an
+index of 4 bytes per row instead of a copy of the matrix.
+"""
+
+import numpy as np
+from numba import njit
+
+from .predict import _row
+
+
+@njit(cache=True, nogil=True)
+def _src(rows, r):
+    return r if rows.shape[0] == 0 else rows[r]
+
+
+@njit(cache=True)
+def rows_cooccurrence_work(indptr, rows, n):
+    """sum_r nnz_r^2 over the fit rows: the cost of the feature co-occurrence graph."""
+    total = 0
+    for r in range(n):
+        u = _src(rows, r)
+        m = indptr[u + 1] - indptr[u]
+        total += m * m
+    return total
+
+
+@njit(cache=True)
+def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
+    """The greedy colouring of :func:`fmlearn.kernels.cd.greedy_coloring` (features in index
+    order, each the smallest colour unused by its lower-index neighbours) computed by rounds
+    over the rows instead of a pass over the columns.
+
+    The greedy colouring is the one solution of color[j] = mex {color[l] : l < j shares a row
+    with j} (by induction on j). Each round recomputes every colour from the previous
+    round's by one streaming pass over the rows, a feature's lower neighbours' colours kept
+    as a 64-bit mask; after round t every feature whose chain of lower neighbours is shorter
+    than t has its final colour, and a round that changes nothing has reached the solution.
+    One-hot fields need two rounds (three with a field that follows two others). Rows with
+    ``keep[i]`` False are left out (an empty ``keep``: none).
+
+    Returns ``(color, n_colors, ok)``; ``ok`` is False when a colour reached 64 or
+    ``max_rounds`` rounds did not settle (the caller then runs the column-wise greedy
+    colouring).
+    """
+    color = np.zeros(n_features, dtype=np.int64)
+    mask = np.zeros(n_features, dtype=np.uint64)
+    n = indptr.shape[0] - 1
+    one = np.uint64(1)
+    for _ in range(max_rounds):
+        mask[:] = 0
+        for i in range(n):
+            if keep.shape[0] and not keep[i]:
+                continue
+            for a in range(indptr[i], indptr[i + 1]):
+                bit = one << np.uint64(color[indices[a]])
+                for b in range(a + 1, indptr[i + 1]):
+                    mask[indices[b]] |= bit
+        changed = False
+        n_colors = 0
+        for j in range(n_features):
+            m = mask[j]
+            c = 0
+            while c < 64 and (m >> np.uint64(c)) & one:
+                c += 1
+            if c >= 63:
+                return color, 0, False
+            if c != color[j]:
+                changed = True
+                color[j] = c
+            if c + 1 > n_colors:
+                n_colors = c + 1
+        if not changed:
+            return color, n_colors, True
+    return color, 0, False
+
+
+@njit(cache=True)
+def class_counts(indptr, indices, data, rows, n, color, n_colors):
+    """Entries per colour class over the fit rows, and whether every value of a class is 1."""
+    count = np.zeros(n_colors, dtype=np.int64)
+    ones = np.ones(n_colors, dtype=np.bool_)
+    for r in range(n):
+        u = _src(rows, r)
+        for p in range(indptr[u], indptr[u + 1]):
+            c = color[indices[p]]
+            count[c] += 1
+            if data[p] != 1.0:
+                ones[c] = False
+    return count, ones
+
+
+@njit(cache=True)
+def fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow, ex):
+    """Write every entry of the fit rows into its colour class, rows in order (see
+    :data:`fmlearn.kernels.cd.Columns`)."""
+    n_colors = eptr.shape[0] - 1
+    fill = np.zeros(n_colors, dtype=np.int64)
+    for r in range(n):
+        u = _src(rows, r)
+        for p in range(indptr[u], indptr[u + 1]):
+            j = indices[p]
+            c = color[j]
+            q = fill[c]
+            fill[c] = q + 1
+            etpos[eptr[c] + q] = pos[j]
+            if roff[c] >= 0:
+                erow[roff[c] + q] = r
+            if xoff[c] >= 0:
+                ex[xoff[c] + q] = data[p]
+
+
+@njit(cache=True)
+def predict_rows_at(indptr, indices, data, rows, w0, w, V, out):
+    """``out[r] = f(x)`` of source row ``rows[r]`` (row r itself when ``rows`` is empty), for
+    every r < ``out.shape[0]``: the prediction of ``fmlearn.kernels.predict.fm_predict_csr``,
+    row for row the same arithmetic."""
+    k = V.shape[1]
+    q = np.empty(k)
+    qq = np.empty(k)
+    for r in range(out.shape[0]):
+        out[r] = _row(indptr, indices, data, _src(rows, r), w0, w, V, q, qq)
+    return out
