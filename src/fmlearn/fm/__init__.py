@@ -22,7 +22,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from .._data import merge_duplicate_rows, raw, to_csr
+from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
 from .._docs import fill_doc
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
@@ -53,7 +53,7 @@ def raise_diverged(info):
         raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
 
 
-def _run_sgd(plan, X, y, sw, recorder):
+def _run_sgd(plan, X, y, sw, recorder, rows=None):
     csr = raw(X)
     state = plan.state
     state, t, n_done, info = sgd_solver(csr, y, sw, state, plan.t, plan.sgd, plan.seed,
@@ -63,8 +63,8 @@ def _run_sgd(plan, X, y, sw, recorder):
     return state, n_done, {"t": t}
 
 
-def _run_als(plan, X, y, sw, recorder):
-    data = column_data(X, y, sw)
+def _run_als(plan, X, y, sw, recorder, rows=(None, None)):
+    data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = als_solver(data, plan.state, plan.als, callback,
                                      plan.context.start_clock)
@@ -72,8 +72,8 @@ def _run_als(plan, X, y, sw, recorder):
     return state, n_done, {}
 
 
-def _run_mcmc(plan, X, y, sw, recorder):
-    data = column_data(X, y, sw)
+def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
+    data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = mcmc_solver(data, plan.state, plan.chain, plan.mcmc, plan.seed,
                                       callback, plan.context.start_clock)
@@ -148,17 +148,24 @@ class _BaseClassicFM(BaseFM):
         context = RunContext(callback)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
-        X = to_csr(X, X.dtype)
+        sweeps = self.solver != "sgd"
+        # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through an
+        # index of the merged rows; SGD's epoch wants them as one array in its order.
+        X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
         summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
-        if self.solver != "sgd" or self.shuffle:
+        rows = (None, None)
+        if sweeps:
             # An exact rewriting of the weighted loss; makes the fit independent of row order.
-            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=self.solver != "sgd")
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+            rows = (index, keep)
+        elif self.shuffle:
+            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=False)
         plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context)
         evald = self._encoded_eval_set(eval_set, X.dtype)
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
         recorder = FitRecorder(plan, bar, evald)
         with bar, n_threads(self.n_jobs):
-            state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder)
+            state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder, rows)
         plan.commit(self, state, n_done, history=recorder.history, **result)
         return self
 
