@@ -79,12 +79,28 @@ def test_canonical_csr_is_not_copied_and_others_are():
         assert (got != want).nnz == 0 and np.array_equal(got.indptr, want.indptr)
 
 
-def test_column_data_through_a_row_index_equals_the_merged_copy():
+def _one_hot_with_duplicates(dtype, rng, n=800, users=30, items=20):
+    """User x item one-hot rows (every colour class covers every row), repeated pairs, a
+    scaled item value in some rows, some weights zero."""
+    u, i = rng.integers(0, users, n), rng.integers(0, items, n)
+    vals = np.where(rng.random(n) < 0.3, 2.0, 1.0)
+    X = sp.csr_matrix((np.column_stack([np.ones(n), vals]).ravel(),
+                       np.column_stack([u, users + i]).ravel(), np.arange(0, 2 * n + 1, 2)),
+                      shape=(n, users + items))
+    sw = rng.choice([0.0, 1.0, 2.0], n, p=[0.2, 0.5, 0.3])
+    return to_csr(X, dtype), rng.integers(1, 3, n).astype(np.float64), sw
+
+
+@pytest.mark.parametrize("make", [_rows_with_duplicates, _one_hot_with_duplicates])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_column_data_through_a_row_index_equals_the_merged_copy(make, dtype):
     rng = np.random.default_rng(2)
-    X, y, sw = _rows_with_duplicates(np.float64, rng)
+    X, y, sw = make(dtype, rng)
     Xm, ym, wm = merge_duplicate_rows(X, y, sw)
     rows, yr, wr, keep = merged_rows(X, y, sw)
     a, b = column_data(Xm, ym, wm), column_data(X, yr, wr, rows, keep)
+    # one-hot fields take the source-order fill (every class in every row), the others not
+    assert np.all(b.plan.roff < 0) == (make is _one_hot_with_duplicates)
     for name in a.cols._fields:
         assert np.array_equal(getattr(a.cols, name), getattr(b.cols, name)), name
     for name in ("order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr"):

@@ -81,18 +81,42 @@ def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
 
 
 @njit(cache=True)
-def class_counts(indptr, indices, data, rows, n, color, n_colors):
-    """Entries per colour class over the fit rows, and whether every value of a class is 1."""
+def class_counts(indptr, indices, data, inv, color, n_colors):
+    """Entries per colour class over the fit rows, and whether every value of a class is 1.
+
+    Reads the source rows in their own order (streaming; the fit's order would jump through
+    them): source row u is a fit row when ``inv[u] >= 0`` (an empty ``inv``: every row)."""
     count = np.zeros(n_colors, dtype=np.int64)
     ones = np.ones(n_colors, dtype=np.bool_)
-    for r in range(n):
-        u = _src(rows, r)
+    for u in range(indptr.shape[0] - 1):
+        if inv.shape[0] and inv[u] < 0:
+            continue
         for p in range(indptr[u], indptr[u + 1]):
             c = color[indices[p]]
             count[c] += 1
             if data[p] != 1.0:
                 ones[c] = False
     return count, ones
+
+
+@njit(cache=True)
+def fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex):
+    """:func:`fill_classes` when every class has one entry in every fit row: the entry of class
+    c in fit row r goes to place r of the class, so the source rows are read in their own order
+    (streaming) and each entry written to its place (source row u is fit row ``inv[u]``, none
+    when negative; an empty ``inv``: row u itself)."""
+    for u in range(indptr.shape[0] - 1):
+        r = u
+        if inv.shape[0]:
+            r = inv[u]
+            if r < 0:
+                continue
+        for p in range(indptr[u], indptr[u + 1]):
+            j = indices[p]
+            c = color[j]
+            etpos[eptr[c] + r] = pos[j]
+            if xoff[c] >= 0:
+                ex[xoff[c] + r] = data[p]
 
 
 @njit(cache=True)
@@ -116,13 +140,18 @@ def fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, e
 
 
 @njit(cache=True)
-def predict_rows_at(indptr, indices, data, rows, w0, w, V, out):
-    """``out[r] = f(x)`` of source row ``rows[r]`` (row r itself when ``rows`` is empty), for
-    every r < ``out.shape[0]``: the prediction of ``fmlearn.kernels.predict.fm_predict_csr``,
-    row for row the same arithmetic."""
+def predict_rows_at(indptr, indices, data, inv, w0, w, V, out):
+    """``out[inv[u]] = f(x)`` of every source row u with ``inv[u] >= 0`` (``out[u]`` of every
+    row when ``inv`` is empty): the prediction of ``fmlearn.kernels.predict.fm_predict_csr``,
+    row for row the same arithmetic, reading the source rows in their own order."""
     k = V.shape[1]
     q = np.empty(k)
     qq = np.empty(k)
-    for r in range(out.shape[0]):
-        out[r] = _row(indptr, indices, data, _src(rows, r), w0, w, V, q, qq)
+    for u in range(indptr.shape[0] - 1):
+        r = u
+        if inv.shape[0]:
+            r = inv[u]
+            if r < 0:
+                continue
+        out[r] = _row(indptr, indices, data, u, w0, w, V, q, qq)
     return out

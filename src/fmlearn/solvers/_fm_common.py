@@ -11,6 +11,7 @@ from ..kernels.cd_layout import (
     class_counts,
     coloring_rounds,
     fill_classes,
+    fill_dense_classes,
     predict_rows_at,
     rows_cooccurrence_work,
 )
@@ -43,13 +44,16 @@ class ColumnData:
     visiting order in colour classes of features that never share a row and the sweep's work
     space. The fit's rows are rows of the CSR arrays ``source`` = (indptr, indices, data)
     through ``rows``: fit row r is source row ``rows[r]`` (an empty ``rows``: row r), so that
-    a canonical CSR input is never copied (:meth:`predict` reads it for the row state).
+    a canonical CSR input is never copied (:meth:`predict` reads it for the row state);
+    ``inv`` is the inverse index (source row u is fit row ``inv[u]``, none when -1), through
+    which the set-up and :meth:`predict` read the source rows in their own order.
     """
 
     cols: Columns
     plan: Plan
     source: tuple
     rows: np.ndarray
+    inv: np.ndarray  # source row u is fit row inv[u] (-1: none); empty when rows is
 
     @property
     def y(self):
@@ -95,15 +99,16 @@ class ColumnData:
         if self.rows.shape[0] == 0 and indptr.dtype == np.int64:
             fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
         else:
-            predict_rows_at(indptr, indices, data, self.rows, state.w0, state.w, state.V, out)
+            predict_rows_at(indptr, indices, data, self.inv, state.w0, state.w, state.V, out)
         return out
 
     def row_state(self, state, target, loss_code=SQUARED):
         """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or
         pred, columns 1 and 2 are the kernels' work space (factor sums)."""
         E = np.zeros((self.n_samples, 3), dtype=np.float64)
-        pred = self.predict(state)
-        E[:, 0] = pred - target if loss_code == SQUARED else pred
+        E[:, 0] = self.predict(state)
+        if loss_code == SQUARED:
+            E[:, 0] -= target
         return E
 
     def refresh(self, E, state, target):
@@ -113,7 +118,8 @@ class ColumnData:
 
     def with_target(self, y):
         """The same data with other targets (MCMC probit's latent z)."""
-        return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows)
+        return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows,
+                          self.inv)
 
 
 # Entries below which a colour class of the contrast sweep (``fm_contrast``) runs serially: a
@@ -160,7 +166,11 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     n_colors = color_ptr.shape[0] - 1
     pos = np.empty(d, dtype=np.int32)
     pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    count, ones = class_counts(indptr, indices, data, rows, n, color, n_colors)
+    inv = np.zeros(0, dtype=rows.dtype)
+    if rows.shape[0]:
+        inv = np.full(n_src, -1, dtype=rows.dtype)
+        inv[rows] = np.arange(n, dtype=rows.dtype)
+    count, ones = class_counts(indptr, indices, data, inv, color, n_colors)
     eptr = np.zeros(n_colors + 1, dtype=np.int64)
     np.cumsum(count, out=eptr[1:])
     dense = count == n
@@ -169,12 +179,16 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     etpos = np.empty(eptr[-1], dtype=np.int32)
     erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
     ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
-    fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow, ex)
+    if dense.all():  # one entry per class in every row (one-hot fields): in source order
+        fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex)
+    else:
+        fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow,
+                     ex)
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
     sw = np.ascontiguousarray(sw, dtype=np.float64)
     cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
                    bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows)
+    return ColumnData(cols, plan, (indptr, indices, data), rows, inv)
 
 
 def _colour_classes(X_csr, rows, n, keep):
