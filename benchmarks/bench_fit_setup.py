@@ -11,18 +11,23 @@ checkout and read by both sides from the same ``.npz`` file. The other revision 
 default ``main``) is ``git archive``-d into a cache folder and put first on ``PYTHONPATH`` (its
 numba cache stays there between runs). Each child process reads the rows, loads the compiled
 kernels with a tiny fit of the same configuration, then fits ``FMRegressor(n_factors=8,
-n_jobs=1, random_state=0)`` for 1 + ``--sweeps`` sweeps with a callback that records the
-process's CPU clock after every sweep:
+n_jobs=1, random_state=0)`` for 1 and for 1 + ``--sweeps`` sweeps (no callback, so no
+per-sweep metrics), as ``sbs.py``'s ``epochs`` mode does:
+
+- ``sweep_cpu``: (CPU of the long fit - CPU of the short one) / ``--sweeps``.
+- ``setup_cpu``: CPU of the one-sweep fit less one sweep: validation, duplicate merging,
+  colouring, layout, row state, and the fit's end (storing the model).
+- ``fit_cpu``: CPU of the 1 + ``--sweeps`` sweep fit.
+- ``peak_mb``: the rise of the process's peak resident memory (``VmHWM``, reset through
+  ``/proc/self/clear_refs`` before each fit) during a fit, the larger of the two: what the
+  fit holds beyond the user's arrays, which are counted once in ``data_mb``; ``hwm_mb`` the
+  process's whole peak (Python, libraries, the rows and the fits).
 
 A first, unmeasured child per side and solver compiles what the tiny fit does not reach.
 
-- ``setup_cpu``: CPU seconds from ``fit`` to the end of the first sweep, less one sweep (the
-  median of the later ones): validation, duplicate merging, colouring, layout, row state.
-- ``sweep_cpu``: median CPU seconds of the later sweeps (the callback's bookkeeping included).
-- ``peak_mb``: the rise of the process's peak resident memory (``VmHWM``, reset through
-  ``/proc/self/clear_refs`` after the rows are loaded) during the fit: what the fit holds
-  beyond the user's arrays, which are counted once in ``data_mb``; ``hwm_mb`` the process's
-  whole peak (Python, libraries, the rows and the fit).
+Under each table, the bandwidth bound of a sweep: the bytes of ``fmlearn.kernels.cd``'s model
+(1,080 per row for these rows) over the copy bandwidth of ``np.copyto`` per CPU second, and
+each side's median sweep CPU against it.
 
 A single-system measurement (two revisions of fmlearn); the load average is printed beside
 each table. Linux only (``/proc``).
@@ -37,6 +42,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# kernels.cd's model of the bytes a sweep moves, for these rows (two one-hot fields: two colour
+# classes covering every row, 4 bytes stored per entry) and k = 8: (k + 1) * 2 * (48 + 8) + 72
+BYTES_PER_ROW = 1080
 PARAMS = {"als": {"reg_linear": 5.0, "reg_pairwise": 10.0}, "mcmc": {}}
 
 
@@ -62,21 +70,37 @@ def child(a):
     del z
     params = dict(n_factors=8, n_jobs=1, random_state=0, init_stdev=0.1, **PARAMS[a.solver])
     FMRegressor(solver=a.solver, n_iter=2, **params).fit(X[:500], y[:500]).predict(X[:10])
-    gc.collect()
-    with open("/proc/self/clear_refs", "w") as fh:  # VmHWM := VmRSS
-        fh.write("5")
-    base = _status_mb("VmRSS")
-    marks = []
-    t0 = time.process_time()
-    FMRegressor(solver=a.solver, n_iter=1 + a.sweeps, **params).fit(
-        X, y, callback=lambda i, h: marks.append(time.process_time()))
-    t1 = time.process_time()
-    sweeps = np.diff(marks)
-    sweep = float(np.median(sweeps)) if sweeps.size else float("nan")
+    cpu, peak = [], 0.0
+    for n_iter in (1, 1 + a.sweeps):  # the sbs.py 'epochs' difference: no callback, no tracking
+        gc.collect()
+        with open("/proc/self/clear_refs", "w") as fh:  # VmHWM := VmRSS
+            fh.write("5")
+        base = _status_mb("VmRSS")
+        t0 = time.process_time()
+        FMRegressor(solver=a.solver, n_iter=n_iter, **params).fit(X, y)
+        cpu.append(time.process_time() - t0)
+        peak = max(peak, _status_mb("VmHWM") - base)
+    sweep = (cpu[1] - cpu[0]) / a.sweeps
     print("RESULT " + json.dumps({
-        "setup_cpu": marks[0] - t0 - sweep, "sweep_cpu": sweep, "fit_cpu": t1 - t0,
-        "peak_mb": _status_mb("VmHWM") - base, "hwm_mb": _status_mb("VmHWM"),
+        "setup_cpu": cpu[0] - sweep, "sweep_cpu": sweep, "fit_cpu": cpu[1],
+        "peak_mb": peak, "hwm_mb": _status_mb("VmHWM"),
         "data_mb": (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes) / 2**20}))
+
+
+def copy_bandwidth(reps=7, mb=512):
+    """Bytes read + written per CPU second by ``np.copyto`` of ``mb`` MB (one thread; CPU
+    seconds, as the sweeps, so that a loaded machine's waiting does not count)."""
+    import numpy as np
+
+    a = np.ones(mb * 2**20 // 8)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    ts = []
+    for _ in range(reps):
+        t = time.thread_time()
+        np.copyto(b, a)
+        ts.append(time.thread_time() - t)
+    return 2 * a.nbytes / float(np.median(ts))
 
 
 def make_data(rows, path):
@@ -170,6 +194,13 @@ def main(argv=None):
                                  f"{fmt.format(v.max())})")
                 cells.append(f"{res[label][0]['data_mb']:.0f}")
                 print(f"| {label} | " + " | ".join(cells) + " |")
+            bw = copy_bandwidth()
+            bound = BYTES_PER_ROW * n / bw
+            print(f"Bandwidth bound: {BYTES_PER_ROW} bytes per row and sweep (kernels.cd's model "
+                  f"for two one-hot fields, k = 8) at {bw / 1e9:.1f} GB per CPU second "
+                  f"(np.copyto, read + write) = {bound:.3f} s; median sweep / bound: " + ", ".join(
+                      f"{label} {np.median([r['sweep_cpu'] for r in res[label]]) / bound:.1f}x"
+                      for label, _ in sides))
             sys.stdout.flush()
 
 
