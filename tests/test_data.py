@@ -25,12 +25,14 @@ def _rows_with_duplicates(dtype, rng, n=600, d=40):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("by_first", [True, False])
-@pytest.mark.parametrize("zeros", [True, False])
+@pytest.mark.parametrize("zeros", [True, False, "unit"])
 def test_merged_rows_equals_merge_duplicate_rows(dtype, by_first, zeros):
     rng = np.random.default_rng(0)
     X, y, sw = _rows_with_duplicates(dtype, rng)
     if not zeros:
         sw[sw == 0] = 1.5
+    elif zeros == "unit":  # unit weights: the summed weights are counted, not added
+        sw[:] = 1.0
     Xm, ym, wm = merge_duplicate_rows(X, y, sw, group_by_first=by_first)
     rows, yr, wr, keep = merged_rows(X, y, sw, group_by_first=by_first)
     assert rows.dtype == np.int32 and Xm.shape[0] < X.shape[0]
@@ -39,7 +41,7 @@ def test_merged_rows_equals_merge_duplicate_rows(dtype, by_first, zeros):
     assert np.array_equal(Xr.indptr, Xm.indptr) and np.array_equal(Xr.indices, Xm.indices)
     assert np.array_equal(Xr.data, Xm.data) and Xr.data.dtype == dtype
     assert np.array_equal(yr, ym) and np.array_equal(wr.view(np.uint64), wm.view(np.uint64))
-    if zeros:
+    if zeros is True:
         assert np.array_equal(keep, sw > 0) and np.all(sw[rows] > 0)
     else:
         assert keep is None

@@ -173,7 +173,10 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
         key = key[order]
     group, reps = group_keys(order, key, src, indptr, indices, data, yy)
     del key
-    w = group_weights(group, order, src, sw, reps.shape[0])
+    if np.all(sw == 1.0):  # the same sums of ones, without reading sw in sorted order
+        w = np.bincount(group, minlength=reps.shape[0]).astype(np.float64)
+    else:
+        w = group_weights(group, order, src, sw, reps.shape[0])
     rows = reps if src.shape[0] == 0 else src[reps]
     rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64)
     return rows, np.asarray(y)[rows], w, keep

@@ -53,9 +53,10 @@ where b_c is the bytes stored per entry of class c (4 to 16) and each entry is r
 pass (gather and scatter). For one-hot user x item rows (C = 2, r_c = n, b_c = 4, k = 8) this is
 9 * 2 * n * 56 + 72 n = 1080 n bytes: 2.2 GB per sweep at 2,000,000 rows. Against the copy
 bandwidth of ``np.copyto`` per CPU second on one thread (read + write; 25 GB/s on the AMD EPYC
-the suite runs on) that is a bound of 0.09 s per sweep at 2,000,000 rows; the sweep measured
-0.15-0.16 CPU s (ALS and MCMC, 1.7-1.9x the bound, on a loaded machine), where the column-wise
-sweep this layout replaced took 0.62 s.
+the suite runs on) that is a bound of 0.08 s per sweep at 2,000,000 rows and 0.32 s at
+8,000,000; the sweep measured 0.085 and 0.34 CPU s (ALS and MCMC at 2,000,000 rows, ALS at
+8,000,000: about 1.1x the bound; on a loaded machine), where the column-wise sweep this layout
+replaced took 0.40-0.43 and 2.2 s (5-7x).
 
 Threads and summation order. The sums of a class are accumulated in row order. On data of at
 least ``BLOCKED_MIN_ROWS`` rows (``solvers._fm_common``) a class with enough entries is

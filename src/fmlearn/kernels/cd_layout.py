@@ -20,11 +20,13 @@ def _src(rows, r):
 
 
 @njit(cache=True)
-def rows_cooccurrence_work(indptr, rows, n):
-    """sum_r nnz_r^2 over the fit rows: the cost of the feature co-occurrence graph."""
+def rows_cooccurrence_work(indptr, inv):
+    """sum_r nnz_r^2 over the fit rows: the cost of the feature co-occurrence graph. Reads the
+    source rows in order; source row u counts when ``inv[u] >= 0`` (an empty ``inv``: all)."""
     total = 0
-    for r in range(n):
-        u = _src(rows, r)
+    for u in range(indptr.shape[0] - 1):
+        if inv.shape[0] and inv[u] < 0:
+            continue
         m = indptr[u + 1] - indptr[u]
         total += m * m
     return total

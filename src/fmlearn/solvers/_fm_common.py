@@ -162,14 +162,14 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     n_src, d = X_csr.shape
     rows = np.zeros(0, dtype=np.int32) if rows is None else rows
     n = rows.shape[0] if rows.shape[0] else n_src
-    order, color_ptr, color = _colour_classes(X_csr, rows, n, keep)
-    n_colors = color_ptr.shape[0] - 1
-    pos = np.empty(d, dtype=np.int32)
-    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
         inv = np.full(n_src, -1, dtype=rows.dtype)
         inv[rows] = np.arange(n, dtype=rows.dtype)
+    order, color_ptr, color = _colour_classes(X_csr, inv, keep)
+    n_colors = color_ptr.shape[0] - 1
+    pos = np.empty(d, dtype=np.int32)
+    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
     count, ones = class_counts(indptr, indices, data, inv, color, n_colors)
     eptr = np.zeros(n_colors + 1, dtype=np.int64)
     np.cumsum(count, out=eptr[1:])
@@ -191,14 +191,14 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     return ColumnData(cols, plan, (indptr, indices, data), rows, inv)
 
 
-def _colour_classes(X_csr, rows, n, keep):
+def _colour_classes(X_csr, inv, keep):
     """``(order, color_ptr, color)`` of the fit's rows: the classes of the greedy colouring
     (by colour, then feature index); d classes of one feature in index order when the
     colouring is over budget or gives every feature its own colour."""
     d = X_csr.shape[1]
     single = (np.arange(d, dtype=np.int64), np.arange(d + 1, dtype=np.int64),
               np.arange(d, dtype=np.int64))
-    if rows_cooccurrence_work(X_csr.indptr, rows, n) > COLORING_BUDGET:
+    if rows_cooccurrence_work(X_csr.indptr, inv) > COLORING_BUDGET:
         return single
     color, n_colors, ok = coloring_rounds(X_csr.indptr, X_csr.indices,
                                           np.zeros(0, np.bool_) if keep is None else keep, d,
