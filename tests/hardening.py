@@ -22,8 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def estimators():
     """name -> (factory, kind) for every public estimator family and solver (small settings).
 
-    ``kind`` is "reg" or "clf". The online estimators are included: they go through the same
-    validators in ``_base``."""
+    ``kind`` is "reg", "clf" or "rank" (FMRanker: fit ignores y). The online estimators are
+    included: they go through the same validators in ``_base``."""
     import fmlearn as F
 
     return {
@@ -57,6 +57,17 @@ def estimators():
         "OnlineFMRegressor-ogd": (lambda: F.OnlineFMRegressor(learner="ogd", n_iter=2), "reg"),
         "OnlineCFMRegressor": (lambda: F.OnlineCFMRegressor(n_iter=2), "reg"),
         "OnlineCFMClassifier": (lambda: F.OnlineCFMClassifier(n_iter=2), "clf"),
+        # without row normalisation, so that overflowing rows overflow (a normalised FFM is
+        # scale-invariant: tests/ffm)
+        "FFMClassifier": (lambda: F.FFMClassifier(n_factors=2, n_iter=4, normalize_rows=False,
+                                                  learning_rate=0.05, random_state=0), "clf"),
+        "FFMRegressor": (lambda: F.FFMRegressor(n_factors=2, n_iter=20, normalize_rows=False,
+                                                learning_rate=0.1, random_state=0), "reg"),
+        # the first column is each event's item, the others its context; y is ignored
+        "FMRanker": (lambda: F.FMRanker(n_factors=2, n_iter=3, item_columns=[0],
+                                        random_state=0), "rank"),
+        "FMRanker-squared": (lambda: F.FMRanker(n_factors=2, loss="squared", n_iter=3,
+                                                item_columns=[0], random_state=0), "rank"),
     }
 
 
@@ -183,11 +194,12 @@ MUTATION_FAMILIES = [
     "FMRegressor-mcmc", "FMRegressor-als", "FMRegressor-sgd", "FMClassifier-mcmc",
     "FMClassifier-sgd", "GFMRegressor", "GFMRegressor-moment", "IFMRegressor",
     "SymmetricRankOneSensing", "PhaseRetrieval", "AsymmetricRankOneSensing",
-    "ConvexFMRegressor", "ConvexFMClassifier",
+    "ConvexFMRegressor", "ConvexFMClassifier", "FFMClassifier", "FFMRegressor",
     # online families: every learner's named state (model format 2)
     "CCFMRegressor", "CCFMRegressor-ftrl", "CCFMRegressor-ogd", "CCFMClassifier",
     "OnlineFMRegressor", "OnlineFMRegressor-ogd", "OnlineFMClassifier",
     "OnlineCFMRegressor", "OnlineCFMClassifier",
+    "FMRanker", "FMRanker-squared",
 ]
 
 #: Kinds of edit that make a state inconsistent or unusable: each must end in ModelFileError.

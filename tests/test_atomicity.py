@@ -24,7 +24,9 @@ BATCH = sorted(name for name in estimators() if not is_online(name))
 
 # A method each family calls at the end of a step, when part of the new state is written.
 LATE_HOOK = {
+    "FMRanker": "_store",
     "FM": "_store",
+    "FFM": "_publish",
     "GFM": "_store_state",
     "IFM": "_store_state",
     "Symmetric": "_store_state",
@@ -119,7 +121,7 @@ def test_interrupt_after_the_solver_wrote_state_keeps_the_model(name, method, mo
     before = _snapshot(model)
     cls = type(model)
     hook = next((h for prefix, h in LATE_HOOK.items() if name.startswith(prefix)), None)
-    if name.startswith("FM"):  # the classic FM writes its learned attributes in its plan's
+    if name.startswith(("FMRegressor", "FMClassifier")):  # the classic FM writes its learned attributes in its plan's
         from fmlearn.fm._plan import ClassicFMPlan as cls  # commit (there is no _store)
 
         hook = "commit"

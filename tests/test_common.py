@@ -12,7 +12,10 @@ from fmlearn import (
     CCFMRegressor,
     ConvexFMClassifier,
     ConvexFMRegressor,
+    FFMClassifier,
+    FFMRegressor,
     FMClassifier,
+    FMRanker,
     FMRegressor,
     GFMRegressor,
     IFMRegressor,
@@ -58,6 +61,12 @@ ESTIMATORS = [
     ConvexFMRegressor(max_iter=10),
     ConvexFMRegressor(max_iter=10, step="standard", reg_linear=0.1),
     ConvexFMClassifier(max_iter=10),
+    FFMClassifier(),
+    FFMRegressor(),
+    # rankers: the first column is the item, the others the context of each event
+    FMRanker(item_columns=[0], n_iter=5),
+    FMRanker(loss="bpr", item_columns=[0], n_iter=5),
+    FMRanker(loss="squared", item_columns=[0], n_iter=3),
 ]
 
 

@@ -136,13 +136,21 @@ def test_multiview_completion_uses_shared_columns():
     assert err < 0.3 * base
 
 
+@pytest.mark.blas
 def test_multiview_completion_default_step_leaves_the_pairwise_stall():
     # Here (63 atoms, the optimum on the budget's boundary) pairwise steps stall in drop
     # steps: mass must leave many atoms at once. The default step (Frank-Wolfe's exact step
     # where the pairwise one is a drop step and lowers the objective less) never increases
-    # the objective, ends below both after 50 steps and below the pairwise run after 150,
-    # within 30% of the exact run (measured: 7.39 against 8.91 exact and 9.00 pairwise; 2.96
-    # against 2.41 and 5.18).
+    # the objective (by construction: up to roundoff), and after 50 steps ends below both.
+    # After 150 it is far below the pairwise run and near the exact run.
+    # Margins: the default and pairwise paths are stable (7.385 and 9.001 after 50 steps,
+    # 2.959 and 5.183 after 150, to 4 digits under the SkylakeX, Haswell and Sandybridge
+    # kernels and under relative perturbations of y of 1e-13, what a summation order does).
+    # The exact-step path is not: its line searches amplify such perturbations, and after 150
+    # steps it ended anywhere in [2.14, 2.49] over 40 perturbed runs and the 3 kernels (8.91 to
+    # 8.98 after 50). So each comparison keeps a margin over that whole spread: 0.9 x the
+    # others after 50 steps (0.83 seen), 0.7 x pairwise after 150 (0.57 seen), 1.6 x exact
+    # after 150 (at most 1.39 seen; the single-run "within 30%" failed on SkylakeX).
     Xo, yo, _, _, eta = _multiview_completion()
     obj = {}
     for step in ("auto", "exact", "pairwise"):
@@ -151,8 +159,9 @@ def test_multiview_completion_default_step_leaves_the_pairwise_stall():
         obj[step] = np.array(m.history_["objective"] + [m.objective_])
     auto, exact, pairwise = obj["auto"], obj["exact"], obj["pairwise"]
     assert np.all(np.diff(auto) <= 1e-10 * auto[0])
-    assert auto[50] <= min(exact[50], pairwise[50])
-    assert auto[150] <= min(1.3 * exact[150], pairwise[150])
+    assert auto[50] <= 0.9 * min(exact[50], pairwise[50])
+    assert auto[150] <= 0.7 * pairwise[150]
+    assert auto[150] <= 1.6 * exact[150]
 
 
 # -- PiercePointEncoder (seed 001 §4.2) ----------------------------------------------------------

@@ -14,7 +14,7 @@ import fmlearn
 HEAVY = ("numba", "dask", "distributed", "matplotlib")
 OTHER_FAMILIES = ("fmlearn.online", "fmlearn.kernels.ocg", "fmlearn.kernels.online_fm",
                   "fmlearn.convex", "fmlearn.solvers.hazan", "fmlearn.gfm",
-                  "fmlearn.solvers.one_pass", "fmlearn.sensing", "fmlearn.stream")
+                  "fmlearn.solvers.one_pass", "fmlearn.sensing", "fmlearn.stream", "fmlearn.ffm")
 
 
 def _modules_after(code):

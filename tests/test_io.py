@@ -740,3 +740,86 @@ def test_every_fitted_estimator_round_trips(name, tmp_path):
     for name_ in arrays:
         a, b = getattr(model, name_), getattr(loaded, name_)
         assert a.dtype == b.dtype and np.array_equal(a, b), name_
+
+
+def _two_versions(kind):
+    """Two fitted models of different file sizes (A, B), as model files or inside pipelines."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = _data(n=60)
+    a = FMRegressor(n_factors=2, solver="als", n_iter=3, random_state=0).fit(X, y)
+    b = FMRegressor(n_factors=40, solver="als", n_iter=3, random_state=1).fit(X, y)
+    if kind == "pipeline":
+        pytest.importorskip("skops")
+        a = make_pipeline(StandardScaler(), a).fit(X, y)
+        b = make_pipeline(StandardScaler(), b).fit(X, y)
+    return X, a, b
+
+
+@pytest.mark.parametrize("kind, at", [("model", 1), ("model", 2), ("pipeline", 1),
+                                      ("pipeline", 2), ("pipeline", 3), ("pipeline", 4)])
+def test_load_racing_a_save_reads_the_file_it_opened(tmp_path, monkeypatch, kind, at):
+    # Another process's save renames a new file over the path while load is reading: main
+    # took the size from one stat and read through up to four opens of the path (8 failures
+    # in 9,865 loads of a 4-reader / 1-writer run). Here the rename lands, deterministically,
+    # just before load's at-th ZIP read (a model file is read twice, a pipeline file four
+    # times); load reads one handle, so it returns the old model whole.
+    X, a, b = _two_versions(kind)
+    path = fmlearn.save(a, tmp_path / ("m.fmz" if kind == "model" else "p.skops"))
+    real_init, calls = zipfile.ZipFile.__init__, []
+
+    def racing_init(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == at:
+            monkeypatch.setattr(zipfile.ZipFile, "__init__", real_init)
+            fmlearn.save(b, path)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", racing_init)
+    got = fmlearn.load(path)
+    assert len(calls) >= at  # the rename happened inside this load
+    np.testing.assert_array_equal(got.predict(X), a.predict(X))
+    np.testing.assert_array_equal(fmlearn.load(path).predict(X), b.predict(X))
+
+
+@pytest.mark.parametrize("kind", ["model", "pipeline"])
+def test_concurrent_loads_and_saves_give_the_old_or_the_new_model(tmp_path, kind):
+    # Real concurrency: one writer alternates two models on one path while three readers
+    # load it; every load must return one of the two, whole. Nothing depends on timing (the
+    # counts are fixed, not the duration), so a loaded machine only makes it slower.
+    import threading
+
+    X, a, b = _two_versions(kind)
+    expected = [a.predict(X), b.predict(X)]
+    path = fmlearn.save(a, tmp_path / ("m.fmz" if kind == "model" else "p.skops"))
+    done, problems, loads = threading.Event(), [], [0, 0]
+
+    def writer():
+        try:
+            for i in range(60):
+                fmlearn.save((a, b)[i % 2], path)
+        finally:
+            done.set()
+
+    def reader():
+        while not done.is_set() or loads[0] + loads[1] < 30:
+            try:
+                pred = fmlearn.load(path).predict(X)
+            except Exception as exc:  # noqa: BLE001 - any failure is what this test counts
+                problems.append(repr(exc))
+                continue
+            which = [np.array_equal(pred, e) for e in expected]
+            if not any(which):
+                problems.append("a mixture of the two models")
+            else:
+                loads[which.index(True)] += 1
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader)
+                                                    for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+    assert loads[0] + loads[1] >= 30

@@ -181,3 +181,100 @@ def test_a_failed_save_leaves_the_old_file(tmp_path):
         fmlearn.save(make_pipeline(Private(solver="als", n_iter=2)).fit(X, y), path)
     assert open(path, "rb").read() == before
     assert os.listdir(tmp_path) == ["p.skops"]
+
+
+def _npy_claiming(blob, shape):
+    """The .npy ``blob`` with its header rewritten to claim ``shape`` (same data bytes)."""
+    import io
+
+    fh = io.BytesIO(blob)
+    np.lib.format.read_magic(fh)
+    _, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    data = blob[fh.tell():]
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran,
+              "shape": shape})
+    return out.getvalue() + data
+
+
+def _with_members(path, out, edit):
+    """Copy of the archive ``path`` at ``out`` with ``edit(name, bytes) -> bytes`` applied to
+    every member (all stored)."""
+    with zipfile.ZipFile(path) as zf:
+        members = {n: edit(n, zf.read(n)) for n in zf.namelist()}
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
+        for n, b in members.items():
+            zf.writestr(n, b)
+    return out
+
+
+def test_array_members_are_sized_from_their_header_before_reading(tmp_path):
+    # A .npy member whose header claims shape (3e9,) made load allocate 22 GiB before skops
+    # refused it; it is now refused from the header, as the .fmz loader does.
+    X, y = _dense()
+    pipe = make_pipeline(StandardScaler(), fmlearn.FMRegressor(solver="als", n_iter=2)).fit(X, y)
+    path = fmlearn.save(pipe, tmp_path / "p.skops")
+    big = _with_members(path, tmp_path / "big.skops", lambda n, b: _npy_claiming(
+        b, (3_000_000_000,)) if n.endswith(".npy") else b)
+    with pytest.raises(ModelFileError, match=r"declares shape \(3000000000,\) of float64 "
+                                             r"\(24000000000 bytes\) but holds \d+$"):
+        fmlearn.load(big)
+    # the same inside the .npz of a SciPy sparse matrix (deflated members, as save_npz writes)
+    import io
+
+    import scipy.sparse as sp
+
+    A = sp.random(5, 5, density=0.4, format="csr", random_state=0)
+    spath = fmlearn.save({"A": A}, tmp_path / "sparse.skops")
+    trusted = ["scipy.sparse._csr.csr_matrix"]
+    assert (fmlearn.load(spath, trusted=trusted)["A"] != A).nnz == 0
+
+    def inflate(name, blob):
+        if not name.endswith(".npz"):
+            return blob
+        src, dst = zipfile.ZipFile(io.BytesIO(blob)), io.BytesIO()
+        with zipfile.ZipFile(dst, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for n in src.namelist():
+                b = src.read(n)
+                zf.writestr(n, _npy_claiming(b, (3_000_000_000,)) if n == "data.npy" else b)
+        return dst.getvalue()
+
+    bomb = _with_members(spath, tmp_path / "bomb.skops", inflate)
+    with pytest.raises(ModelFileError, match=r"data.npy' declares shape \(3000000000,\)"):
+        fmlearn.load(bomb, trusted=trusted)
+
+
+def test_fmlearn_encoders_in_a_pipeline_file_are_validated(tmp_path):
+    # A hashed encoder with 10^12 buckets loaded and transformed into an (n, 10^12) matrix:
+    # encoders are now checked as estimators are (parameters, then the state they imply).
+    from fmlearn.encoders import MultiViewEncoder, TensorEncoder
+
+    df, y = _ratings(300)
+    enc = TabularEncoder({"user": "hashed"}, n_hash_buckets=64).fit(df)
+    assert fmlearn.load(fmlearn.save(enc, tmp_path / "ok.skops")).n_features_out_ == 64 + 2
+
+    def crafted(name, change, make=lambda: TabularEncoder({"user": "hashed"},
+                                                          n_hash_buckets=64).fit(df)):
+        est = make()
+        change(est)
+        return fmlearn.save(make_pipeline(est), tmp_path / f"{name}.skops")
+
+    with pytest.raises(ModelFileError, match="invalid parameters for TabularEncoder.*"
+                                             "n_hash_buckets"):
+        fmlearn.load(crafted("huge", lambda e: setattr(e, "n_hash_buckets", 10**12)))
+    with pytest.raises(ModelFileError, match="inconsistent TabularEncoder state.*groups_"):
+        fmlearn.load(crafted("groups", lambda e: setattr(e, "groups_", e.groups_[::-1].copy())))
+    with pytest.raises(ModelFileError, match="inconsistent TabularEncoder state.*blocks_"):
+        fmlearn.load(crafted("width", lambda e: setattr(e, "n_features_out_", 10**12)))
+    with pytest.raises(ModelFileError, match="inconsistent TabularEncoder state.*column_types_"):
+        fmlearn.load(crafted("types", lambda e: e.column_types_.update(user="weird")))
+    with pytest.raises(ModelFileError, match="inconsistent TensorEncoder state.*blocks_"):
+        fmlearn.load(crafted("tensor", lambda e: setattr(e, "blocks_", [(0, 10**12)] * 6),
+                             lambda: TensorEncoder((2, 3, 4)).fit(np.zeros((1, 3), int))))
+    with pytest.raises(ModelFileError, match="inconsistent TensorEncoder state.*feature columns"):
+        fmlearn.load(crafted("modes", lambda e: setattr(e, "shape_", (10**6,) * 3),
+                             lambda: TensorEncoder().fit(np.zeros((1, 3), int))))
+    with pytest.raises(ModelFileError, match="inconsistent MultiViewEncoder state.*n_features"):
+        fmlearn.load(crafted("views", lambda e: setattr(e, "n_features_out_", 10**12),
+                             lambda: MultiViewEncoder((3, 2), 4).fit()))

@@ -248,3 +248,64 @@ def test_checkpointed_fit_stream_needs_no_dask(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "dask modules: []" in out.stdout
     assert "fitted: True" in out.stdout
+
+
+def _interrupted(tmp_path, monkeypatch):
+    """A checkpoint of the SGD iterable case, written after 2 of its partial_fit calls."""
+    est, chunks, kw = _sgd_chunks(str(tmp_path))
+    ck = tmp_path / "ck"
+    original = inspect.getattr_static(FMRegressor, "partial_fit")
+    calls = [0]
+
+    def stop(self, X, y, **k):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return original.__get__(self, type(self))(X, y, **k)
+
+    with monkeypatch.context() as mp, pytest.raises(KeyboardInterrupt):
+        mp.setattr(FMRegressor, "partial_fit", stop)
+        fit_stream(FMRegressor(**est.get_params()), chunks, checkpoint=ck,
+                   checkpoint_every=2, **kw)
+    return est, chunks, kw, ck
+
+
+def _tamper(ck, edit):
+    from fmlearn.io import save_model
+
+    path = str(ck / "checkpoint.fmz")
+    m = load(path)
+    edit(m.checkpoint_)
+    save_model(m, path)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda r: r["progress"]["position"].update(skip=-50), "'skip' = -50 is not a count"),
+    (lambda r: r["progress"]["position"].update(epoch=10**9), "'epoch' = 1000000000 is not an "
+                                                              r"epoch in \[0, 2\)"),
+    (lambda r: r["progress"]["position"].pop("skip"), "has no position 'skip'"),
+    (lambda r: r["progress"].pop("history"), "has no progress 'history'"),
+    (lambda r: r.pop("progress"), "not a checkpoint"),
+    (lambda r: r["progress"]["position"].update(offset=12), "'offset' = 12 is not None"),
+    (lambda r: r["progress"]["position"].update(rows=1, skip=2), r"not a count in \[0, rows=1\]"),
+    (lambda r: r.update(total=10**9), "total 1000000000 is not step \\+ 1"),
+])
+def test_crafted_checkpoint_position_is_refused(tmp_path, monkeypatch, edit, words):
+    # A checkpoint is a file: the position it resumes from is checked (skip=-50 trained on 57
+    # fewer rows, epoch=10**9 trained nothing, a missing key raised a bare KeyError).
+    from fmlearn.exceptions import ModelFileError
+
+    est, chunks, kw, ck = _interrupted(tmp_path, monkeypatch)
+    _tamper(ck, edit)
+    fresh = FMRegressor(**est.get_params())
+    with pytest.raises(ModelFileError, match=words):
+        fit_stream(fresh, chunks, checkpoint=ck, checkpoint_every=2, **kw)
+    assert not hasattr(fresh, "w0_")  # nothing was restored into the estimator
+
+
+def test_untampered_checkpoint_still_resumes(tmp_path, monkeypatch):
+    est, chunks, kw, ck = _interrupted(tmp_path, monkeypatch)
+    _tamper(ck, lambda r: None)
+    m = fit_stream(FMRegressor(**est.get_params()), chunks, checkpoint=ck, checkpoint_every=2,
+                   **kw)
+    _same_model(m, fit_stream(FMRegressor(**est.get_params()), chunks, **kw))

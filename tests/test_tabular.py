@@ -145,6 +145,29 @@ def test_bad_input_is_named():
         TabularEncoder().fit({"a": [1, 2]})
 
 
+def test_red_team_inputs_end_in_a_clear_error():
+    # Two columns of one name: fit filled both blocks from the last one (refused now, in fit
+    # and in transform).
+    dup = pd.DataFrame([["a", 1.0], ["b", 2.0]], columns=["c", "c"])
+    with pytest.raises(ValueError, match=r"column name\(s\) \['c'\] appear more than once"):
+        TabularEncoder().fit(dup)
+    fitted = TabularEncoder().fit(pd.DataFrame({"c": ["a", "b"], "d": [1.0, 2.0]}))
+    with pytest.raises(ValueError, match="appear more than once"):
+        fitted.transform(dup.set_axis(["c", "c"], axis=1))
+    assert not hasattr(TabularEncoder(), "columns_")
+    # every category rarer than min_frequency: a bare IndexError from OneHotEncoder before
+    rows = [{"c": v, "x": 1.0} for v in "aabbc"]
+    with pytest.raises(ValueError, match="'c': every category is rarer than min_frequency=3 "
+                                         r"\(the most frequent has 2 rows\)"):
+        TabularEncoder(handle_unknown="bucket", min_frequency=3).fit(rows)
+    assert TabularEncoder(handle_unknown="bucket", min_frequency=2).fit(rows).blocks_[0] == (0, 3)
+    # hash buckets bounded as FeatureHasher bounds them (10**12 allocated 8 TB of groups_)
+    with pytest.raises(ValueError, match="n_hash_buckets.*range"):
+        TabularEncoder({"c": "hashed"}, n_hash_buckets=10**12).fit(rows)
+    with pytest.raises(ValueError, match="more than the 2147483646 the FM kernels index"):
+        TabularEncoder({"c": "hashed", "x": "hashed"}, n_hash_buckets=2**31 - 1).fit(rows)
+
+
 def _ratings(n_users=60, n_items=40, n=3000, seed=0):
     """Planted rank-2 user x item ratings plus a numeric side column, as a DataFrame."""
     rng = np.random.default_rng(seed)

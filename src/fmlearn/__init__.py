@@ -21,7 +21,10 @@ _LAZY = {
     "CCFMRegressor": "online",
     "ConvexFMClassifier": "convex",
     "ConvexFMRegressor": "convex",
+    "FFMClassifier": "ffm",
+    "FFMRegressor": "ffm",
     "FMClassifier": "fm",
+    "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
     "IFMRegressor": "ifm",
@@ -42,8 +45,8 @@ _LAZY = {
 # subpackages and modules reachable as attributes (``fmlearn.datasets.load_svmlight``)
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
-    "exceptions", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics", "online",
-    "recommender", "reproduce", "sensing", "solvers", "stream",
+    "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
+    "online", "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -52,7 +55,10 @@ __all__ = [
     "CCFMRegressor",
     "ConvexFMClassifier",
     "ConvexFMRegressor",
+    "FFMClassifier",
+    "FFMRegressor",
     "FMClassifier",
+    "FMRanker",
     "FMRegressor",
     "GFMRegressor",
     "IFMRegressor",
@@ -121,6 +127,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from ._skops_io import load, save
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
+    from .ffm import FFMClassifier, FFMRegressor
     from .fm import FMClassifier, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
@@ -132,6 +139,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
         OnlineFMClassifier,
         OnlineFMRegressor,
     )
+    from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

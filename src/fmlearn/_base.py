@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._data import canonical_csr_or_none, check_sparse_structure, to_csr
 from ._id_columns import warn_id_columns
 from ._registry import register
+from ._renamed import accept_renamed_init, translate
 from .exceptions import DivergenceError
 
 FLOAT_DTYPES = (np.float64, np.float32)
@@ -190,10 +191,25 @@ class _NoProgress:
 class BaseFM(BaseEstimator):
     """Base class of every fmlearn estimator (not for direct use)."""
 
+    #: Old parameter names accepted until fmlearn 0.3 with a FutureWarning: {old: new} or
+    #: {old: Renamed(new, learners)} (:mod:`fmlearn._renamed`).
+    _renamed_params = {}
+
     def __init_subclass__(cls, **kwargs):
         # io.load finds a class by the name stored in a model file through this registry.
         super().__init_subclass__(**kwargs)
         register(cls)
+        if cls._renamed_params and not getattr(cls.__init__, "_renamed_wrapper", False):
+            cls.__init__ = accept_renamed_init(cls, cls.__init__)
+
+    def set_params(self, **params):
+        """As scikit-learn's, also taking the old names of renamed parameters (with a
+        ``FutureWarning``; :mod:`fmlearn._renamed`)."""
+        table = type(self)._renamed_params
+        if any(k in table for k in params):
+            params = translate(f"{type(self).__name__}.set_params()", table, params,
+                               learner=params.get("learner", getattr(self, "learner", None)))
+        return super().set_params(**params)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

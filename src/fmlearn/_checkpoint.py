@@ -33,6 +33,7 @@ The interface for a fitting loop (:class:`Checkpointer`):
 """
 
 import copy
+import math
 import os
 
 import numpy as np
@@ -111,9 +112,7 @@ class Checkpointer:
                 raise ValueError(
                     f"{self.path!r} is the checkpoint of another call (its {key} differ: "
                     f"{_difference(info[key], mine)}); delete it or use another directory")
-        step = info["step"]
-        if not isinstance(step, int) or not 0 < step < int(info["total"]):
-            raise ModelFileError(f"{self.path!r}: checkpoint step {step!r} out of range")
+        check_position(self.path, info)
         del est.checkpoint_
         return est, info
 
@@ -131,6 +130,88 @@ class Checkpointer:
     def finish(self):
         if self.path is not None and os.path.exists(self.path):
             os.unlink(self.path)
+
+
+# -- the recorded position --------------------------------------------------------------------
+# A checkpoint is a file, so its record may be crafted: every number a resumed call starts from
+# is checked against what the writer can have written (a negative skip would leave rows
+# untrained, an epoch past the end train nothing), and a missing key is named.
+
+def _int(value, lo, hi=None):
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= lo
+            and (hi is None or value <= hi))
+
+
+def _need(path, record, where, key, ok, what):
+    if not isinstance(record, dict) or key not in record:
+        raise ModelFileError(f"{path!r}: checkpoint record has no {where}{key!r}")
+    value = record[key]
+    if not ok(value):
+        raise ModelFileError(f"{path!r}: checkpoint {where}{key!r} = {value!r} is not {what}")
+    return value
+
+
+def _stream_position(path, info):
+    """fit_stream's ``progress``: ``position`` (epoch, calls, batches, rows, seconds, offset,
+    skip; see :func:`fmlearn.stream._start`) and ``history`` (one entry per finished epoch)."""
+    fp = info["fingerprint"]
+    n_epochs = fp.get("n_epochs") if isinstance(fp, dict) else None
+    source = fp.get("source") if isinstance(fp, dict) else None
+    is_file = isinstance(source, dict) and "file" in source
+    prog = info["progress"]
+    pos = _need(path, prog, "progress ", "position", lambda v: isinstance(v, dict), "a dict")
+    hist = _need(path, prog, "progress ", "history", lambda v: isinstance(v, dict), "a dict")
+    w = "position "
+    epoch = _need(path, pos, w, "epoch", lambda v: _int(v, 0, n_epochs - 1)
+                  if _int(n_epochs, 1) else False, f"an epoch in [0, {n_epochs})")
+    calls = _need(path, pos, w, "calls", lambda v: v == info["step"],
+                  f"the step {info['step']}")
+    _need(path, pos, w, "batches", lambda v: _int(v, 0, calls), f"an int in [0, {calls}]")
+    rows = _need(path, pos, w, "rows", lambda v: _int(v, 0), "a count >= 0")
+    _need(path, pos, w, "skip", lambda v: _int(v, 0, rows), f"a count in [0, rows={rows}]")
+    _need(path, pos, w, "seconds", lambda v: isinstance(v, (int, float))
+          and not isinstance(v, bool) and math.isfinite(v) and v >= 0, "a duration >= 0")
+    if not is_file:
+        _need(path, pos, w, "offset", lambda v: v is None, "None (the source is an iterable)")
+    else:  # of the decompressed stream for .gz / .bz2: the reader refuses one past its end
+        _need(path, pos, w, "offset", lambda v: _int(v, 0), "a byte offset >= 0")
+    for key in ("rows", "batches", "seconds") + (("val",) if "val" in hist else ()):
+        _need(path, hist, "history ", key, lambda v: isinstance(v, list) and len(v) == epoch,
+              f"a list of the {epoch} finished epochs")
+    if info["total"] != info["step"] + 1:
+        raise ModelFileError(f"{path!r}: checkpoint total {info['total']!r} is not step + 1")
+
+
+def _seeded_position(path, info, keys):
+    """fd.fit's ``progress``: the random seed (and SGD's step count ``t``); ``total`` the
+    parameters' n_iter."""
+    _need(path, info["progress"], "progress ", "seed",
+          lambda v: _int(v, 0, np.iinfo(np.int32).max), "a seed in [0, 2**31)")
+    if "t" in keys:
+        _need(path, info["progress"], "progress ", "t", lambda v: _int(v, 0), "a count >= 0")
+    n_iter = info["params"].get("n_iter") if isinstance(info["params"], dict) else None
+    if info["total"] != n_iter:
+        raise ModelFileError(f"{path!r}: checkpoint total {info['total']!r} is not the "
+                             f"parameters' n_iter {n_iter!r}")
+
+
+def check_position(path, info):
+    """Check the position a checkpoint record ``info`` resumes from (step, total, and the
+    ``progress`` of its kind); raise :class:`~fmlearn.exceptions.ModelFileError` naming the
+    first key that is missing or out of range."""
+    for key in ("step", "total"):
+        _need(path, info, "", key, lambda v: _int(v, 0), "a count >= 0")
+    if not 0 < info["step"] < info["total"]:
+        raise ModelFileError(f"{path!r}: checkpoint step {info['step']!r} out of range "
+                             f"(0, {info['total']!r})")
+    _need(path, info, "", "progress", lambda v: isinstance(v, dict), "a dict")
+    kind = info["kind"]
+    if kind == "fit_stream":
+        _stream_position(path, info)
+    elif kind == "fd.fit/sgd":
+        _seeded_position(path, info, ("seed", "t"))
+    elif isinstance(kind, str) and kind.startswith("fd.fit/"):
+        _seeded_position(path, info, ("seed",))
 
 
 def _difference(old, new):

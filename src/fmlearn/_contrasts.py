@@ -1,6 +1,6 @@
 """Contrast targets: learning f from sums y_g = sum_i C[g, i] f(x_i) of its values.
 
-Seed 001 (§4.2) never observes f: each target is a double difference of f at four pierce
+Lin et al. 2019 (§4.2) never observes f: each target is a double difference of f at four pierce
 points, a row of C with entries +1, -1, -1, +1. Any estimator whose model is
 f(x) = b + <w, x> + x^T M x can learn from such targets when its solver takes every parameter
 block linearly into every target. This module holds what they share: validating C
@@ -101,10 +101,29 @@ class PredictContrastsMixin:
         Returns
         -------
         ndarray of shape (n_targets,)
+
+        Raises
+        ------
+        ValueError
+            Bad X or contrasts, or a contrast that overflows float64 (finite scores of the rows
+            whose combination does not fit in float64), as ``predict`` raises on a score that
+            overflows.
         """
         check_is_fitted(self)
         C = check_contrasts(contrasts, _num_samples(X))
-        return apply_contrasts(C, self._scores(X))
+        f = self._scores(X)  # raises on a score that overflows
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = apply_contrasts(C, f)
+        bad = np.flatnonzero(~np.isfinite(out))
+        if bad.shape[0]:
+            g = int(bad[0])
+            row = C[g]
+            raise ValueError(
+                f"{type(self).__name__}: contrast {g} overflows float64 ({out[g]}; it combines "
+                f"{row.nnz} rows with coefficients up to {float(np.max(np.abs(row.data))):.3g} "
+                f"and scores up to {float(np.max(np.abs(f[row.indices]))):.3g}); rescale the "
+                "contrasts or the features, or check the model")
+        return out
 
 
 class ContrastALSMixin(PredictContrastsMixin):

@@ -7,7 +7,7 @@ so the rendered docstring reads as if it were written out (numpydoc sections, do
 
 import re
 
-__all__ = ["PARAGRAPHS", "fill_doc"]
+__all__ = ["PARAGRAPHS", "add_to_section", "fill_doc"]
 
 PARAGRAPHS = {
     # The data arguments of a batch estimator's ``fit``.
@@ -57,3 +57,41 @@ def fill_doc(obj):
         lines.extend(indent + part if part else part for part in PARAGRAPHS[name].split("\n"))
     obj.__doc__ = "\n".join(lines)
     return obj
+
+
+def add_to_section(doc, section, text):
+    r"""``doc`` with ``text`` (lines indented as the section's entries) appended at the end of its
+    numpydoc ``section`` (e.g. ``"Parameters"``), before the next section's header.
+
+    For docstrings composed from a shared part and a class's own entries, so that every entry
+    stays in its section (numpydoc and Sphinx read the sections by their headers).
+
+    Examples
+    --------
+    >>> from fmlearn._docs import add_to_section
+    >>> doc = "Doc.\n\n    Parameters\n    ----------\n    a : int\n\n    Notes\n    -----\n    N.\n"
+    >>> print(add_to_section(doc, "Parameters", "    b : int\n"))
+    Doc.
+    <BLANKLINE>
+        Parameters
+        ----------
+        a : int
+        b : int
+    <BLANKLINE>
+        Notes
+        -----
+        N.
+    <BLANKLINE>
+    """
+    lines = doc.split("\n")
+    starts = [i for i in range(len(lines) - 1) if lines[i].strip()
+              and set(lines[i + 1].strip()) == {"-"}
+              and len(lines[i + 1].strip()) == len(lines[i].strip())]
+    mine = [i for i in starts if lines[i].strip() == section]
+    if not mine:
+        raise KeyError(f"no section {section!r} in the docstring")
+    nxt = [i for i in starts if i > mine[0]]
+    end = nxt[0] if nxt else len(lines)
+    while end > mine[0] + 2 and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join(lines[:end] + text.rstrip("\n").split("\n") + lines[end:])

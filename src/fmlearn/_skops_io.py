@@ -19,6 +19,7 @@ trusts: no pickle, no code from the file. fmlearn adds three things:
 """
 
 import copy
+import io as _io
 import numbers
 import os
 import zipfile
@@ -47,16 +48,22 @@ def _is_fmlearn_estimator(obj):
                for c in type(obj).__mro__)
 
 
-def _fmlearn_estimators(obj):
-    """Every fmlearn estimator reachable from ``obj`` through attributes, lists, tuples,
-    dicts, sets and object arrays (each once), by id."""
+def _is_fmlearn_encoder(obj):
+    """An instance of one of :mod:`fmlearn.encoders`' classes (TabularEncoder, ...)."""
+    module = type(obj).__module__
+    return module == "fmlearn.encoders" or module.startswith("fmlearn.encoders.")
+
+
+def _fmlearn_estimators(obj, match=_is_fmlearn_estimator):
+    """Every fmlearn estimator (or object for which ``match`` is true) reachable from ``obj``
+    through attributes, lists, tuples, dicts, sets and object arrays (each once), by id."""
     found, seen, stack = {}, set(), [obj]
     while stack:
         item = stack.pop()
         if id(item) in seen or item is None or isinstance(item, (str, bytes, numbers.Number)):
             continue
         seen.add(id(item))
-        if _is_fmlearn_estimator(item):
+        if match(item):
             found[id(item)] = item
         elif isinstance(item, np.ndarray):
             if item.dtype == object:
@@ -132,13 +139,88 @@ def save(obj, path):
 
 
 def is_skops_file(path):
-    """True when ``path`` is a ZIP archive holding skops' schema and no fmlearn manifest."""
+    """True when ``path`` (a path or an open binary file) is a ZIP archive holding skops'
+    schema and no fmlearn manifest."""
     try:
+        if hasattr(path, "seek"):
+            path.seek(0)
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
     except Exception:  # not a ZIP, unreadable, ...: the model-file loader reports it
         return False
     return _SKOPS_SCHEMA in names and "fmlearn.json" not in names
+
+
+#: Bytes a deflated member inside a ``.npz`` member (skops writes SciPy sparse matrices with
+#: ``save_npz``, compressed) may claim per stored byte: deflate's largest ratio is about 1032.
+_DEFLATE_MAX_RATIO = 1032
+
+
+def _npy_header(raw, where, path):
+    """``(shape, dtype, header bytes)`` of the ``.npy`` text starting ``raw``."""
+    from .io import NPY_HEADER_MAX
+
+    try:
+        fh = _io.BytesIO(raw)
+        fmt = np.lib.format
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(fh, max_header_size=NPY_HEADER_MAX)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(fh, max_header_size=NPY_HEADER_MAX)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    except Exception as exc:
+        raise ModelFileError(f"{path!r}: member {where!r} is not a readable .npy array "
+                             f"({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject:
+        raise ModelFileError(f"{path!r}: member {where!r} holds Python objects (pickled); "
+                             "pipeline files store plain arrays only")
+    return shape, dtype, fh.tell()
+
+
+def _check_npy(member_open, declared, where, path):
+    """A ``.npy`` member must hold exactly the bytes its header's shape and dtype need: the
+    size is checked from the header before NumPy allocates the array (a header may claim any
+    shape)."""
+    from .io import NPY_HEADER_MAX
+
+    with member_open() as f:
+        raw = f.read(min(declared, NPY_HEADER_MAX + 256))
+    shape, dtype, header = _npy_header(raw, where, path)
+    need = dtype.itemsize
+    for n in shape:
+        need *= int(n)
+    if declared - header != need:
+        raise ModelFileError(f"{path!r}: member {where!r} declares shape {shape} of {dtype} "
+                             f"({need} bytes) but holds {declared - header}")
+
+
+def check_pipeline_members(zf, path, size):
+    """Every member of the pipeline archive ``zf`` sized before skops reads it: the ZIP
+    directory (:func:`fmlearn.io.check_stored_members`: stored, inside the file), each
+    ``.npy`` array against its header, and each ``.npz`` (a SciPy sparse matrix) the same
+    way, member by member, its deflated members claiming at most deflate's largest ratio.
+    Raises ``ModelFileError``."""
+    from .io import check_stored_members
+
+    infos = check_stored_members(zf, path, size)
+    for name, info in infos.items():
+        if name.endswith(".npy"):
+            _check_npy(lambda info=info: zf.open(info), info.file_size, name, path)
+        elif name.endswith(".npz"):
+            with zf.open(info) as member, zipfile.ZipFile(member) as inner:
+                for sub in inner.infolist():
+                    where = f"{name}/{sub.filename}"
+                    if sub.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) \
+                            or sub.flag_bits & 0x1:
+                        raise ModelFileError(f"{path!r}: member {where!r} is encrypted or "
+                                             "compressed with an unsupported method")
+                    if sub.file_size > max(sub.compress_size, 1) * _DEFLATE_MAX_RATIO:
+                        raise ModelFileError(f"{path!r}: member {where!r} claims "
+                                             f"{sub.file_size} bytes from {sub.compress_size}")
+                    _check_npy(lambda sub=sub: inner.open(sub), sub.file_size, where, path)
+    return infos
 
 
 def _rebuild(est, path):
@@ -172,40 +254,79 @@ def _rebuild(est, path):
         _check_usable(est, path)
 
 
+def _rebuild_encoder(enc, path):
+    """Check an fmlearn encoder as :func:`_rebuild` checks an estimator: its parameters
+    through its class's constructor and constraints, its learned state public, float arrays
+    finite, and the class's own ``_check_loaded_state`` (the layout its parameters imply,
+    within the bounds ``fit`` enforces: a hashed column of 10^12 buckets is refused)."""
+    from . import encoders
+
+    cls = type(enc)
+    if getattr(encoders, cls.__name__, None) is not cls:
+        raise ModelFileError(f"{path!r}: {cls.__name__} is not a public fmlearn encoder")
+    state = dict(vars(enc))
+    names = cls._get_param_names()
+    try:
+        new = cls(**{k: state[k] for k in names if k in state})
+        if hasattr(cls, "_parameter_constraints"):  # else fit checks them (the state check)
+            new._validate_params()
+    except Exception as exc:
+        raise ModelFileError(f"{path!r}: invalid parameters for {cls.__name__}: {exc}") from None
+    for name, value in state.items():
+        if name in names or name == "_sklearn_version":
+            continue
+        if name.startswith("_") or not name.endswith("_"):
+            raise ModelFileError(f"{path!r}: {cls.__name__} carries an attribute {name!r} that "
+                                 "its fit does not make")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.all(
+                np.isfinite(value)):
+            raise ModelFileError(f"{path!r}: inconsistent {cls.__name__} state: {name} contains "
+                                 "NaN or infinity")
+    if not any(n.endswith("_") for n in state):
+        return  # an unfitted encoder: nothing learned to check
+    check = getattr(enc, "_check_loaded_state", None)
+    if check is not None:
+        try:
+            check()
+        except Exception as exc:
+            raise ModelFileError(f"{path!r}: inconsistent {cls.__name__} state: "
+                                 f"{type(exc).__name__}: {exc}") from None
+
+
 def load(path, *, trusted=None):
     """Load what :func:`save` wrote: a model file (:func:`fmlearn.io.load`) or a pipeline
     file (skops), refusing anything else with :class:`~fmlearn.exceptions.ModelFileError`.
 
     A pipeline file is loaded with skops, building only skops' default types (scikit-learn's
     estimators, NumPy, builtins), :func:`fmlearn.io.trusted_types` and the type names in
-    ``trusted``; any other type is refused with a ``ModelFileError`` naming it. Every fmlearn
-    estimator inside is rebuilt from its class and parameters and passes the model-file
-    checks. See docs/tabular.md.
+    ``trusted``; any other type is refused with a ``ModelFileError`` naming it. Every member
+    is sized from the ZIP directory and its ``.npy`` header before anything is read into an
+    array. Every fmlearn estimator inside is rebuilt from its class and parameters and passes
+    the model-file checks; every fmlearn encoder passes its class's checks of parameters and
+    state. The file is opened once and read through that handle only: a concurrent
+    :func:`save` to the same path (which renames a new file over it) gives this call the old
+    file or the new one, never a mixture. See docs/tabular.md.
     """
-    import stat
-
-    from .io import load as load_model
+    from .io import load_open, open_regular
 
     path = os.fspath(path)
-    try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        regular = False
-    if regular and is_skops_file(path):
-        return _load_skops(path, trusted)
-    return load_model(path)  # also reports a missing path, a FIFO or a directory
+    fh, size = open_regular(path)  # FileNotFoundError; a FIFO or a directory: ModelFileError
+    with fh:
+        if is_skops_file(fh):
+            return _load_skops(fh, size, path, trusted)
+        return load_open(fh, size, path)
 
 
-def _load_skops(path, trusted):
-    from .io import check_stored_members, trusted_types
+def _load_skops(fh, size, path, trusted):
+    from .io import trusted_types
 
     sio = _skops()
-    path = os.fspath(path)
-    size = os.stat(path).st_size
     try:
-        with zipfile.ZipFile(path) as zf:
-            check_stored_members(zf, path, size)
-        untrusted = sio.get_untrusted_types(file=path)
+        fh.seek(0)
+        with zipfile.ZipFile(fh) as zf:
+            check_pipeline_members(zf, path, size)
+        fh.seek(0)
+        untrusted = sio.get_untrusted_types(file=fh)
     except ModelFileError:
         raise
     except Exception as exc:
@@ -219,9 +340,12 @@ def _load_skops(path, trusted):
             "them; if you trust the file's author and these types, pass them as "
             "fmlearn.load(path, trusted=[...])")
     try:
-        obj = sio.load(path, trusted=allowed)
+        fh.seek(0)
+        obj = sio.load(fh, trusted=allowed)
     except Exception as exc:
         raise ModelFileError(f"{path!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
     for est in _fmlearn_estimators(obj).values():
         _rebuild(est, path)
+    for enc in _fmlearn_estimators(obj, _is_fmlearn_encoder).values():
+        _rebuild_encoder(enc, path)
     return obj

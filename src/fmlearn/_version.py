@@ -1,3 +1,3 @@
 """The package version (its own module, so that fmlearn.io needs no import of the package)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

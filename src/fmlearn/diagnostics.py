@@ -1,5 +1,5 @@
 """Diagnostics for the generalized FM: recovery error against a planted truth and the
-moment invertibility of the features (seed 001 Definition 2).
+moment invertibility of the features (Lin et al. 2019, Definition 2).
 
 Both work without d x d matrices: matrix errors are spectral norms of low-rank (plus diagonal)
 operators, computed by :func:`fmlearn.linalg.spectral_norm`, and moments are per-feature sums
@@ -44,7 +44,7 @@ def _difference(M, M_true):
 def recovery_error(w, M, w_true, M_true, *, relative=True):
     """``|w - w*|_2 + ||M - M*||_2``, divided by ``|w*|_2 + ||M*||_2`` when ``relative``.
 
-    This is the error of seed 000 Theorem 1 and seed 001 Theorem 3 (spectral norm).
+    This is the error of Lin and Ye 2016, Theorem 1 and Lin et al. 2019, Theorem 3 (spectral norm).
 
     Parameters
     ----------
@@ -99,11 +99,12 @@ def feature_moments(X, sample_weight=None):
 
 
 def moment_invertibility(X, sample_weight=None):
-    """tau_j = |phi_j - 1 - kappa_j^2| per feature (seed 001 Definition 2).
+    """tau_j = |phi_j - 1 - kappa_j^2| per feature (Lin et al. 2019, Definition 2).
 
     The generalized FM's self-interaction M_jj is identifiable from second-order data only when
-    tau_j > 0 (001 Theorem 3 needs n >~ 1/tau^2); binary features (Rademacher, one-hot) have
-    tau = 0 (001 Proposition 1). Gaussian features have tau = 2, centred exponential tau = 4.
+    tau_j > 0 (Lin et al. 2019, Theorem 3 needs n >~ 1/tau^2); binary features (Rademacher, one-hot)
+    have tau = 0 (Lin et al. 2019, Proposition 1). Gaussian features have tau = 2, centred
+    exponential tau = 4.
 
     Examples
     --------

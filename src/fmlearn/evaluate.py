@@ -1,9 +1,10 @@
-"""Prequential ("test, then train") evaluation of online learners (seed 002 §4.1 protocol).
+"""Prequential ("test, then train") evaluation of online learners (Zhang et al. 2018, §4.1
+protocol).
 
 Every row is first predicted by the current model, then learned. The metrics of those
 predictions, accumulated over the stream, are the online performance reported by online-learning
 papers; their values after every batch form the learning curves (and, against the learning
-time, the loss-versus-time curves of 002 Fig. 1-2).
+time, the loss-versus-time curves of Zhang et al. 2018, Fig. 1-2).
 """
 
 import sys

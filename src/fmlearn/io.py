@@ -200,7 +200,7 @@ def _restore_json(value):
 MAX_MANIFEST_BYTES = 64 * 2**20
 # Bytes an array member may hold on top of its data: the .npy magic and header (the writer's
 # headers are under 200 bytes; NumPy pads them to 64-byte blocks).
-_NPY_HEADER_MAX = 4096
+NPY_HEADER_MAX = _NPY_HEADER_MAX = 4096
 
 # What the ZIP layer and the array reader can raise on a corrupt or crafted container: a
 # flipped version byte raises NotImplementedError, an encrypted member RuntimeError, a bad
@@ -261,17 +261,47 @@ def load(path):
     True
     """
     path = os.fspath(path)
+    fh, size = open_regular(path)
+    with fh:
+        return load_open(fh, size, path)
+
+
+def open_regular(path):
+    """``(file object, size)`` of the regular file at ``path``, opened once for reading.
+
+    Loading reads everything through this one handle: a ``save`` that renames a new file
+    over ``path`` meanwhile cannot mix two files (the handle keeps the file it opened, whole:
+    a reader gets the old model or, opening later, the new one). The open does not block on a
+    FIFO (``O_NONBLOCK``); anything but a regular file (directory, device, FIFO) is refused
+    from ``fstat`` of the handle. ``FileNotFoundError`` when there is no file; any other
+    failure a :class:`~fmlearn.exceptions.ModelFileError`.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        st = os.stat(path)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise FileNotFoundError(f"no model file at {path!r}") from None
+    except IsADirectoryError:
+        raise ModelFileError(f"{path!r} is not a regular file (a directory, device or FIFO): "
+                             "not an fmlearn model file") from None
     except OSError as exc:
         raise ModelFileError(f"{path!r} cannot be read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ModelFileError(f"{path!r} is not a regular file (a directory, device or FIFO): "
-                             "not an fmlearn model file")
     try:
-        est = _load_archive(path, st.st_size)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelFileError(f"{path!r} is not a regular file (a directory, device or "
+                                 "FIFO): not an fmlearn model file")
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def load_open(fh, size, path):
+    """:func:`load` of the model file open as ``fh`` (``size`` bytes, named ``path`` in the
+    messages)."""
+    try:
+        est = _load_archive(fh, path, size)
     except ModelFileError:
         raise
     except _CONTAINER_ERRORS as exc:
@@ -283,8 +313,9 @@ def load(path):
     return est
 
 
-def _load_archive(path, size):
-    with zipfile.ZipFile(path, "r") as zf:
+def _load_archive(fh, path, size):
+    fh.seek(0)
+    with zipfile.ZipFile(fh, "r") as zf:
         infos = _check_directory(zf, path, size)
         meta = _read_meta(zf, infos[_META], path)
         specs = _check_members(infos, meta, path)

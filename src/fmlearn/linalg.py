@@ -149,8 +149,8 @@ class LowRankOperator(LinearOperator):
 def symmetric_low_rank(U, V, zero_diagonal=False):
     """``(U V^T + V U^T) / 2``, optionally with its diagonal removed, as a :class:`LowRankOperator`.
 
-    This is the second-order matrix of the generalized FM (seed 000 Algorithm 1, line 1) and,
-    with ``zero_diagonal=True``, of the improved FM (seed 001 §3.3).
+    This is the second-order matrix of the generalized FM (Lin and Ye 2016, Algorithm 1, line 1)
+    and, with ``zero_diagonal=True``, of the improved FM (Lin et al. 2019, §3.3).
     """
     U = np.asarray(U)
     V = np.asarray(V)

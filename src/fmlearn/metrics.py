@@ -1,4 +1,6 @@
-"""Streaming (prequential) metrics: running values updated one batch of predictions at a time.
+"""Streaming (prequential) metrics: running values updated one batch of predictions at a time;
+and the ranking metrics of implicit-feedback recommenders (precision@k, recall@k, NDCG@k, MAP@k,
+per-user AUC: :func:`ranking_metrics`, defined in :mod:`fmlearn._ranking_metrics`).
 
 scikit-learn computes RMSE, error rate, AUC and log-loss of a finished array; a prequential
 evaluation needs them *as the stream goes*: after every batch, the metric of all predictions
@@ -21,7 +23,17 @@ Examples
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["METRICS", "make_metric", "StreamingMetric"]
+from ._ranking_metrics import (
+    map_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    ranking_auc,
+    ranking_metrics,
+    recall_at_k,
+)
+
+__all__ = ["METRICS", "make_metric", "StreamingMetric", "precision_at_k", "recall_at_k",
+           "ndcg_at_k", "map_at_k", "ranking_auc", "ranking_metrics"]
 
 
 class StreamingMetric:

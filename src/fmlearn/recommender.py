@@ -23,6 +23,7 @@ that looks at the class name and the fitted attributes only: this module imports
 its name, which would hide the function ``fmlearn.recommend``.)
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,7 @@ from scipy.special import ndtr, ndtri
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import BaseFM
+from ._data import check_sparse_structure
 from ._threads import n_threads
 
 __all__ = ["FeatureEmbeddings", "RowEmbeddings", "Recommendations", "feature_embeddings",
@@ -43,7 +45,9 @@ DEFAULT_BUDGET_MB = 256.0
 # and their running count, and the product's temporaries.
 _BYTES_PER_CELL = 48
 
-_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier"})
+_CLASSIC = frozenset({"FMRegressor", "FMClassifier", "OnlineFMRegressor", "OnlineFMClassifier",
+                      "FMRanker"})
+_FIELD_AWARE = frozenset({"FFMRegressor", "FFMClassifier"})
 _CONVEX = frozenset({"ConvexFMRegressor", "ConvexFMClassifier"})
 _ONE_PASS = {"GFMRegressor": False, "IFMRegressor": True}  # name -> zero diagonal
 _NO_FACTORS = {
@@ -112,6 +116,26 @@ def _one_pass(model, zero_diagonal):
     return FeatureEmbeddings(float(b), w, np.hstack([U, V]), np.hstack([V, U]), diagonal)
 
 
+def _field_aware(model):
+    """The FFM's pair weight <v_{j,f(l)}, v_{l,f(j)}> as <q_j, k_l> with vectors of F * F * k
+    entries in blocks (g, h): q_j holds v_{j,g} in block (g, f(j)), k_l holds v_{l,h} in block
+    (f(l), h), so that only block (f(l), f(j)) meets; the x_j^2 coefficient 1/2 <q_j, k_j> =
+    1/2 |v_{j,f(j)}|^2 is taken off. Of the model on its rows as given: a model with
+    ``normalize_rows`` sees rows divided by their norm (:func:`recommend` does that)."""
+    V = np.asarray(model.V_, dtype=np.float64)  # (d, F, k)
+    fields = np.asarray(model.fields_, dtype=np.int64)
+    d, F, k = V.shape
+    q = np.zeros((d, F, F, k))
+    key = np.zeros((d, F, F, k))
+    rows = np.arange(d)
+    q[rows, :, fields] = V  # q[j, g, f(j)] = v_{j,g}
+    key[rows, fields] = V  # key[l, f(l), h] = v_{l,h}
+    own = V[rows, fields]
+    return FeatureEmbeddings(float(model.w0_), np.asarray(model.w_, dtype=np.float64),
+                             q.reshape(d, F * F * k), key.reshape(d, F * F * k),
+                             -0.5 * np.einsum("jf,jf->j", own, own))
+
+
 def _forms(model):
     """``(forms, link)``: the model's decision is ``forms[0]`` when ``link`` is None, else
     ``ndtri(mean_s ndtr(f_s))`` over the forms (libFM's probit MCMC classifier)."""
@@ -127,6 +151,8 @@ def _forms(model):
                          "iFM, ConvexFM, OnlineFM)")
     if name in _ONE_PASS:
         return [_one_pass(model, _ONE_PASS[name])], None
+    if name in _FIELD_AWARE:
+        return [_field_aware(model)], None
     if name in _CONVEX:  # W = sum_i lambda_i p_i p_i^T: classic form with V = P sqrt(lambda)
         V = np.asarray(model.atoms_, np.float64) * np.sqrt(np.maximum(model.atom_weights_, 0))
         return [_classic(model.w0_, model.w_, V)], None
@@ -165,7 +191,10 @@ def feature_embeddings(model, block=None):
     - ``ConvexFM*``: ``query = key = atoms_ * sqrt(atom_weights_)``;
     - ``GFMRegressor`` / ``IFMRegressor``, ``M = (U V^T + V U^T)/2`` (minus its diagonal for the
       iFM): ``query = [U, V]``, ``key = [V, U]`` (an indefinite M needs two vectors per
-      feature), in the caller's coordinates (``w_``, ``U_``, ``V_``, ``intercept_``).
+      feature), in the caller's coordinates (``w_``, ``U_``, ``V_``, ``intercept_``);
+    - ``FFMClassifier`` / ``FFMRegressor`` (Juan et al. 2016): vectors of F * F * k entries,
+      ``query[j]`` holding v_{j,g} in block (g, f(j)) and ``key[l]`` v_{l,h} in block (f(l),
+      h); with ``normalize_rows`` these embed rows already divided by their norm.
 
     ``CCFM*`` and ``OnlineCFM*`` keep a matrix, not factors, and are refused (``ValueError``).
 
@@ -304,6 +333,9 @@ def _exclusions(exclude, n_users, n_items):
     if exclude is None:
         return None
     if sp.issparse(exclude):
+        # SciPy builds a sparse matrix from raw arrays after a cheap check only: an index -1
+        # would silently exclude the last item, one past the end raise a bare IndexError.
+        check_sparse_structure(exclude, "exclude")
         if exclude.shape != (n_users, n_items):
             raise ValueError(f"exclude has shape {exclude.shape}, expected (n_users, n_items) = "
                              f"({n_users}, {n_items})")
@@ -329,6 +361,34 @@ def _exclusions(exclude, n_users, n_items):
     E = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(n_users, n_items))
     E.sum_duplicates()
     return E
+
+
+def _normalised_sides(model, U, Iv):
+    """The user and item rows as a model with ``normalize_rows`` (an FFM) sees their sums:
+    divided by ||u + i|| = sqrt(||u||^2 + ||i||^2) for disjoint features, one factor for every
+    pair when all users have one squared norm and all items another (one-hot blocks: 1 and 1).
+    Refused otherwise (the score of u + i is then not one product of embeddings)."""
+    if not (type(model).__name__ in _FIELD_AWARE and getattr(model, "normalize_rows", False)):
+        return U, Iv
+
+    def sq(X):
+        X2 = X.multiply(X) if sp.issparse(X) else X * X
+        return np.asarray(X2.sum(axis=1)).ravel()
+
+    a, b = sq(U), sq(Iv)
+    shared = (np.asarray(abs(U).sum(axis=0)).ravel() * np.asarray(abs(Iv).sum(axis=0)).ravel()
+              if U.shape[0] and Iv.shape[0] else np.zeros(1))
+    if (np.any(shared) or (a.size and not np.allclose(a, a[0], rtol=1e-12))
+            or (b.size and not np.allclose(b, b[0], rtol=1e-12))):
+        raise ValueError(f"{type(model).__name__} with normalize_rows=True scores x / ||x||: "
+                         "recommend needs user rows of one norm, item rows of one norm and no "
+                         "feature shared by both sides (one-hot blocks are); fit with "
+                         "normalize_rows=False, or score the pairs with predict")
+    total = (a[0] if a.size else 0.0) + (b[0] if b.size else 0.0)
+    if not total > 0:
+        return U, Iv
+    c = 1.0 / np.sqrt(total)
+    return U * c, Iv * c
 
 
 # -- scoring and top k --------------------------------------------------------------------------
@@ -379,6 +439,13 @@ def _batch_scores(forms, link, U, I, lo, hi, overlap, users):
 def _top_k(scores, k):
     """Exact top k per row, best first; ties go to the smaller index; -inf slots give -1."""
     n, m = scores.shape
+    from .kernels.topk import TOP_K_MAX, top_k_rows
+
+    if k <= TOP_K_MAX:
+        cols = np.empty((n, k), dtype=np.int64)
+        top = np.empty((n, k), dtype=np.float64)
+        top_k_rows(np.ascontiguousarray(scores, dtype=np.float64), k, cols, top)
+        return cols, top
     if k < m:
         pos = np.argpartition(scores, m - k, axis=1)[:, m - k:m - k + 1]
         kth = np.take_along_axis(scores, pos, axis=1)
@@ -412,14 +479,16 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
     ----------
     model : fitted fmlearn estimator
         ``FMRegressor``/``FMClassifier`` (any solver; MCMC uses the kept samples exactly),
-        ``GFMRegressor``, ``IFMRegressor``, ``ConvexFM*``, ``OnlineFM*``. ``CCFM*`` and
-        ``OnlineCFM*`` have no factorised form and are refused.
+        ``GFMRegressor``, ``IFMRegressor``, ``ConvexFM*``, ``OnlineFM*``, ``FFM*`` (with
+        ``normalize_rows``, for users of one norm and items of one norm, as one-hot blocks
+        are). ``CCFM*`` and ``OnlineCFM*`` have no factorised form and are refused.
     users : sparse matrix or array of shape (n_users, n_features), or ids
         One feature row per user; with ``user_block``, a 1-D array of user ids (None: all).
     items : sparse matrix or array of shape (n_items, n_features), or ids
         One feature row per item; with ``item_block``, a 1-D array of item ids (None: all).
     k : int, default=10
-        Items per user (at most n_items).
+        Items per user. A ``k`` above the number of items is clipped to it, with a
+        ``UserWarning``: the result then has ``n_items`` columns (every item ranked).
     user_block, item_block : (start, stop), optional
         One-hot blocks: user id u is the feature ``start + u`` (e.g. ``user_block=(0,
         n_users)``, ``item_block=(n_users, n_users + n_items)``).
@@ -438,9 +507,9 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
     Returns
     -------
     Recommendations
-        ``indices`` (n_users, k) int64 item positions in ``items``, best first (ties: the
-        smaller index first), and ``scores`` (n_users, k) float64. A user with fewer than k
-        items left after ``exclude`` gets index -1 and score -inf in the remaining slots.
+        ``indices`` (n_users, min(k, n_items)) int64 item positions in ``items``, best first
+        (ties: the smaller index first), and ``scores`` of the same shape, float64. A user with
+        fewer items left after ``exclude`` gets index -1 and score -inf in the remaining slots.
 
     Examples
     --------
@@ -478,7 +547,12 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
                 np.repeat(C, n_users, axis=0)
         U = (sp.csr_matrix(U) + sp.csr_matrix(C)).tocsr() if sp.issparse(U) or sp.issparse(C) \
             else U + C
+    U, Iv = _normalised_sides(model, U, Iv)
     E = _exclusions(exclude, n_users, n_items)
+    if k > n_items:
+        warnings.warn(f"k={int(k)} is more than the {n_items} items: each user gets all {n_items} "
+                      f"items ranked (the result has {n_items} columns, not {int(k)})",
+                      UserWarning, stacklevel=2)
     k = min(int(k), n_items)
     indices = np.empty((n_users, k), dtype=np.int64)
     scores = np.empty((n_users, k), dtype=np.float64)

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._data import check_sparse_structure
+from ._renamed import renamed_kwargs
 
 __all__ = ["fit_stream", "rebatch"]
 
@@ -57,6 +58,7 @@ def _as_triple(item, where):
     return X, y, sw
 
 
+@renamed_kwargs(batch_rows="batch_size")
 def rebatch(batches, batch_size, last_batch="merge"):
     """Cut a stream of ``(X, y[, sample_weight])`` chunks into batches of ``batch_size`` rows.
 
@@ -171,10 +173,45 @@ def _resolve_batch_size(estimator, batch_size, n_features):
     return int(size)
 
 
-def _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype):
+def _libffm_source(estimator, source, chunk_size_bytes, n_features, dtype):
+    """``reopen`` of a libffm file for a field-aware estimator: chunks of the width of its
+    feature-to-field map (``fields_`` once fitted, else ``fields``; when both are None the map
+    is read from the file by a first pass and given to the estimator as ``fields``), the next
+    chunk parsed in a background thread while the estimator learns from this one (one more
+    chunk in memory)."""
+    from .datasets._libffm import DEFAULT_CHUNK, iter_positioned, scan_libffm
+
+    path = os.fspath(source)
+    chunk = DEFAULT_CHUNK if chunk_size_bytes is None else int(chunk_size_bytes)
+    fields = getattr(estimator, "fields_", None)
+    if fields is None:
+        fields = estimator.get_params(deep=False)["fields"]
+    if fields is None:
+        fields = scan_libffm(path, chunk_size_bytes=chunk).fields
+        estimator.set_params(fields=fields)
+    if n_features is not None and int(n_features) != len(fields):
+        raise ValueError(f"n_features={n_features} differs from the estimator's field map "
+                         f"({len(fields)} features)")
+
+    def read_file(start=0):
+        # the next chunk is parsed in a thread while partial_fit learns from this one
+        for X, y, begin, end in iter_positioned(path, chunk, start, fields=fields, dtype=dtype,
+                                                prefetch=True):
+            yield (X, y), begin, end
+
+    return read_file
+
+
+def _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype,
+                 estimator=None):
     """A function ``reopen(start)`` returning a fresh iterable of ``(chunk, begin, end)`` for
     every epoch: ``begin`` / ``end`` the chunk's byte range in a file (None for an iterable);
-    a file is read from byte ``start`` (a chunk boundary), an iterable from its start."""
+    a file is read from byte ``start`` (a chunk boundary), an iterable from its start. A file
+    is a libffm file for a field-aware estimator (one with a ``fields`` parameter), else a
+    svmlight / libFM file."""
+    if (isinstance(source, (str, os.PathLike)) and estimator is not None
+            and "fields" in estimator.get_params(deep=False)):
+        return _libffm_source(estimator, source, chunk_size_bytes, n_features, dtype)
     if isinstance(source, (str, os.PathLike)):
         from .datasets import iter_svmlight
         from .datasets._svmlight import _iter_positioned
@@ -421,6 +458,7 @@ def _end_epoch(estimator, history, rows, batches, seconds, eval_set, bar):
         bar.set_postfix({"val": f"{history['val'][-1]:.4g}"})
 
 
+@renamed_kwargs(batch_rows="batch_size")
 def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="merge",
                eval_set=None, classes=None, chunk_size_bytes=None, n_features=None,
                zero_based="auto", dtype=np.float64, checkpoint=None, checkpoint_every=10,
@@ -442,9 +480,14 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
         scikit-learn estimator with ``partial_fit``.
     source : str, os.PathLike, iterable or callable
         A svmlight / libFM file (``.gz`` / ``.bz2`` decompressed on the fly), read with
-        :func:`fmlearn.datasets.iter_svmlight`; or an iterable of ``(X, y)`` or
-        ``(X, y, sample_weight)`` chunks; or a callable returning such an iterable (called once
-        per epoch). A one-shot iterator (e.g. a generator object) allows only ``n_epochs=1``.
+        :func:`fmlearn.datasets.iter_svmlight`; for a field-aware estimator
+        (:class:`fmlearn.FFMClassifier`, :class:`fmlearn.FFMRegressor`) a libffm file, read
+        with :func:`fmlearn.datasets.iter_libffm` and the estimator's field map (read from
+        the file by a first pass, and set as its ``fields``, when it has none), the next
+        chunk parsed in a background thread while the estimator learns; or an
+        iterable of ``(X, y)`` or ``(X, y, sample_weight)`` chunks; or a callable returning
+        such an iterable (called once per epoch). A one-shot iterator (e.g. a generator
+        object) allows only ``n_epochs=1``.
     n_epochs : int, default=1
         Passes over the source (a file is re-read, a callable called again).
     batch_size : int or None, default=None
@@ -506,7 +549,8 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
     eval_set = _check_arguments(estimator, n_epochs, batch_size, last_batch, eval_set)
     if n_features is None and hasattr(estimator, "n_features_in_"):
         n_features = int(estimator.n_features_in_)
-    reopen = _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype)
+    reopen = _open_source(source, n_epochs, chunk_size_bytes, n_features, zero_based, dtype,
+                          estimator)
 
     import inspect
 

@@ -317,6 +317,7 @@ def test_sparse_equals_dense_and_float32_close():
     np.testing.assert_allclose(f32.predict(X), f64.predict(X), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.blas
 def test_standardisation_is_an_exact_reparametrisation():
     # Fitting on s * x + m gives the same function of x; reported parameters are in input units.
     X, y, truth = make_gfm(10 * 1000, 15, 2, random_state=8)

@@ -26,15 +26,18 @@ from fmlearn.solvers.pa import CCFMPALearner, PASettings
 def test_ocg_small_d_is_exact_algorithm_2(loss, self_inter, stream, learn_rows):
     # d + 1 <= 64: C is dense and the linear step is Lanczos on the whole H to a relative
     # residual of 1e-4, so the iterates follow the exact algorithm (eigh) to ~1e-3 over 300
-    # rounds (a wrong step, sign or gamma moves them by O(1))
+    # rounds (a wrong step, sign or gamma moves them by O(1)). The largest deviations are
+    # 1.9e-3 (predictions) and 3.5e-4 (C), the same under the SkylakeX, Haswell and
+    # Sandybridge kernels (the Lanczos truncation, not the summation order); the tolerance
+    # keeps a margin of 2.5x over them (2e-3 was 96% used).
     rng = np.random.default_rng(1)
     X, y = stream(300, 10, 0.4, rng, loss)
     p_ref, C_ref, _ = ref.ocg(X, y, 0.5, 4.0, self_inter, loss)
     L = OCGLearner(10, OCGSettings(learning_rate=0.5, trace_bound=4.0), LOSS[loss], self_inter)
     assert L.ident
     out = learn_rows(L, X, y)
-    np.testing.assert_allclose(out, p_ref, atol=2e-3)
-    np.testing.assert_allclose(L.matrix(), C_ref, atol=2e-3)
+    np.testing.assert_allclose(out, p_ref, atol=5e-3)
+    np.testing.assert_allclose(L.matrix(), C_ref, atol=5e-3)
 
 
 @pytest.mark.parametrize("self_inter", [True, False])

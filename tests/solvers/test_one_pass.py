@@ -19,6 +19,7 @@ from fmlearn.solvers.one_pass import (
 )
 
 
+@pytest.mark.blas
 def test_model_change_matches_dense_frobenius():
     rng = np.random.default_rng(0)
     d, k = 15, 3

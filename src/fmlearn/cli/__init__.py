@@ -16,6 +16,7 @@ import os
 import sys
 import warnings
 
+from .._renamed import RenamedFlag
 from ._common import (
     CLIError,
     add_command,
@@ -35,37 +36,54 @@ def _add_fit(sub):
     from ._commands import parse_reg
 
     p = add_command(
-        sub, "fit", "train an FM on an svmlight/libFM file",
+        sub, "fit", "train an FM on an svmlight/libFM file, an FFM on a libffm file, or a "
+        "ranker on implicit feedback",
         "Train an FMRegressor (--task r) or FMClassifier (--task c) on an\n"
-        "svmlight/libFM file (feature indices are used as written).",
+        "svmlight/libFM file (feature indices are used as written), with\n"
+        "--model ffm an FFMClassifier (FFMRegressor with --task r) on a libffm file,\n"
+        "or an FMRanker (--task rank) on an events file: one 'user item [weight]'\n"
+        "line per positive event (ids from 0; spaces, tabs or commas).",
         "  fmlearn fit train.libfm --test test.libfm --solver mcmc --n-factors 8 \\\n"
-        "      --n-iter 100 --model model.fmz\n"
+        "      --n-iter 100 --save model.fmz\n"
+        "  fmlearn fit plays.txt --task rank --loss warp --test held.txt --save rank.fmz\n"
         "  fmlearn fit -task r -method mcmc -dim 1,1,8 -iter 100 \\\n"
-        "      -train train.libfm -test test.libfm -out pred.txt\n\n"
+        "      -train train.libfm -test test.libfm -out pred.txt\n"
+        "  fmlearn fit --model ffm train.ffm --test va.ffm --auto-stop --save model.fmz\n"
+        "  fmlearn ffm-train -k 4 -t 15 -p va.ffm --auto-stop train.ffm model.fmz\n\n"
         "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
-        "-regular -learn_rate -seed -meta -verbosity -save_model -rlog (see docs/cli.md)")
+        "-regular -learn_rate -seed -meta -verbosity -save_model -rlog;\n"
+        "LIBFFM flags (--model ffm): -k -t -r -l -s -p --auto-stop --no-norm --quiet\n"
+        "(see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
     p.add_argument("--train", dest="train_opt", metavar="TRAIN", help=argparse.SUPPRESS)
     p.add_argument("--test", metavar="TEST",
                    help="held-out file: its metric is recorded after every iteration")
-    p.add_argument("--task", choices=["r", "c"], default="r",
-                   help="r: regression (RMSE), c: binary classification (error rate); default r")
-    p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default="mcmc",
-                   help="default mcmc (no regularization to tune)")
-    p.add_argument("--n-factors", type=nonneg_int, default=8, metavar="K",
-                   help="number of factors k (default 8)")
-    p.add_argument("--n-iter", type=positive_int, default=100, metavar="N",
-                   help="sweeps (MCMC, ALS) or epochs (SGD); default 100")
-    p.add_argument("--init-stdev", type=nonneg_float, default=0.1, metavar="S",
-                   help="standard deviation of the initial factors (default 0.1)")
+    p.add_argument("--task", choices=["r", "c", "rank"], default=None,
+                   help="r: regression (RMSE), c: binary classification (error rate), rank: "
+                        "implicit feedback (TRAIN and TEST are events files); default r (c for "
+                        "--model ffm)")
+    p.add_argument("--loss", choices=["warp", "bpr", "squared"], default="warp",
+                   help="--task rank: WARP, BPR or the all-negatives squared loss (iCD); "
+                        "default warp")
+    p.add_argument("--solver", choices=["mcmc", "als", "sgd"], default=None,
+                   help="default mcmc (no regularization to tune); --model fm only")
+    p.add_argument("--n-factors", type=nonneg_int, default=None, metavar="K",
+                   help="number of factors k (default 8; 4 for --model ffm; --task rank 32)")
+    p.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
+                   help="sweeps (MCMC, ALS, iCD) or epochs (SGD, WARP, BPR); default 100 (15 "
+                        "epochs for --model ffm; --task rank: FMRanker's)")
+    p.add_argument("--init-stdev", type=nonneg_float, default=None, metavar="S",
+                   help="standard deviation of the initial factors (default 0.1; derived from "
+                        "the data for --model ffm; --task rank: FMRanker's)")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
                         " with --groups (ALS) R0 then one R1 and one R2 per group")
     p.add_argument("--groups", metavar="FILE",
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
-    p.add_argument("--learning-rate", type=positive_float, default=0.01, metavar="LR",
-                   help="SGD step size (default 0.01)")
+    p.add_argument("--learning-rate", type=positive_float, default=None, metavar="LR",
+                   help="SGD step size (default 0.01; AdaGrad's 0.2 for --model ffm; --task "
+                        "rank: FMRanker's)")
     p.add_argument("--n-burn-in", type=nonneg_int, default=None, metavar="N",
                    help="MCMC sweeps discarded before samples are kept (default n_iter // 10)")
     p.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
@@ -79,7 +97,33 @@ def _add_fit(sub):
                         "each epoch re-reads the file; memory holds one chunk")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help="with --stream: rows per SGD call (default: the chunks as read)")
-    p.add_argument("--model", metavar="OUT.fmz", help="save the fitted model here")
+    # 0.1 flags, accepted until 0.3 with a FutureWarning
+    for old, new, dest, kind in (("--rank", "--n-factors", "n_factors", nonneg_int),
+                                 ("--burn-in", "--n-burn-in", "n_burn_in", nonneg_int),
+                                 ("--batch-rows", "--batch-size", "batch_size", positive_int)):
+        p.add_argument(old, dest=dest, type=kind, action=RenamedFlag, new_flag=new,
+                       help=argparse.SUPPRESS)
+    p.add_argument("--model", metavar="FAMILY",
+                   help="fm (default: svmlight/libFM files) or ffm (field-aware FM on libffm "
+                        "files); for compatibility a path OUT.fmz here means --save OUT.fmz")
+    p.add_argument("--save", metavar="OUT.fmz", help="save the fitted model here")
+    ffm = p.add_argument_group("field-aware FM (--model ffm)")
+    ffm.add_argument("--auto-stop", action="store_true",
+                     help="stop at the first epoch whose --test log-loss does not improve and "
+                          "keep the best epoch's model (LIBFFM's --auto-stop)")
+    ffm.add_argument("--early-stopping", action="store_true",
+                     help="early stopping on 10%% of the training rows (scikit-learn's rule: 2 "
+                          "epochs without an improvement of 1e-4)")
+    ffm.add_argument("--no-norm", action="store_true",
+                     help="do not divide each row by its norm (LIBFFM's --no-norm)")
+    ffm.add_argument("--hash-buckets", type=positive_int, default=None, metavar="B",
+                     help="the hashing trick: B columns per field, feature ids hashed into "
+                          "them (unbounded vocabularies)")
+    ffm.add_argument("--float32", action="store_true",
+                     help="read the files and learn in float32, as LIBFFM does (half the "
+                          "memory)")
+    ffm.add_argument("--quiet", action="store_true",
+                     help="LIBFFM mode: no per-iteration lines")
     p.add_argument("--out", metavar="PRED.txt",
                    help="write predictions for --test here, one per line")
     p.add_argument("--proba", action="store_true",
@@ -90,6 +134,7 @@ def _add_fit(sub):
                    help="progress bar while fitting and a per-iteration table afterwards")
     add_max_features(p)
     p.add_argument("--libfm-output", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--libffm-output", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -116,6 +161,11 @@ def build_parser():
     p.add_argument("--out", metavar="FILE", help="output file (default: stdout)")
     p.add_argument("--proba", action="store_true",
                    help="classifiers: write P(classes_[1]) instead of labels")
+    p.add_argument("--log-loss", action="store_true",
+                   help="classifiers: also print the log-loss of the file's labels "
+                        "(LIBFFM's ffm-predict)")
+    p.add_argument("--hash-buckets", type=positive_int, default=None, metavar="B",
+                   help="FFM models trained on hashed libffm files: the same B")
     add_max_features(p)
 
     p = sub.add_parser("evaluate", help="test metrics of a saved model",
@@ -124,6 +174,8 @@ def build_parser():
     p.add_argument("model", metavar="MODEL", help="model file (.fmz)")
     p.add_argument("data", metavar="DATA", help="labelled svmlight/libFM file")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    p.add_argument("--hash-buckets", type=positive_int, default=None, metavar="B",
+                   help="FFM models trained on hashed libffm files: the same B")
     add_max_features(p)
 
     p = sub.add_parser("demo", help="train FMs on generated data (no network, no files)",
@@ -156,9 +208,21 @@ def build_parser():
 
 
 def _route_libfm(argv):
-    """Send libFM-style command lines to ``fit`` with its flags rewritten."""
+    """Send libFM-style command lines to ``fit`` with its flags rewritten; LIBFFM's
+    ``ffm-train`` / ``ffm-predict`` command lines (and its flags in ``fit --model ffm``) to
+    ``fit`` / ``predict``."""
     from ._libfm import is_libfm_style, translate
 
+    if argv and argv[0] in ("ffm-train", "ffm-predict"):
+        from ._libffm import translate_predict, translate_train
+
+        if argv[0] == "ffm-train":
+            return ["fit"] + translate_train(argv[1:])
+        return ["predict"] + translate_predict(argv[1:])
+    if argv and argv[0] == "fit" and _has_model_ffm(argv):
+        from ._libffm import translate_flags
+
+        return ["fit"] + translate_flags(argv[1:])
     if argv and argv[0] == "libfm":
         return ["fit"] + translate(argv[1:])
     if is_libfm_style(argv):
@@ -166,6 +230,12 @@ def _route_libfm(argv):
     if argv and argv[0] == "fit" and any(is_libfm_style([a]) for a in argv[1:]):
         return ["fit"] + translate(argv[1:])
     return argv
+
+
+def _has_model_ffm(argv):
+    return any(a == "--model=ffm" or (a == "--model" and i + 1 < len(argv)
+                                      and argv[i + 1] == "ffm")
+               for i, a in enumerate(argv))
 
 
 def _run(args):

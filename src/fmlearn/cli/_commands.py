@@ -149,7 +149,55 @@ def _write_log(path, est, h=None):
         raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+#: ``fit``'s defaults per model family (the options default to None).
+FM_DEFAULTS = {"n_factors": 8, "n_iter": 100, "learning_rate": 0.01, "init_stdev": 0.1,
+               "solver": "mcmc", "task": "r"}
+_FFM_ONLY = ("auto_stop", "early_stopping", "no_norm", "hash_buckets", "float32", "quiet")
+
+
+def _family_and_save(args):
+    """``(family, save path)`` from ``--model`` (a family, or for compatibility the output
+    path) and ``--save``."""
+    family, save = "fm", args.save
+    if args.model in ("fm", "ffm"):
+        family = args.model
+    elif args.model:
+        if save and save != args.model:
+            raise CLIError(f"--model {args.model} is an output path (fmlearn's older spelling "
+                           "of --save) and --save is given too; use --save only")
+        save = args.model
+    if family == "fm":
+        used = [f"--{n.replace('_', '-')}" for n in _FFM_ONLY if getattr(args, n)]
+        if used:
+            raise CLIError(f"{', '.join(used)}: for --model ffm (libffm files)")
+    return family, save
+
+
 def cmd_fit(args):
+    family, save = _family_and_save(args)
+    if args.task == "rank":
+        if family == "ffm":
+            raise CLIError("--task rank learns an FMRanker from events files; --model ffm "
+                           "learns from libffm files")
+        if args.train and args.train_opt and args.train != args.train_opt:
+            raise CLIError("give the training file once (TRAIN or --train/-train)")
+        train = args.train or args.train_opt
+        if not train:
+            raise CLIError("fit needs a training file: fmlearn fit EVENTS --task rank ...")
+        from ._rank import cmd_fit_rank
+
+        args.save = save
+        return cmd_fit_rank(args, train)  # FMRanker's own defaults for the unset options
+    if family == "ffm":
+        from ._ffm import FFM_DEFAULTS, cmd_fit_ffm
+
+        for name, value in {**FFM_DEFAULTS, "task": "c"}.items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+    else:
+        for name, value in FM_DEFAULTS.items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
     if args.train and args.train_opt and args.train != args.train_opt:
         raise CLIError("give the training file once (TRAIN or --train/-train)")
     train = args.train or args.train_opt
@@ -164,6 +212,9 @@ def cmd_fit(args):
     if args.groups and args.solver == "sgd":
         raise CLIError("--groups sets the priors of MCMC and the penalties of ALS; "
                        "--solver sgd has none")
+    if family == "ffm":
+        return cmd_fit_ffm(args, train, save)
+    args.save = save
     if args.stream:
         return _fit_stream(args, train)
     X, y = read_svmlight(train, "training", max_features=args.max_features)
@@ -222,9 +273,9 @@ def cmd_fit(args):
 
 
 def _save_and_predict(args, est, X_test):
-    if args.model:
-        est.save(args.model)
-        print(f"model saved to {args.model}")
+    if args.save:
+        est.save(args.save)
+        print(f"model saved to {args.save}")
     if args.out:
         if args.proba:
             write_values(args.out, est.predict_proba(X_test)[:, 1])
@@ -355,10 +406,51 @@ def load_model(path):
         raise CLIError(f"model path is a directory, not a file: {path}") from None
 
 
+def _is_field_aware(model):
+    return "fields" in model.get_params(deep=False)
+
+
+def read_data(model, path, args):
+    """``(X, y)`` of a data file for ``model``: a libffm file read with the model's field map
+    for a field-aware model (hashed with ``--hash-buckets``), else an svmlight/libFM file."""
+    if not _is_field_aware(model):
+        return read_svmlight(path, "data", n_features=model.n_features_in_,
+                             max_features=args.max_features)
+    from fmlearn.datasets import load_libffm
+
+    from ._common import _check_readable
+
+    _check_readable(path, "data")
+    buckets = getattr(args, "hash_buckets", None)
+    dtype = np.dtype(getattr(model, "dtype_", "float64"))
+    try:
+        if buckets is not None:
+            if model.n_features_in_ % buckets:
+                raise CLIError(f"--hash-buckets {buckets} does not divide the model's "
+                               f"{model.n_features_in_} features")
+            X, y, _ = load_libffm(path, hash_buckets=buckets,
+                                  n_fields=model.n_features_in_ // buckets, dtype=dtype)
+        else:
+            X, y, _ = load_libffm(path, fields=model.known_fields_, dtype=dtype)
+    except ValueError as exc:  # the message names the file and the line
+        raise CLIError(str(exc)) from None
+    if X.shape[0] == 0:
+        raise CLIError(f"{path}: no data rows")
+    return X, y
+
+
 def cmd_predict(args):
     model = load_model(args.model)
-    X, _ = read_svmlight(args.data, "data", n_features=model.n_features_in_,
-                         max_features=args.max_features)
+    X, y = read_data(model, args.data, args)
+    if args.log_loss:
+        if not _is_classifier(model):
+            raise CLIError("--log-loss needs a classifier")
+        from sklearn.metrics import log_loss
+
+        _check_labels(model, y, args.data)
+        value = log_loss(y, model.predict_proba(X), labels=model.classes_)
+        print(f"logloss = {value:.5f}", file=sys.stdout if args.out not in (None, "-")
+              else sys.stderr)
     if args.proba:
         if not _is_classifier(model):
             raise CLIError(f"--proba needs a classifier; {args.model} holds a "
@@ -405,8 +497,7 @@ def evaluate_metrics(model, X, y, path="data"):
 
 def cmd_evaluate(args):
     model = load_model(args.model)
-    X, y = read_svmlight(args.data, "data", n_features=model.n_features_in_,
-                         max_features=args.max_features)
+    X, y = read_data(model, args.data, args)
     pairs = evaluate_metrics(model, X, y, args.data)
     if args.json:
         json.dump({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in pairs},

@@ -18,7 +18,7 @@ _DIRECT = {
     "-regular": "--reg",
     "-learn_rate": "--learning-rate",
     "-seed": "--seed",
-    "-save_model": "--model",
+    "-save_model": "--save",
     "-rlog": "--log",
     "-meta": "--groups",
 }

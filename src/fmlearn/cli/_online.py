@@ -5,6 +5,7 @@ batches and reports the prequential metrics (each row predicted before it is lea
 learning speed, optionally held-out metrics on TEST, a learning curve and the saved model.
 """
 
+import argparse
 import json
 import os
 import time
@@ -12,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from .._renamed import RenamedFlag
 from ._common import (
     CLIError,
     add_command,
@@ -39,7 +41,7 @@ def add_parser(sub):
     p = add_command(
         sub, "online", "learn an online FM (OCCFM, FTRL, OGD, PA) predict-then-learn",
         "Feed the rows of TRAIN to an online factorization machine, each row\n"
-        "predicted before it is learned (prequential evaluation, seed 002 §4.1).\n"
+        "predicted before it is learned (prequential evaluation, Zhang et al. 2018, §4.1).\n"
         "Models: ccfm (compact convexified FM: learners ocg = OCCFM, ogd, pa,\n"
         "ftrl), fm (classic FM: ftrl, ogd, pa), cfm (convex FM: ftrl).",
         "  fmlearn online ijcnn1.libsvm --model ccfm --learner ocg --loss logistic \\\n"
@@ -98,6 +100,13 @@ def _add_stream_arguments(p):
                    help="random seed (row order, initial factors)")
     p.add_argument("--batch-size", type=positive_int, default=10000, metavar="B",
                    help="rows per compiled call and per point of the learning curve")
+    # 0.1 flags, accepted until 0.3 with a FutureWarning
+    for old, new, dest, kind in (("--delta", "--trace-bound", "trace_bound", _bound),
+                                 ("--eta", "--learning-rate", "learning_rate", positive_float),
+                                 ("--rank", "--n-factors", "n_factors", positive_int),
+                                 ("--passes", "--n-iter", "n_iter", positive_int)):
+        p.add_argument(old, dest=dest, type=kind, action=RenamedFlag, new_flag=new,
+                       help=argparse.SUPPRESS)
 
 
 def build_online_estimator(args):

@@ -44,7 +44,9 @@ def add_parser(sub):
         "items per user as a table: user, rank, item, score (tab-separated).",
         "  fmlearn recommend model.fmz --user-block 0:943 --item-block 943:2625 \\\n"
         "      --user-ids 0,1,2 -k 10 --exclude seen.txt\n"
-        "  fmlearn recommend model.fmz --users users.libfm --items items.libfm -k 5")
+        "  fmlearn recommend model.fmz --users users.libfm --items items.libfm -k 5\n"
+        "  fmlearn recommend rank.fmz --user-block 0:943 --item-block 943:2625 \\\n"
+        "      --seen plays.txt -k 10")
     p.add_argument("model", metavar="MODEL", help="model file written by fmlearn (.fmz)")
     users = p.add_mutually_exclusive_group(required=True)
     users.add_argument("--users", metavar="FILE",
@@ -59,10 +61,14 @@ def add_parser(sub):
     items.add_argument("--item-block", type=_block, metavar="START:STOP",
                        help="one-hot item block: item i is feature START + i")
     p.add_argument("-k", type=positive_int, default=10, metavar="K",
-                   help="items per user (default 10)")
+                   help="items per user (default 10; at most the number of items)")
     p.add_argument("--exclude", metavar="FILE",
                    help="one line per user (in output order): the item indices never to "
                         "recommend to that user, separated by spaces or commas")
+    p.add_argument("--seen", metavar="EVENTS",
+                   help="an events file ('user item [weight]' lines, as fmlearn fit --task "
+                        "rank reads): each user's items are never recommended to it (user: "
+                        "its id in --user-block, or its row in --users)")
     p.add_argument("--memory-budget-mb", type=positive_float, default=256.0, metavar="MB",
                    help="memory of one batch of scores (default 256)")
     p.add_argument("--out", metavar="FILE", help="output file (default: stdout)")
@@ -105,7 +111,15 @@ def cmd_recommend(args):
         start, stop = args.user_block
         user_names = np.arange(stop - start) if users is None else users
     items = read_svmlight(args.items, "items", n_features=d)[0] if args.items else None
+    if args.exclude and args.seen:
+        raise CLIError("give --exclude or --seen, not both")
     exclude = None if args.exclude is None else read_exclude(args.exclude, len(user_names))
+    if args.seen:
+        from ._rank import seen_lists
+
+        n_items = (items.shape[0] if items is not None
+                   else args.item_block[1] - args.item_block[0])
+        exclude = seen_lists(args.seen, user_names, n_items)
     top = recommend(model, users, items, args.k, user_block=args.user_block,
                     item_block=args.item_block, exclude=exclude,
                     memory_budget_mb=args.memory_budget_mb)

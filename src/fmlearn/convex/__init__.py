@@ -1,4 +1,4 @@
-"""Convex factorization machines (Yamada et al., seed 004): a global optimum, no initialization.
+"""Convex factorization machines (Yamada et al. 2017): a global optimum, no initialization.
 
     f(x) = w0 + w^T x + 1/2 tr(W (x x^T - diag(x o x)))
          = w0 + w^T x + sum_{j<l} W_jl x_j x_l,          W psd, tr(W) <= trace_bound
@@ -73,6 +73,8 @@ def _round_up(x):
 
 
 class _BaseConvexFM(BaseFM):
+    # 0.1 name (Yamada et al. 2017's eta): until 0.3
+    _renamed_params = {"eta": "trace_bound"}
     _parameter_constraints = {
         "trace_bound": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -339,13 +341,13 @@ class _BaseConvexFM(BaseFM):
 
 
 class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
-    """Convex factorization machine regressor (Yamada et al., seed 004) by Hazan's algorithm.
+    """Convex factorization machine regressor (Yamada et al. 2017) by Hazan's algorithm.
 
-    Model (seed 004 Eq. 1)::
+    Model (Yamada et al. 2017, Eq. 1)::
 
         f(x) = w0 + w^T x + sum_{j<l} W_jl x_j x_l,     W psd,  tr(W) <= trace_bound
 
-    fitted by (seed 004 Eq. 2)::
+    fitted by (Yamada et al. 2017, Eq. 2)::
 
         min  sum_i s_i (y_i - f(x_i))^2 + reg_linear ||w||^2
 
@@ -358,7 +360,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     Parameters
     ----------
     trace_bound : float or "auto", default="auto"
-        Trace (nuclear-norm) budget of W, seed 004's eta: the only capacity knob of the
+        Trace (nuclear-norm) budget of W, Yamada et al.'s (2017) eta: the only capacity knob of the
         pairwise part, and it matters a lot; choose it on held-out data (``GridSearchCV``, or
         a warm-started path of increasing values, see Notes). ``trace_bound=0`` is ridge
         regression on x. ``"auto"``: 3 s_y / m2, with s_y the standard deviation of y (log 99,
@@ -420,13 +422,13 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         eigenvalues (<= 1e-10 tr W): fewer atoms, the same predictions.
     linear_features : array-like of int or bool, default=None
         Features that get a linear weight (indices or a mask); the others have w_j = 0.
-        None: all. Seed 004 Eq. 14 (tensor completion) puts the bias on the mode blocks
+        None: all. Yamada et al. 2017, Eq. 14 (tensor completion) puts the bias on the mode blocks
         only: ``TensorEncoder.linear_features_``.
     interaction_groups : list of array-like of int, default=None
         Disjoint groups of features; W is block-diagonal over them (only features of the same
         group interact, each block psd, the traces summing to <= trace_bound), and the Frank-Wolfe
         vertex is the best of the blocks' top eigenvectors. None: one block of all features.
-        Tensor completion needs it (seed 004 Lemma 3): ``TensorEncoder.groups_``; without
+        Tensor completion needs it (Yamada et al. 2017, Lemma 3): ``TensorEncoder.groups_``; without
         it, pairs of unfolding indices from two modes identify single entries and the model
         memorizes instead of completing.
     clip_predictions : bool, default=True
@@ -470,9 +472,9 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
 
     References
     ----------
-    M. Yamada et al. Convex factorization machine for regression. ECML-PKDD 2017 (seed 004),
-    Eq. 1-6, Algorithm 1. E. Hazan. Sparse approximate solutions to semidefinite programs.
-    LATIN 2008.
+    M. Yamada et al. Convex factorization machine for regression. arXiv:1507.01073
+    (Yamada et al. 2017), Eq. 1-6, Algorithm 1. E. Hazan. Sparse approximate solutions to
+    semidefinite programs. LATIN 2008.
 
     Examples
     --------
@@ -516,7 +518,7 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
 
 
 class ConvexFMClassifier(FMClassifierMixin, _BaseConvexFM):
-    """Convex factorization machine for binary classification (an extension of seed 004).
+    """Convex factorization machine for binary classification (an extension of Yamada et al. 2017).
 
     The model and feasible set of :class:`ConvexFMRegressor` with the logistic loss::
 

@@ -1,5 +1,5 @@
-"""Data sets: svmlight/libFM files, MovieLens-100K, the LIBSVM benchmarks (fetched and cached),
-and synthetic generators with planted truth.
+"""Data sets: svmlight/libFM and libffm files, MovieLens-100K, the LIBSVM benchmarks (fetched
+and cached), and synthetic generators with planted truth.
 
 Loaders read files; generators return the data together with the model that made it, so that
 tests and reproductions can check what a solver recovers.
@@ -23,11 +23,21 @@ from ._gnss import (
 )
 from ._gnss_rinex import GNSSNetwork, RinexError, load_rinex_network
 from ._home import get_data_home
+from ._libffm import (
+    LibffmInfo,
+    hashed_fields,
+    iter_libffm,
+    load_libffm,
+    load_libffm_files,
+    save_libffm,
+    scan_libffm,
+)
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
 from ._synthetic_ccfm import make_ccfm_stream
 from ._synthetic_cfm import make_cfm_regression, make_low_rank_tensor
+from ._synthetic_ffm import PlantedFFM, make_ffm_ctr, planted_scores
 from ._synthetic_gfm import (
     FEATURE_DISTRIBUTIONS,
     PlantedModel,
@@ -38,12 +48,15 @@ from ._synthetic_gfm import (
     make_symmetric_sensing,
     sample_features,
 )
+from ._synthetic_ranking import make_implicit_feedback
 
 __all__ = [
     "FEATURE_DISTRIBUTIONS",
     "GNSSNetwork",
     "GNSSObservations",
     "GNSSSimulation",
+    "LibffmInfo",
+    "PlantedFFM",
     "PlantedModel",
     "RinexError",
     "fetch",
@@ -54,9 +67,13 @@ __all__ = [
     "fetch_movielens_100k",
     "get_data_home",
     "get_libsvm_home",
+    "hashed_fields",
+    "iter_libffm",
     "fm_scores",
     "iter_svmlight",
     "load_gnss_csv",
+    "load_libffm",
+    "load_libffm_files",
     "load_movielens_100k",
     "load_rinex_network",
     "load_svmlight",
@@ -64,15 +81,20 @@ __all__ = [
     "make_ccfm_stream",
     "make_cfm_regression",
     "make_fm",
+    "make_ffm_ctr",
     "make_fm_labels",
     "make_gnss_vtec",
+    "make_implicit_feedback",
     "make_gfm",
     "make_low_rank_tensor",
     "make_phase_retrieval",
     "make_recommendation",
     "make_symmetric_sensing",
     "movielens_split",
+    "planted_scores",
     "sample_features",
+    "save_libffm",
     "save_svmlight",
+    "scan_libffm",
     "write_gnss_csv",
 ]

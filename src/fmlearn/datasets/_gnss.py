@@ -1,11 +1,12 @@
-"""GNSS double differences of the ionosphere: the set-up of seed 001 §4.2, simulated or read.
+"""GNSS double differences of the ionosphere: the set-up of Lin et al. 2019, §4.2, simulated or
+read.
 
-Seed 001 (§4.2) learns the vertical total electron content (vTEC) at ionospheric pierce points
-from *double differences*: for satellites a, b and ground stations c, d joined in the data-link
-graph, y = vTEC(x_ac) - vTEC(x_ad) - vTEC(x_bc) + vTEC(x_bd) (001 §4.2, the equation defining
-y^(a,b,c,d)). The paper's data are proprietary, so :func:`make_gnss_vtec` simulates the same
-set-up (a triangular mesh of stations, the GPS constellation, a thin-shell ionosphere with a
-diurnal cycle, a regional gradient and travelling ionospheric disturbances), and
+Lin et al. 2019 (§4.2) learns the vertical total electron content (vTEC) at ionospheric pierce
+points from *double differences*: for satellites a, b and ground stations c, d joined in the
+data-link graph, y = vTEC(x_ac) - vTEC(x_ad) - vTEC(x_bc) + vTEC(x_bd) (Lin et al. 2019, §4.2, the
+equation defining y^(a,b,c,d)). The paper's data are proprietary, so :func:`make_gnss_vtec`
+simulates the same set-up (a triangular mesh of stations, the GPS constellation, a thin-shell
+ionosphere with a diurnal cycle, a regional gradient and travelling ionospheric disturbances), and
 :func:`write_gnss_csv` / :func:`load_gnss_csv` move the same observations through two plain CSV
 files, so that real data run through the same pipeline. Both return an object whose
 ``windows(seconds=60)`` yields the paper's online protocol windows (:class:`GNSSWindow`).
@@ -223,9 +224,11 @@ class GNSSSimulation(_Windows):
     def vtec(self, lat, lon, t):
         """The simulated vTEC (TECU) at latitude/longitude (deg) and time t (s since day 0).
 
-        vTEC = day factor * background(local time) * (1 + regional gradient)
-               + travelling ionospheric disturbances + small-scale structure
-               (+ a storm front and an anomaly crest on ``disturbed_days``).
+        The model::
+
+            vTEC = day factor * background(local time) * (1 + regional gradient)
+                   + travelling ionospheric disturbances + small-scale structure
+                   (+ a storm front and an anomaly crest on ``disturbed_days``)
         """
         scalar = np.ndim(lat) == np.ndim(lon) == np.ndim(t) == 0
         lat, lon, t = (np.atleast_1d(a).astype(np.float64)
@@ -345,25 +348,26 @@ def make_gnss_vtec(n_days=2, *, n_validation_days=1, center=(30.0, 114.0),
                    disturbed_days=(), storm_amplitude=10.0, storm_speed_m_s=200.0,
                    crest_amplitude=15.0, crest_offset_deg=-4.0, crest_width_deg=3.0,
                    random_state=None):
-    """Simulate seed 001's vTEC set-up: stations, GPS satellites, pierce points, double differences.
+    """Simulate Lin et al.'s (2019) vTEC set-up: stations, GPS satellites, pierce points, double
+    differences.
 
-    Geometry. Ground stations on a triangular mesh ``station_spacing_km`` apart (seed 001 §4.2:
-    "around 75 kilometers"): the test station at ``center`` and the ``n_training_stations``
+    Geometry. Ground stations on a triangular mesh ``station_spacing_km`` apart (Lin et al. 2019,
+    §4.2: "around 75 kilometers"): the test station at ``center`` and the ``n_training_stations``
     (16 in the paper) nearest mesh nodes around it, each moved by up to ``station_jitter_km``.
     The data-link graph joins mesh neighbours (Delaunay edges up to 1.5 spacings). The GPS
     constellation: ``n_planes`` circular orbits (six, 60 deg apart in right ascension),
     inclination 55 deg, semi-major axis 26,560 km, hence the real period
     2 pi sqrt(a^3 / GM) = 43,08x s (half a sidereal day); Walker-like phasing
     (IS-GPS-200; Misra & Enge, *Global Positioning System*, 2nd ed., ch. 2). GPS alone (24-31
-    satellites, 4-6 per plane) shows 8-12 satellites above 10 deg; seed 001 reports "around 10
-    to 20" valid satellites, so the defaults fly 6 per plane with a 5 deg mask, which gives
+    satellites, 4-6 per plane) shows 8-12 satellites above 10 deg; Lin et al. 2019 reports "around
+    10 to 20" valid satellites, so the defaults fly 6 per plane with a 5 deg mask, which gives
     9-15 in view (about 11 on average). Satellites are observed at 1 Hz (``interval_s``) above
     ``elevation_mask_deg``.
 
     Pierce points. The single-layer model with the shell at ``shell_height_km`` = 350 km (IGS
     GIMs use 450 km, regional models 300-400 km; Schaer 1999): each (station, satellite) line of
     sight pierces the shell at a latitude/longitude; the table reports it with the satellite's
-    zenith angle and azimuth seen from the station (the theta, gamma of seed 001 §4.2).
+    zenith angle and azimuth seen from the station (the theta, gamma of Lin et al. 2019, §4.2).
 
     Ionosphere (TECU, 1 TECU = 1e16 electrons/m^2). vTEC(lat, lon, t) =
     day factor x (``night_vtec`` + ``day_vtec_amplitude`` x ((1 + cos x)/2)^2) x (1 + gradient)

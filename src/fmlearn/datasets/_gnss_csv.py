@@ -1,5 +1,5 @@
 """The plain file layout of GNSS observations: :func:`write_gnss_csv` and
-:func:`load_gnss_csv` (seed 001 §4.2's set-up from real data or a simulation)."""
+:func:`load_gnss_csv` (Lin et al. 2019, §4.2's set-up from real data or a simulation)."""
 
 import csv
 import io

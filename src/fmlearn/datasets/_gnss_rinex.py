@@ -459,7 +459,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
                        max_ephemeris_age_s=86400.0):
     """Double differences of slant TEC from RINEX observation files of a station network.
 
-    Seed 001's application (Lin et al. 2019, §4.2) on real data: every station's
+    Lin et al.'s (2019) application (§4.2) on real data: every station's
     dual-frequency GPS observations become levelled slant TEC per satellite arc
     (:func:`tec_arcs`), pierce points on a thin shell, and double differences along the
     network's links, with the windows of :func:`make_gnss_vtec`. Needs the ``gnss`` extra
@@ -476,7 +476,7 @@ def load_rinex_network(obs_files, nav_file, *, test_station=None, links="delauna
         A GPS broadcast navigation file (RINEX 2 ``n`` or 3 ``N``) covering the observations.
     test_station : int or str, optional
         The station held out (index or marker name; default: the one nearest the network's
-        centre, as seed 001 picks the region's centre). :meth:`GNSSNetwork.with_test_station`
+        centre, as Lin et al. 2019 picks the region's centre). :meth:`GNSSNetwork.with_test_station`
         changes it without re-reading.
     links : "delaunay", "all" or sequence of pairs, default="delaunay"
         The data-link graph: the Delaunay triangulation of the stations (the simulator's mesh

@@ -1,4 +1,4 @@
-"""The window protocol of seed 001 §4.2 shared by the GNSS simulator (:mod:`._gnss`) and the
+"""The window protocol of Lin et al. 2019, §4.2 shared by the GNSS simulator (:mod:`._gnss`) and the
 file reader (:mod:`._gnss_csv`): pierce-point tables, double differences, their contrast
 matrices, and ``windows(seconds=60)``."""
 
@@ -53,7 +53,7 @@ class GNSSPart:
 
 @dataclass
 class GNSSWindow:
-    """A window of the online protocol of seed 001 §4.2.
+    """A window of the online protocol of Lin et al. 2019, §4.2.
 
     ``train`` holds the double differences among the training stations (what the model is
     refitted on), ``test`` those that involve the test station (what is predicted and scored).
@@ -183,7 +183,7 @@ class _Windows:
         return days
 
     def windows(self, seconds=60, *, days=None, start=0, stop=SECONDS_PER_DAY, every=None):
-        """Yield the windows of the online protocol (seed 001 §4.2: refit every 60 s).
+        """Yield the windows of the online protocol (Lin et al. 2019, §4.2: refit every 60 s).
 
         Parameters
         ----------

@@ -429,23 +429,29 @@ def load_movielens_100k(path=None, *, download=False, side_features=False, dtype
     Returns
     -------
     data : :class:`sklearn.utils.Bunch` with
-
-        X : csr_matrix of shape (n_ratings, n_features)
-            Columns: ``n_users`` user indicators (users sorted by id), ``n_items`` item
-            indicators (sorted by id), then the side features if asked.
-        y : ndarray of shape (n_ratings,), float64
-            The ratings.
-        user_ids, item_ids : ndarray of shape (n_ratings,), int64
-            The original ids of each row's user and item.
-        timestamps : ndarray of shape (n_ratings,), int64
-            Unix time of each rating (zeros if a RecBole file has no timestamp column).
-        feature_names : ndarray of shape (n_features,), object
-            ``"user=<id>"``, ``"item=<id>"``, ``"user_age=25-34"``, ``"item_genre=Drama"``...
-        n_users, n_items : int
-            Width of the user and item blocks (distinct rated users and items).
-        layout : {"grouplens", "recbole"}
-        path : str
-            The ratings file that was read.
+        - ``X`` : csr_matrix of shape (n_ratings, n_features)
+          Columns: ``n_users`` user indicators (users sorted by id), ``n_items`` item
+          indicators (sorted by id), then the side features if asked.
+        - ``y`` : ndarray of shape (n_ratings,), float64
+          The ratings.
+        - ``user_ids``, ``item_ids`` : ndarray of shape (n_ratings,), int64
+          The original ids of each row's user and item.
+        - ``timestamps`` : ndarray of shape (n_ratings,), int64
+          Unix time of each rating (zeros if a RecBole file has no timestamp column).
+        - ``feature_names`` : ndarray of shape (n_features,), object
+          ``"user=<id>"``, ``"item=<id>"``, ``"user_age=25-34"``, ``"item_genre=Drama"``...
+        - ``n_users``, ``n_items`` : int
+          Width of the user and item blocks (distinct rated users and items).
+        - ``user_index``, ``item_index`` : ndarray of shape (n_ratings,), int64
+          Each rating's user and item as 0-based positions in those blocks (the ids an
+          :class:`fmlearn.ranking.Interactions` takes).
+        - ``user_features``, ``item_features`` : csr_matrix of shape (n_users, ...), (n_items, ...)
+          With ``side_features=True``: one row of attributes per user and per item (the
+          side features of the implicit-feedback models), named by ``user_feature_names``
+          and ``item_feature_names``.
+        - ``layout`` : {"grouplens", "recbole"}
+        - ``path`` : str
+          The ratings file that was read.
 
     Raises
     ------
@@ -477,6 +483,7 @@ def load_movielens_100k(path=None, *, download=False, side_features=False, dtype
     n_users, n_items = user_vocab.shape[0], item_vocab.shape[0]
     X = user_item_onehot(user_col, item_col, n_users, n_items, dtype)
     names = [f"user={u}" for u in user_vocab] + [f"item={i}" for i in item_vocab]
+    side = {}
     if side_features:
         U, unames, V, inames = _side_blocks(ratings_file, layout, user_vocab, item_vocab, dtype)
         X = sp.hstack([X, U[user_col], V[item_col]], format="csr", dtype=dtype)
@@ -484,6 +491,9 @@ def load_movielens_100k(path=None, *, download=False, side_features=False, dtype
         X.indices = X.indices.astype(np.int32, copy=False)
         X.indptr = X.indptr.astype(np.int64, copy=False)
         names += unames + inames
+        side = dict(user_features=U, item_features=V,
+                    user_feature_names=np.asarray(unames, dtype=object),
+                    item_feature_names=np.asarray(inames, dtype=object))
     return Bunch(
         X=X,
         y=y,
@@ -495,6 +505,9 @@ def load_movielens_100k(path=None, *, download=False, side_features=False, dtype
         n_items=int(n_items),
         layout=layout,
         path=ratings_file,
+        user_index=user_col.astype(np.int64),
+        item_index=item_col.astype(np.int64),
+        **side,
     )
 
 

@@ -101,13 +101,15 @@ def make_fm(
     -------
     X : ndarray or csr_matrix of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,), float64 (regression) or int64 in {-1, +1}
-    truth : :class:`sklearn.utils.Bunch` with (like every planted-model generator of
-        :mod:`fmlearn.datasets`, which return ``X, y, truth``)
-        w0 : float
-        w : ndarray of shape (n_features,)
-        V : ndarray of shape (n_features, n_factors)
-        scores : ndarray of shape (n_samples,)
-            The noiseless ``f(x_i)``.
+    truth : :class:`sklearn.utils.Bunch`
+        Like every planted-model generator of :mod:`fmlearn.datasets`, which return ``X, y,
+        truth``; its fields:
+
+        - ``w0`` : float
+        - ``w`` : ndarray of shape (n_features,)
+        - ``V`` : ndarray of shape (n_features, n_factors)
+        - ``scores`` : ndarray of shape (n_samples,)
+          The noiseless ``f(x_i)``.
 
     References
     ----------
@@ -217,18 +219,19 @@ def make_recommendation(
     Returns
     -------
     data : :class:`sklearn.utils.Bunch` with
-        X : csr_matrix of shape (n_ratings, n_users + n_items)
-        y : ndarray of shape (n_ratings,), float64 in [1, 5]
-        user_ids, item_ids : int64 ndarrays of shape (n_ratings,)
-            1-based ids (column ``user_id - 1`` and ``n_users + item_id - 1``).
-        feature_names : ndarray of str objects, ``"user=<id>"`` then ``"item=<id>"``
-        n_users, n_items : int
-        w0 : float
-        w : ndarray of shape (n_users + n_items,), the biases ``[b; c]``
-        V : ndarray of shape (n_users + n_items, rank), the factors ``[P; Q]``
-        scores : ndarray of shape (n_ratings,)
-            The noiseless, unclipped ``f(x)``: ``y == clip(round(scores), 1, 5)`` when
-            ``noise=0``.
+
+        - ``X`` : csr_matrix of shape (n_ratings, n_users + n_items)
+        - ``y`` : ndarray of shape (n_ratings,), float64 in [1, 5]
+        - ``user_ids``, ``item_ids`` : int64 ndarrays of shape (n_ratings,)
+          1-based ids (column ``user_id - 1`` and ``n_users + item_id - 1``).
+        - ``feature_names`` : ndarray of str objects, ``"user=<id>"`` then ``"item=<id>"``
+        - ``n_users``, ``n_items`` : int
+        - ``w0`` : float
+        - ``w`` : ndarray of shape (n_users + n_items,), the biases ``[b; c]``
+        - ``V`` : ndarray of shape (n_users + n_items, rank), the factors ``[P; Q]``
+        - ``scores`` : ndarray of shape (n_ratings,)
+          The noiseless, unclipped ``f(x)``: ``y == clip(round(scores), 1, 5)`` when
+          ``noise=0``.
 
     Examples
     --------

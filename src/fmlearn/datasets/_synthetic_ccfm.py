@@ -1,11 +1,11 @@
-"""A stream drawn from a planted compact convexified FM (seed 002 §3.1), for regret tests.
+"""A stream drawn from a planted compact convexified FM (Zhang et al. 2018, §3.1), for regret tests.
 
 The planted matrix C* = sum_k s_k u_k u_k' (orthonormal u_k in R^(d+1), signs s_k) has trace
 norm exactly ``trace_norm``; rows are either sparse Gaussian (each feature present with
 probability ``density``) or one-hot over ``fields`` (one active feature per field, like the
-user/item encoding of 002 §4.2). Targets are y = 1/2 x^' C* x^ + noise (regression) or labels
-drawn from the logistic model P(y = 1 | x) = sigmoid(1/2 x^' C* x^) (classification), so C* is
-a comparator inside the decision set whenever ``delta >= trace_norm``.
+user/item encoding of Zhang et al. 2018, §4.2). Targets are y = 1/2 x^' C* x^ + noise (regression)
+or labels drawn from the logistic model P(y = 1 | x) = sigmoid(1/2 x^' C* x^) (classification), so
+C* is a comparator inside the decision set whenever ``delta >= trace_norm``.
 """
 
 import numpy as np

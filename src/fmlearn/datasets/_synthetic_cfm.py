@@ -1,12 +1,12 @@
-"""Synthetic data with planted truth for the convex FM (seed 004): the §4.1 regression problem
-and a low-rank tensor for completion tests (§2.5)."""
+"""Synthetic data with planted truth for the convex FM (Yamada et al. 2017): the §4.1 regression
+problem and a low-rank tensor for completion tests (§2.5)."""
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 
 def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=None):
-    """The synthetic regression of seed 004 §4.1, with the planted model.
+    """The synthetic regression of Yamada et al. 2017, §4.1, with the planted model.
 
     x ~ N(0, I_d), y = w0 + w^T x + sum_{l<l'} W_ll' x_l x_l' (+ noise), with w0 ~ N(0, 1),
     w ~ N(0, I) and W_ll' ~ Uniform[0, 1]. W is not positive semi-definite (its centred part
@@ -48,8 +48,8 @@ def make_cfm_regression(n_samples=1000, n_features=100, noise=0.0, random_state=
 def make_low_rank_tensor(shape=(15, 15, 15), rank=2, noise=0.0, random_state=None):
     """A planted CP tensor T = sum_r a_r o b_r o c_r (+ noise) and the index of every entry.
 
-    Every unfolding of T has rank <= ``rank``, so T lies in the model of seed 004 Eq. 7 (one
-    low-rank mode term, no bias). Factors are N(0, 1); T is scaled to unit standard deviation.
+    Every unfolding of T has rank <= ``rank``, so T lies in the model of Yamada et al. 2017, Eq. 7
+    (one low-rank mode term, no bias). Factors are N(0, 1); T is scaled to unit standard deviation.
 
     Returns
     -------

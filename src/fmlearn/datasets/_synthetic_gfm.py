@@ -1,12 +1,13 @@
 """Planted-truth generators of the generalized-FM seeds.
 
-* :func:`make_gfm`: y = x^T w* + x^T M* x + noise (seed 000 Eq. 1; seed 001 Eq. 4) with
+* :func:`make_gfm`: y = x^T w* + x^T M* x + noise (Lin and Ye 2016, Eq. 1; Lin et al. 2019, Eq. 4)
+with
   M* = Q diag(lambda) Q^T of rank k and features drawn i.i.d. from a chosen zero-mean,
-  unit-variance distribution (Gaussian, or sub-Gaussian / skewed ones for seed 001).
-* :func:`make_fm_labels`: the synthetic labels of seed 001 §4.1 (Fig. 1): conventional FM
+  unit-variance distribution (Gaussian, or sub-Gaussian / skewed ones for Lin et al. 2019).
+* :func:`make_fm_labels`: the synthetic labels of Lin et al. 2019, §4.1 (Fig. 1): conventional FM
   (M* = U U^T - diag(U U^T)), sign-flipped, and mixed-sign (M* = sym(U V^T) minus its diagonal).
 * :func:`make_symmetric_sensing`, :func:`make_asymmetric_sensing`, :func:`make_phase_retrieval`:
-  the rank-one matrix sensing problems of seed 000 §2.1.
+  the rank-one matrix sensing problems of Lin and Ye 2016, §2.1.
 
 Every generator returns ``(X, y, truth)``; ``truth`` holds the planted parameters (``w``, and
 ``M`` as a :class:`fmlearn.linalg.LowRankOperator`, never a dense d x d matrix) and a
@@ -111,7 +112,8 @@ class PlantedModel:
     distribution : str or callable
         Feature law (see :func:`sample_features`).
     feature_scale : float
-        Features are ``feature_scale`` times the standardised draws (seed 001 §4.1: 1/sqrt(d)).
+        Features are ``feature_scale`` times the standardised draws (Lin et al. 2019, §4.1:
+        1/sqrt(d)).
     kind : str
         "gfm", "fm_labels", "asymmetric" or "phase_retrieval".
     n_left : int or None
@@ -186,7 +188,8 @@ def _check_sizes(n_samples, n_features, n_factors):
 def make_gfm(n_samples=1000, n_features=100, n_factors=5, *, eigenvalues="mixed", linear=True,
              intercept=0.0, noise=0.0, distribution="gaussian", truth=None, random_state=None,
              dtype=np.float64):
-    """Generalized-FM data y = b + x^T w* + x^T M* x + noise (seed 000 Eq. 1, seed 001 Eq. 4).
+    """Generalized-FM data y = b + x^T w* + x^T M* x + noise (Lin and Ye 2016, Eq. 1, Lin et al.
+    2019, Eq. 4).
 
     M* = Q diag(lambda) Q^T with Q (d, k) orthonormal and |lambda| uniform in [1, 2] ("mixed":
     alternating signs, so M* is indefinite), w* a unit vector (zero when ``linear=False``),
@@ -239,11 +242,11 @@ def make_gfm(n_samples=1000, n_features=100, n_factors=5, *, eigenvalues="mixed"
 
 def make_fm_labels(n_samples=15000, n_features=100, n_factors=5, *, kind="conventional",
                    noise=0.0, truth=None, random_state=None, dtype=np.float64):
-    """The synthetic data of seed 001 §4.1 (Fig. 1 a-c).
+    """The synthetic data of Lin et al. 2019, §4.1 (Fig. 1 a-c).
 
     w*, U*, V* and x have i.i.d. N(0, 1/d) entries, and y = x^T w* + x^T M* x with
 
-    * ``"conventional"``: M* = U* U*^T - diag(U* U*^T) (the classic FM, 001 Eq. 1-2);
+    * ``"conventional"``: M* = U* U*^T - diag(U* U*^T) (the classic FM, Lin et al. 2019, Eq. 1-2);
     * ``"sign_flipped"``: the labels of "conventional" with their sign flipped;
     * ``"mixed_sign"``: M* = (U* V*^T + V* U*^T)/2 minus its diagonal, which has eigenvalues of
       both signs (rank up to 2k: an iFM needs n_factors = 2k to represent it).
@@ -275,7 +278,7 @@ def make_fm_labels(n_samples=15000, n_features=100, n_factors=5, *, kind="conven
 def make_symmetric_sensing(n_samples=1000, n_features=100, n_factors=5, *, eigenvalues="mixed",
                            noise=0.0, truth=None, random_state=None, dtype=np.float64):
     """Symmetric rank-one sensing y_i = x_i^T M* x_i + noise, x_i standard Gaussian (w* = 0;
-    seed 000 §2.1). Same planting as :func:`make_gfm` with ``linear=False``."""
+    Lin and Ye 2016, §2.1). Same planting as :func:`make_gfm` with ``linear=False``."""
     return make_gfm(n_samples, n_features, n_factors, eigenvalues=eigenvalues, linear=False,
                     noise=noise, truth=truth, random_state=random_state, dtype=dtype)
 
@@ -303,7 +306,7 @@ def make_asymmetric_sensing(n_samples=1000, n_left=50, n_right=50, n_factors=5, 
 def make_phase_retrieval(n_samples=1000, n_features=100, *, noise=0.0, truth=None,
                          random_state=None, dtype=np.float64):
     """Phase retrieval y_i = (x_i^T x*)^2 + noise with x_i standard Gaussian and |x*| = 1
-    (the rank-one case M* = x* x*^T of symmetric sensing, seed 000 §1)."""
+    (the rank-one case M* = x* x*^T of symmetric sensing, Lin and Ye 2016, §1)."""
     rng = _generator(random_state)
     if truth is None:
         _check_sizes(n_samples, n_features, 1)

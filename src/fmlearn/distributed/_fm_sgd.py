@@ -1,4 +1,4 @@
-"""Data-parallel SGD for the classic FM on a Dask cluster (issue 13, item 3): iterative
+"""Data-parallel SGD for the classic FM on a Dask cluster: iterative
 parameter mixing (McDonald, Hall & Mann 2010; Zinkevich et al. 2010), run by
 :func:`fmlearn.distributed.fit` for ``solver="sgd"``.
 

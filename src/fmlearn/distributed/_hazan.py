@@ -1,4 +1,4 @@
-"""The convex FM (Hazan's algorithm, seed 004 Algorithm 1) on Dask.
+"""The convex FM (Hazan's algorithm, Yamada et al. 2017, Algorithm 1) on Dask.
 
 :func:`fmlearn.solvers.hazan.hazan_solver` touches rows only through block functions
 (``fn(data, vectors, *args) -> tuple of sums``) called on "rows" with two methods: ``reduce``

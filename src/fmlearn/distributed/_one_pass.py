@@ -1,4 +1,4 @@
-"""Data-parallel one-pass generalized FM on Dask (seed 000/003 Algorithm 1).
+"""Data-parallel one-pass generalized FM on Dask (Lin and Ye 2016, Algorithm 1).
 
 One step of the algorithm on a batch of n rows needs the batch only through sums over its
 rows given the current state (:class:`fmlearn.solvers.one_pass.BatchRows`): the residual pass
@@ -271,7 +271,7 @@ def fit_one_pass(estimator, X, y, sample_weight=None, *, batch_size=None, truth=
     into batches: ``max(1, n // batch_size)`` batches of about equal size, in row order, rows
     of weight 0 left out; same warm start rule), computed on a Dask cluster: for every batch,
     its partitions are persisted on the workers, each worker computes the partial sums of its
-    rows, and the client adds them and updates the state (seed 000 Algorithm 1, see
+    rows, and the client adds them and updates the state (Lin and Ye 2016, Algorithm 1, see
     :class:`DaskBatchRows`). The iterates equal the in-memory ones up to the order of
     floating-point summation (tested to rtol 1e-10). The client holds O(kd) numbers (plus a
     d x d product on the first batch when d <= :data:`fmlearn.linalg.DENSE_MAX_DIM`, as in

@@ -4,8 +4,8 @@ One module per encoder, all scikit-learn transformers:
 
 - :class:`TensorEncoder` and :class:`MultiViewEncoder` (``_index``): rows of integer indices
   -> one-hot rows, so that tensor completion and multi-view completion become FM regression
-  (seed 004 §2.5 and §4.3);
-- :class:`PiercePointEncoder` (``_pierce``): seed 001's local encoding of ionospheric
+  (Yamada et al. 2017, §2.5 and §4.3);
+- :class:`PiercePointEncoder` (``_pierce``): Lin et al.'s (2019) local encoding of ionospheric
   pierce points (§4.2);
 - :class:`TabularEncoder` (``_tabular``): a DataFrame, list of dicts or 2-D array of
   categorical and numeric columns -> one-hot / numeric / hashed CSR features with one

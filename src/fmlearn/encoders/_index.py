@@ -1,5 +1,5 @@
 """Index encoders that turn tensor completion and multi-view completion into FM regression
-(seed 004 §2.5 and §4.3).
+(Yamada et al. 2017, §2.5 and §4.3).
 
 Both map rows of integer indices to sparse one-hot feature rows, so that completing a tensor
 (or a set of views) is ``model.fit(enc.fit_transform(indices), values)`` followed by
@@ -43,6 +43,32 @@ def _check_sizes(sizes, n, name):
     return sizes
 
 
+#: Output columns at most: the column indices of the FM kernels (and of the rows made here)
+#: are int32.
+MAX_FEATURES_OUT = np.iinfo(np.int32).max - 1
+
+
+def _check_width(d, name):
+    if d > MAX_FEATURES_OUT:
+        raise ValueError(f"{name} would make {d} feature columns, more than the "
+                         f"{MAX_FEATURES_OUT} the FM kernels index (32-bit)")
+
+
+def _same_state(est, ref, names):
+    """``est``'s attributes ``names`` equal those of ``ref`` (a fresh fit); else ValueError."""
+    for name in names:
+        a, b = getattr(est, name), getattr(ref, name)
+        if isinstance(b, list):
+            ok = isinstance(a, (list, tuple)) and len(a) == len(b) and all(
+                np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b, strict=True))
+        elif isinstance(b, np.ndarray):
+            ok = isinstance(a, np.ndarray) and a.dtype.kind in "iu" and np.array_equal(a, b)
+        else:
+            ok = type(a) is type(b) and a == b
+        if not ok:
+            raise ValueError(f"{name} does not match the layout of the parameters")
+
+
 def _one_hot_rows(cols, d):
     """CSR with a 1 at ``cols[i, k]`` for every row i and every k (distinct columns per row)."""
     n, k = cols.shape
@@ -53,7 +79,7 @@ def _one_hot_rows(cols, d):
 
 
 class TensorEncoder(TransformerMixin, BaseEstimator):
-    """Tensor completion as a convex FM: index tuples -> the features of seed 004 §2.5.
+    """Tensor completion as a convex FM: index tuples -> the features of Yamada et al. 2017, §2.5.
 
     For an N-way tensor of shape (n_1, ..., n_N), the entry (i_1, ..., i_N) becomes
 
@@ -88,8 +114,8 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
 
     References
     ----------
-    M. Yamada et al. Convex factorization machine for regression, seed 004 §2.5, Eq. 7, 14,
-    Lemma 2-3.
+    M. Yamada et al. Convex factorization machine for regression (Yamada et al. 2017),
+    §2.5, Eq. 7, 14, Lemma 2-3.
 
     Examples
     --------
@@ -123,8 +149,11 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
             if arr.shape[0] == 0:
                 raise ValueError("TensorEncoder.fit needs at least one index tuple or a shape")
             shape = tuple(int(v) + 1 for v in arr.max(axis=0))
-        self.shape_ = shape
         N = len(shape)
+        _check_width(sum(shape) + sum(int(np.prod([shape[o] for o in range(N) if o != m],
+                                                   dtype=object)) for m in range(N)),
+                     f"TensorEncoder with shape {shape}")
+        self.shape_ = shape
         blocks, start, linear = [], 0, []
         for m in range(N):
             others = int(np.prod([shape[o] for o in range(N) if o != m], dtype=np.int64))
@@ -138,6 +167,18 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
         self.n_features_out_ = start
         self.linear_features_ = np.concatenate(linear)
         return self
+
+    def _check_loaded_state(self):
+        """A loaded encoder (pipeline file) holds exactly the layout of its ``shape_``."""
+        shape = self.shape_
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in shape):
+            raise ValueError(f"shape_ must be a tuple of mode sizes, got {shape!r}")
+        if self.shape is not None and tuple(self.shape) != tuple(shape):
+            raise ValueError(f"shape_ {tuple(shape)} differs from shape={self.shape}")
+        ref = TensorEncoder(shape=tuple(int(v) for v in shape)).fit(
+            np.zeros((1, len(shape)), dtype=np.int64))
+        _same_state(self, ref, ("blocks_", "groups_", "n_features_out_", "linear_features_"))
 
     def transform(self, X):
         """CSR features (n_samples, n_features_out_), one row per index tuple."""
@@ -154,7 +195,7 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
         for m in range(N):
             cols[:, 2 * m] = self.blocks_[2 * m][0] + idx[:, m]
             # Mode-m unfolding column: the other modes in cyclic order m+1, m+2, ..., the
-            # first varying fastest (seed 004 Lemma 2).
+            # first varying fastest (Yamada et al. 2017, Lemma 2).
             u = np.zeros(idx.shape[0], dtype=np.int64)
             radix = 1
             for step in range(1, N):
@@ -166,7 +207,8 @@ class TensorEncoder(TransformerMixin, BaseEstimator):
 
 
 class MultiViewEncoder(TransformerMixin, BaseEstimator):
-    """Multi-view completion as a convex FM: (block, row, column) -> one-hot (seed 004 §4.3).
+    """Multi-view completion as a convex FM: (block, row, column) -> one-hot (Yamada et al. 2017,
+    §4.3).
 
     Several matrices that share their columns (e.g. drugs) are stacked vertically (A of
     §4.3); each belongs to a view (e.g. gene expression, toxicity). The observed entry
@@ -221,10 +263,17 @@ class MultiViewEncoder(TransformerMixin, BaseEstimator):
         self.n_rows_ = int(np.sum(rows))
         self.block_views_ = views.astype(np.int64)
         self.n_views_ = int(views.max()) + 1
+        _check_width(self.n_rows_ + int(self.n_cols) + self.n_views_, "MultiViewEncoder")
         self.n_features_out_ = self.n_rows_ + int(self.n_cols) + self.n_views_
         if X is not None:
             self.transform(X)  # validates the indices
         return self
+
+    def _check_loaded_state(self):
+        """A loaded encoder (pipeline file) holds exactly the layout of its parameters."""
+        ref = MultiViewEncoder(self.block_rows, self.n_cols, self.block_views).fit()
+        _same_state(self, ref, ("row_offsets_", "n_rows_", "block_views_", "n_views_",
+                                "n_features_out_"))
 
     def transform(self, X):
         """CSR features (n_samples, n_features_out_) with three ones per row."""

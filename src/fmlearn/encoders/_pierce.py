@@ -1,4 +1,4 @@
-"""Seed 001's local encoding of ionospheric pierce points (§4.2)."""
+"""Lin et al.'s (2019) local encoding of ionospheric pierce points (§4.2)."""
 
 import numbers
 
@@ -47,7 +47,8 @@ def _pierce_columns(X):
 
 
 class PiercePointEncoder(TransformerMixin, BaseEstimator):
-    """Seed 001's local encoding of ionospheric pierce points (§4.2), as a sparse transformer.
+    """Lin et al.'s (2019) local encoding of ionospheric pierce points (§4.2), as a sparse
+    transformer.
 
     A pierce point x = (alpha, beta, theta, gamma) -- latitude, longitude, zenith and azimuth
     angle -- becomes::
@@ -89,7 +90,7 @@ class PiercePointEncoder(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=8
-        m, the number of K-means clusters (seed 001: the number of satellites). Not used with
+        m, the number of K-means clusters (Lin et al. 2019: the number of satellites). Not used with
         ``groups="satellite"`` (m = the satellites seen in ``fit``).
     init : "k-means++", "random" or ndarray of shape (n_clusters, 2), default="k-means++"
         Passed to :class:`sklearn.cluster.KMeans`. In the online protocol, the previous

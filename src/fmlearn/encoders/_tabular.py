@@ -20,6 +20,10 @@ from sklearn.utils.validation import check_is_fitted
 
 _TYPES = ("categorical", "numeric", "hashed")
 _UNKNOWN = "<unknown>"
+#: Output columns of one hashed column at most: FeatureHasher's own bound (its 32-bit hash).
+MAX_HASH_BUCKETS = np.iinfo(np.int32).max
+#: Output columns in all at most: the column indices of the FM kernels are int32.
+MAX_FEATURES_OUT = np.iinfo(np.int32).max - 1
 
 
 def _is_missing(v):
@@ -78,6 +82,17 @@ def _infer_type(key, col):
     return "categorical"
 
 
+def _check_unique(keys):
+    seen, dup = set(), []
+    for k in keys:
+        if k in seen and k not in dup:
+            dup.append(k)
+        seen.add(k)
+    if dup:
+        raise ValueError(f"TabularEncoder: column name(s) {dup} appear more than once; each "
+                         "column needs its own name (rename the duplicates)")
+
+
 def _label(v):
     if _is_missing(v):
         return "nan"
@@ -108,6 +123,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
       with too many categories to enumerate. Two categories that share a bucket share their
       weights: with c categories in B buckets about c^2 / (2 B) pairs collide.
 
+    Column names must be unique (a DataFrame with two columns of one name is refused: which
+    one would a name address?).
+
     Integer ids (user, item) are numbers: declare them categorical with ``column_types``
     (an FM given an id as a number learns one slope over the ids, which means nothing).
 
@@ -123,12 +141,16 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     min_frequency : int or None, default=None
         With ``handle_unknown="bucket"``, categories seen fewer times than this in ``fit`` go
         to the bucket too, so that the bucket's weights are learned from the rare
-        categories (None: only unseen categories go there). Ignored with "ignore".
+        categories (None: only unseen categories go there). Ignored with "ignore". A column
+        in which every category is rarer than this is refused (all its values would go to
+        the bucket: a constant feature).
     hash_above : int or None, default=None
         An inferred-categorical column with more distinct values than this in ``fit`` is
         hashed instead of one-hot encoded (None: never).
     n_hash_buckets : int, default=1024
-        Output columns of each hashed column.
+        Output columns of each hashed column, at most 2**31 - 1 (``FeatureHasher``'s bound:
+        its hash has 32 bits); the whole output has fewer than 2**31 - 1 columns (the FM
+        kernels' column indices are 32-bit).
     standardize : bool, default=False
         Standardise the numeric columns (mean and standard deviation of ``fit``).
 
@@ -169,7 +191,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         "handle_unknown": [StrOptions({"ignore", "bucket"})],
         "min_frequency": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "hash_above": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "n_hash_buckets": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_hash_buckets": [Interval(numbers.Integral, 1, MAX_HASH_BUCKETS, closed="both")],
         "standardize": ["boolean"],
     }
 
@@ -213,6 +235,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Learn the column types, the categories and the numeric columns' scale from ``X``."""
         keys, cols, by_name = _table(X)
+        _check_unique(keys)
         if not keys:
             raise ValueError(f"Found array with 0 feature(s) (shape={np.shape(X)}) while a "
                              "minimum of 1 is required by TabularEncoder: the table has no "
@@ -232,6 +255,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                 values, counts = np.unique(data[:, c], return_counts=True)
                 if self.handle_unknown == "bucket" and self.min_frequency is not None:
                     values = values[counts >= self.min_frequency]
+                    if values.shape[0] == 0:
+                        raise ValueError(
+                            f"column {keys[cat[c]]!r}: every category is rarer than "
+                            f"min_frequency={self.min_frequency} (the most frequent has "
+                            f"{int(counts.max())} rows), so all its values would go to the "
+                            f"{_UNKNOWN} bucket, a constant feature; lower min_frequency, "
+                            "or hash or drop the column")
                 categories.append(values.astype(object))
             onehot = OneHotEncoder(categories=categories, handle_unknown="ignore",
                                    dtype=np.float64).fit(data)
@@ -245,20 +275,77 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         self.scaler_ = scaler
         self.n_features_in_ = len(keys)
         self.named_columns_ = by_name
-        sizes = []
+        sizes = self._block_sizes(keys, types, onehot)
+        if sum(sizes) > MAX_FEATURES_OUT:
+            raise ValueError(f"the encoding would have {sum(sizes)} output columns, more than "
+                             f"the {MAX_FEATURES_OUT} the FM kernels index (32-bit); lower "
+                             "n_hash_buckets or hash_above")
+        stops = np.cumsum(sizes)
+        self.blocks_ = [(int(b - s), int(b)) for b, s in zip(stops, sizes, strict=True)]
+        self.n_features_out_ = int(stops[-1])
+        self.groups_ = np.repeat(np.arange(len(keys), dtype=np.int64), sizes)
+        return self
+
+    def _block_sizes(self, keys, types, onehot):
+        """Output columns of each input column: 1 (numeric), ``n_hash_buckets`` (hashed), the
+        categories (+ 1 for the bucket) of a one-hot column."""
+        sizes, c = [], 0
         for key in keys:
             if types[key] == "numeric":
                 sizes.append(1)
             elif types[key] == "hashed":
                 sizes.append(int(self.n_hash_buckets))
             else:
-                c = cat.index(keys.index(key))
                 sizes.append(len(onehot.categories_[c]) + (self.handle_unknown == "bucket"))
+                c += 1
+        return sizes
+
+    def _check_loaded_state(self):
+        """The fitted state of a loaded encoder (a pipeline file) must be what ``fit`` could
+        have made: types known, the one-hot and scaler parts of the right width, the blocks,
+        groups and width derived from them, within the bounds ``fit`` enforces. Raises
+        ``ValueError``."""
+        keys, types = self.columns_, self.column_types_
+        if not isinstance(keys, list) or not keys or not isinstance(types, dict):
+            raise ValueError("columns_ must be a non-empty list and column_types_ a dict")
+        _check_unique(keys)
+        if list(types) != keys or any(t not in _TYPES for t in types.values()):
+            raise ValueError(f"column_types_ must give each of columns_ one of {list(_TYPES)}")
+        if not isinstance(self.named_columns_, bool) or (
+                not self.named_columns_ and keys != list(range(len(keys)))):
+            raise ValueError("named_columns_ must be a bool, and positional columns_ 0..n-1")
+        if not isinstance(self.n_features_in_, int) or self.n_features_in_ != len(keys):
+            raise ValueError("n_features_in_ does not match columns_")
+        n_cat = sum(t == "categorical" for t in types.values())
+        n_num = sum(t == "numeric" for t in types.values())
+        if (self.onehot_ is None) != (n_cat == 0) or (
+                self.onehot_ is not None and (not isinstance(self.onehot_, OneHotEncoder)
+                                              or len(self.onehot_.categories_) != n_cat)):
+            raise ValueError(f"onehot_ must be a fitted OneHotEncoder of the {n_cat} "
+                             "categorical columns")
+        if self.onehot_ is not None and any(len(c) == 0 for c in self.onehot_.categories_):
+            raise ValueError("onehot_ has a column without categories")
+        if self.scaler_ is not None and (
+                not isinstance(self.scaler_, StandardScaler) or not self.standardize
+                or getattr(self.scaler_, "n_features_in_", None) != n_num
+                or not np.all(np.isfinite(self.scaler_.mean_))
+                or not np.all(np.isfinite(self.scaler_.scale_))
+                or not np.all(self.scaler_.scale_ > 0)):
+            raise ValueError(f"scaler_ must be a fitted StandardScaler of the {n_num} numeric "
+                             "columns with finite means and positive scales")
+        if self.scaler_ is None and self.standardize and n_num:
+            raise ValueError("standardize=True but scaler_ is None")
+        sizes = self._block_sizes(keys, types, self.onehot_)
+        if sum(sizes) > MAX_FEATURES_OUT:
+            raise ValueError(f"{sum(sizes)} output columns, more than {MAX_FEATURES_OUT}")
         stops = np.cumsum(sizes)
-        self.blocks_ = [(int(b - s), int(b)) for b, s in zip(stops, sizes, strict=True)]
-        self.n_features_out_ = int(stops[-1])
-        self.groups_ = np.repeat(np.arange(len(keys), dtype=np.int64), sizes)
-        return self
+        blocks = [(int(b - s), int(b)) for b, s in zip(stops, sizes, strict=True)]
+        if [tuple(b) for b in self.blocks_] != blocks or self.n_features_out_ != int(stops[-1]):
+            raise ValueError("blocks_ / n_features_out_ do not match the columns' encodings")
+        groups = self.groups_
+        if (not isinstance(groups, np.ndarray) or groups.shape != (int(stops[-1]),)
+                or not np.array_equal(groups, np.repeat(np.arange(len(keys)), sizes))):
+            raise ValueError("groups_ does not match the blocks")
 
     @staticmethod
     def _numeric(keys, cols, num):
@@ -283,6 +370,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     # -- transform --------------------------------------------------------------------------
     def _columns_for_transform(self, X):
         keys, cols, by_name = _table(X)
+        _check_unique(keys)
         if not self.named_columns_:
             if by_name or len(keys) != self.n_features_in_:
                 raise ValueError(f"X has {len(keys)} features, but TabularEncoder is "

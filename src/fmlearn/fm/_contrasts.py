@@ -1,6 +1,6 @@
 """``FMRegressor.fit(X, y, contrasts=C)``: the classic FM learned from contrast targets.
 
-The estimator side of :mod:`fmlearn.solvers.fm_contrast` (seed 001 §4.2; docs/vtec.md):
+The estimator side of :mod:`fmlearn.solvers.fm_contrast` (Lin et al. 2019, §4.2; docs/vtec.md):
 validation (the same as for GFM/IFM: :func:`fmlearn._contrasts.check_contrasts`, one weight per
 target), the held bias when C's rows all sum to zero, the dispatch to the ALS, MCMC or SGD
 solver, and the fitted attributes. Kept apart from :mod:`fmlearn.fm` so that the classic FM's

@@ -1,10 +1,10 @@
-"""Generalized factorization machine trained by the one-pass alternating scheme (seed 000/003,
-Algorithm 1) or by its moment-eliminating variant for non-Gaussian features (seed 001 §3.2).
+"""Generalized factorization machine trained by the one-pass alternating scheme (Lin and Ye 2016,,
+Algorithm 1) or by its moment-eliminating variant for non-Gaussian features (Lin et al. 2019, §3.2).
 
     f(x) = b + <w, x> + x^T M x,     M = (U V^T + V U^T) / 2     (symmetric, rank <= 2k)
 
-No PSD and no zero-diagonal constraint (000 §2): M may have eigenvalues of both signs, which
-the classic FM (M = V V^T minus its diagonal) cannot represent.
+No PSD and no zero-diagonal constraint (Lin and Ye 2016, §2): M may have eigenvalues of both signs,
+which the classic FM (M = V V^T minus its diagonal) cannot represent.
 
 The family's package (the generalized FM and its special cases, all fitted by the one-pass
 scheme): :class:`GFMRegressor` here, :class:`fmlearn.IFMRegressor` in :mod:`fmlearn.gfm.ifm`,
@@ -34,13 +34,13 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
 
         f(x) = b + <w, x> + x^T M x,      M = (U V^T + V U^T) / 2,   rank(M) <= 2k
 
-    ``solver="one_pass"`` is seed 000 Algorithm 1: each mini-batch of n rows is read once and
-    gives one step of a block power iteration on the matrix-free operator
+    ``solver="one_pass"`` is Lin and Ye 2016, Algorithm 1: each mini-batch of n rows is read once
+    and gives one step of a block power iteration on the matrix-free operator
     ``H1 - h2/2 I + M`` (H1 = A'(r)/(2n), h2 = mean residual), a QR, and ``w <- w + X^T r / n``.
-    On Gaussian features the error shrinks geometrically when n >~ c k d (000 Theorems 1, 15;
-    c ~ 2-3 is the edge, c = 10 converges fast). ``solver="moment"`` is seed 001 Algorithm 1
-    with its fixes (see :mod:`fmlearn.solvers.moment`): the third and fourth moments of every
-    feature, estimated on the first batch, remove the skewness/kurtosis bias that makes the
+    On Gaussian features the error shrinks geometrically when n >~ c k d (Lin and Ye 2016, Theorems
+    1, 15; c ~ 2-3 is the edge, c = 10 converges fast). ``solver="moment"`` is Lin et al. 2019,
+    Algorithm 1 with its fixes (see :mod:`fmlearn.solvers.moment`): the third and fourth moments of
+    every feature, estimated on the first batch, remove the skewness/kurtosis bias that makes the
     plain method diverge on skewed features; it needs the tau-Moment Invertible Property
     (tau = |phi - 1 - kappa^2| > 0, see :func:`fmlearn.diagnostics.moment_invertibility`).
 
@@ -62,7 +62,7 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         "als" and "lm" are the batch solvers of :mod:`fmlearn.solvers.contrast_ls`
         (alternating exact ridge solves over (b, w, V) and (b, w, U), or Levenberg-Marquardt
         on all parameters; the objective never increases); they fit y itself or contrasts of f
-        (seed 001 §4.2; docs/vtec.md), with ``max_iter`` iterations ("auto": until the
+        (Lin et al. 2019, §4.2; docs/vtec.md), with ``max_iter`` iterations ("auto": until the
         relative decrease is below ``tol``, at most 100). The one-pass solvers cannot fit
         contrasts (they rely on the law of the rows x, which a contrast breaks).
     batch_size : int or "auto", default="auto"
@@ -125,7 +125,7 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     working_w_, working_U_, working_V_, working_intercept_, mean_, scale_
         The solver state in standardised coordinates (what ``partial_fit`` continues from).
     moment_coef_ : ndarray of shape (n_features, 4) or None
-        solver="moment": the coefficients (G1, G2, H1, H2) of seed 001 Eq. 8-9.
+        solver="moment": the coefficients (G1, G2, H1, H2) of Lin et al. 2019, Eq. 8-9.
     moment_tau_ : ndarray of shape (n_features,) or None
         solver="moment": tau = |phi - 1 - kappa^2| per standardised feature (first batch).
     n_batches_ : int
@@ -149,9 +149,10 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     References
     ----------
     M. Lin and J. Ye. A non-convex one-pass framework for generalized factorization machine and
-    rank-one matrix sensing. NeurIPS 2016 (seed 000; long version with proofs: seed 003).
+    rank-one matrix sensing. NeurIPS 2016
+    (long version with proofs: arXiv:1608.05995).
     M. Lin et al. Which factorization machine modeling is better: a theoretical answer with
-    optimal guarantee. AAAI 2019 (seed 001).
+    optimal guarantee. AAAI 2019.
 
     Examples
     --------
@@ -190,7 +191,7 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
             warnings.warn(
                 f"GFMRegressor(solver='moment'): {bad.shape[0]} feature(s) have a small moment "
                 f"invertibility tau = |phi - 1 - kappa^2| < {TAU_CAUTION} (features {shown}). "
-                "Their self-interactions M_jj are poorly identifiable (seed 001 Definition 2, "
-                "Proposition 1: binary features have tau = 0); this is a caution, not a verdict "
-                "(the low-rank structure can still pin them down). IFMRegressor, which has no "
-                "diagonal, does not depend on tau.", UserWarning, stacklevel=4)
+                "Their self-interactions M_jj are poorly identifiable (Lin et al. 2019, "
+                "Definition 2, Proposition 1: binary features have tau = 0); this is a caution, "
+                "not a verdict (the low-rank structure can still pin them down). IFMRegressor, "
+                "which has no diagonal, does not depend on tau.", UserWarning, stacklevel=4)

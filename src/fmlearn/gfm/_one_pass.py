@@ -276,8 +276,8 @@ class OnePassMixin:
             warnings.warn(
                 f"{type(self).__name__}: a batch of {n_rows} rows is below the ~{need} rows "
                 f"(about {MIN_BATCH_FACTOR} n_factors n_features) the one-pass theory needs "
-                "(seed 000 Theorem 1); the estimate may be poor or diverge. Use more rows per "
-                "batch or fewer n_factors.", SmallBatchWarning, stacklevel=4)
+                "(Lin and Ye 2016, Theorem 1); the estimate may be poor or diverge. Use more rows "
+                "per batch or fewer n_factors.", SmallBatchWarning, stacklevel=4)
 
     def _stall_remedy(self):
         return "use solver='moment' (GFMRegressor) or IFMRegressor"
@@ -286,7 +286,7 @@ class OnePassMixin:
         """A :class:`ConvergenceWarning` when the solver stopped contracting on features far
         from Gaussian (``stall`` from :func:`fmlearn.solvers.one_pass.one_pass_solver`)."""
         if stall["gap"] <= GAUSSIAN_GAP or self._zero_diagonal():
-            return  # iFM's step has no moment bias (seed 001 Eq. 11)
+            return  # iFM's step has no moment bias (Lin et al. 2019, Eq. 11)
         tau = np.abs(stall["phi"] - 1.0 - stall["kappa"] ** 2)
         warnings.warn(
             f"{type(self).__name__} is not converging: over the last {stall['window']} batches "
@@ -295,7 +295,7 @@ class OnePassMixin:
             f"Gaussian (mean |skewness| {np.mean(np.abs(stall['kappa'])):.2g}, mean |kurtosis "
             f"- 3| {np.mean(np.abs(stall['phi'] - 3.0)):.2g}; moment invertibility tau "
             f"median {np.median(tau):.2g}, 2 for Gaussian features). The plain one-pass step is "
-            "biased on such features (seed 001 Theorem 4) and may wander or later diverge: "
+            "biased on such features (Lin et al. 2019, Theorem 4) and may wander or later diverge: "
             f"{self._stall_remedy()}.", ConvergenceWarning, stacklevel=4)
 
     def _history_template(self, truth, eval_set):
@@ -487,6 +487,9 @@ class OnePassFMMixin(OnePassMixin):
     :class:`fmlearn.IFMRegressor`; each documents the parameters and constrains its own
     ``solver``). The class also mixes in :class:`fmlearn._contrasts.ContrastALSMixin`, which
     resolves the solver and fits to contrasts."""
+
+    # 0.1 name (gFM and iFM): until 0.3
+    _renamed_params = {"n_passes": "max_iter"}
 
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],

@@ -1,11 +1,11 @@
-"""Improved factorization machine (iFM, seed 001 §3.3) trained by the one-pass scheme.
+"""Improved factorization machine (iFM, Lin et al. 2019, §3.3) trained by the one-pass scheme.
 
     f(x) = b + <w, x> + x^T M x,     M = (U V^T + V U^T)/2 - diag(U V^T)
 
 iFM keeps the classic FM's zero diagonal but drops its PSD constraint (U and V decoupled).
 With diag(M) = 0 the self-interaction terms that make the generalized FM depend on the third
-and fourth moments of the features disappear (001 Eq. 11), so no moment estimation is needed
-and the sampling complexity is O(k d) whatever the feature law (001 §3.3).
+and fourth moments of the features disappear (Lin et al. 2019, Eq. 11), so no moment estimation is
+needed and the sampling complexity is O(k d) whatever the feature law (Lin et al. 2019, §3.3).
 """
 
 
@@ -27,19 +27,19 @@ class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
 
         f(x) = b + <w, x> + sum_{j != l} M_jl x_j x_l,   M = (U V^T + V U^T)/2 - diag(U V^T)
 
-    Each mini-batch is read once and gives one step of seed 000's alternating scheme with the
-    diagonal removed (seed 001 §3.3 "trained by the same scheme"): with residuals r and
+    Each mini-batch is read once and gives one step of Lin and Ye's (2016) alternating scheme with
+    the diagonal removed (Lin et al. 2019, §3.3 "trained by the same scheme"): with residuals r and
     H1 = A'(r)/(2n), the block power step uses the operator ``offdiag(H1) + sym(U V^T)``. Its
     off-diagonal part estimates M*; its diagonal is filled with the current diag(U V^T), so that
     the operator tends to the low-rank matrix whose off-diagonal part is M* (an imputation of the
     unobservable diagonal; this construction is ours, the seed gives no algorithm for iFM). The
     linear term uses w <- w + X^T r / n, which is unbiased here because diag(M) = 0 removes the
-    kappa o diag(dM) term (001 Lemma 5); the intercept uses b <- b + mean(r).
+    kappa o diag(dM) term (Lin et al. 2019, Lemma 5); the intercept uses b <- b + mean(r).
 
     When to use it: features that are not Gaussian (skewed, heavy-tailed, binary such as one-hot
     encodings), where the generalized FM's diagonal is poorly identifiable (small tau, see
     :func:`fmlearn.diagnostics.moment_invertibility`); labels with interactions of both signs,
-    which the classic FM's PSD constraint cannot fit (001 Fig. 1). When not: if the
+    which the classic FM's PSD constraint cannot fit (Lin et al. 2019, Fig. 1). When not: if the
     self-interactions x_j^2 matter, use :class:`fmlearn.GFMRegressor`. A target M* = sym(U* V*^T)
     has rank up to 2k: give the iFM ``n_factors = 2k``.
 
@@ -83,7 +83,7 @@ class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
     References
     ----------
     M. Lin, S. Qiu, J. Ye et al. Which factorization machine modeling is better: a theoretical
-    answer with optimal guarantee. AAAI 2019, §3.3 (seed 001).
+    answer with optimal guarantee. AAAI 2019, §3.3 (Lin et al. 2019).
 
     Examples
     --------

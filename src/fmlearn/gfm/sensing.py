@@ -1,7 +1,9 @@
-"""Rank-one matrix sensing, one pass (seed 000 §2.1): the special cases of the generalized FM.
+"""Rank-one matrix sensing, one pass (Lin and Ye 2016, §2.1): the special cases of the generalized
+FM.
 
 * :class:`SymmetricRankOneSensing`: y_i = x_i^T M* x_i (w* = 0), M* symmetric of rank k. The
-  operator is biased (E[x^T M x] = tr M), so the step is gFM's with its shift (000 Algorithm 1).
+  operator is biased (E[x^T M x] = tr M), so the step is gFM's with its shift (Lin and Ye 2016,
+  Algorithm 1).
 * :class:`PhaseRetrieval`: k = 1 and M* = x* x*^T, so y_i = (x_i^T x*)^2; recovers x* up to sign.
 * :class:`AsymmetricRankOneSensing` (inductive matrix completion): y_i = u_i^T M* v_i with
   independent u_i, v_i; the operator is unbiased (E[u u^T M v v^T] = M), no shift is needed,
@@ -50,11 +52,11 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
 
         f(x) = x^T M x,     M = (U V^T + V U^T) / 2,   rank(M) <= 2k
 
-    Each mini-batch gives one step of seed 000 Algorithm 1 with w = 0:
+    Each mini-batch gives one step of Lin and Ye 2016, Algorithm 1 with w = 0:
     ``U <- QR((H1 - h2/2 I + M) U)``, ``V <- (H1 - h2/2 I + M) U`` with H1 = A'(r)/(2n) and
     h2 = mean(r); the first batch initialises U with the top-k eigenvectors of H1 - h2/2 I.
     With standard Gaussian x and n >~ c k d rows per batch the error decreases geometrically
-    (000 Theorem 1).
+    (Lin and Ye 2016, Theorem 1).
 
     Parameters
     ----------
@@ -90,6 +92,9 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
     True
     """
 
+    # 0.1 name: until 0.3
+    _renamed_params = {"n_passes": "max_iter"}
+
     _fit_linear = False
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -107,8 +112,8 @@ class SymmetricRankOneSensing(_SensingTags, OnePassMixin, FMRegressorMixin, Base
         return "shift"
 
     def _stall_remedy(self):
-        return ("the one-pass sensing theory assumes Gaussian measurement vectors (seed 000 "
-                "§2.1): keep safeguard=True and use more rows per batch")
+        return ("the one-pass sensing theory assumes Gaussian measurement vectors (Lin and Ye "
+                "2016, §2.1): keep safeguard=True and use more rows per batch")
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
@@ -181,9 +186,9 @@ class AsymmetricRankOneSensing(_SensingTags, FMRegressorMixin, BaseFM):
         f(u, v) = u^T M v,     M = U V^T  (d1 x d2, rank k),  U^T U = I
 
     With independent isotropic u and v the sensing operator is unbiased, E[u u^T M v v^T] = M
-    (000 §2.1), so with E = (1/n) sum_i r_i u_i v_i^T + U V^T each batch gives the alternating
-    power step ``U <- QR(E Vbar)`` (Vbar an orthonormal basis of V), ``V <- E^T U``; the first
-    batch initialises U with the top-k left singular vectors of E (randomized SVD above
+    (Lin and Ye 2016, §2.1), so with E = (1/n) sum_i r_i u_i v_i^T + U V^T each batch gives the
+    alternating power step ``U <- QR(E Vbar)`` (Vbar an orthonormal basis of V), ``V <- E^T U``; the
+    first batch initialises U with the top-k left singular vectors of E (randomized SVD above
     :data:`fmlearn.linalg.DENSE_MAX_DIM`).
 
     Parameters

@@ -1,5 +1,5 @@
-"""Projected online learners on the CCFM (the CCFM-OGD and CCFM-PA baselines of seed 002 §4.1):
-one round's update, run by :func:`fmlearn.kernels.steps.run_rows`.
+"""Projected online learners on the CCFM (the CCFM-OGD and CCFM-PA baselines of Zhang et al. 2018,
+§4.1): one round's update, run by :func:`fmlearn.kernels.steps.run_rows`.
 
 OGD (Zinkevich 2003): C <- Proj_K(C - eta_t l'(y^, y) 1/2 G(x)), eta_t = eta0 / t ** power_t.
 PA-I (Crammer et al. 2006): with the hinge (classification) or epsilon-insensitive (regression)

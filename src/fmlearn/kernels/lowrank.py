@@ -1,6 +1,6 @@
-"""The CCFM's model matrix C (seed 002 §3.1) kept as C = U[:r]' K[:r, :r] U[:r]: an orthonormal
-basis ``U`` of at most ``r_max`` rows of length D = d + 1 and a small symmetric core ``K``; or,
-with ``ident``, C = K itself (the identity basis: the dense form for small d).
+"""The CCFM's model matrix C (Zhang et al. 2018, §3.1) kept as C = U[:r]' K[:r, :r] U[:r]: an
+orthonormal basis ``U`` of at most ``r_max`` rows of length D = d + 1 and a small symmetric core
+``K``; or, with ``ident``, C = K itself (the identity basis: the dense form for small d).
 
 Here: the prediction 1/2 x^' C x^ (minus the self-interactions when excluded), compression of
 the basis to its largest-|eigenvalue| directions, the exact projection of the core onto the

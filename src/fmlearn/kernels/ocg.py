@@ -1,11 +1,12 @@
-"""OCCFM, online conditional gradient on the compact convexified FM (seed 002, Algorithm 2):
-one round's update, run by :func:`fmlearn.kernels.steps.run_rows`.
+"""OCCFM, online conditional gradient on the compact convexified FM (Zhang et al. 2018,, Algorithm
+2): one round's update, run by :func:`fmlearn.kernels.steps.run_rows`.
 
 Round t (1-based, counted over the learner's life in ``state.t``):
 
 1. predict y^_t = 1/2 x^_t' C_t x^_t (:func:`fmlearn.kernels.lowrank.predict_step`);
 2. S_t = S_{t-1} + l'(y^_t, y_t) 1/2 G(x_t), so grad F_t(C) = eta S_t + 2 (C - C_1), C_1 = 0;
-3. (theta, q) = the eigenpair of H_t = -eta S_t - 2 C_t of largest |theta| (002 Thm. 1 and
+3. (theta, q) = the eigenpair of H_t = -eta S_t - 2 C_t of largest |theta| (Zhang et al. 2018, Thm.
+1 and
    Lemma 5: the top singular pair of a symmetric matrix is (|theta|, sign(theta) q, q)): for
    small D by Lanczos on the dense H; otherwise the Ritz pair of the tracked subspace expanded
    with x^_t, refined while its residual ||H q - theta q|| exceeds eig_tol |theta| by up to
@@ -14,9 +15,9 @@ Round t (1-based, counted over the learner's life in ``state.t``):
    gamma_t = min(1, (t + gamma_offset) ** -gamma_power). When H_t = 0 every point of the ball
    solves the linear step and C_t itself is taken (no move).
 
-Deviations from the printed algorithm (002 Alg. 2 line 4, proof of Thm. 1): the printed
-gradient "f_tau(C_tau) x^_t x^_t'" is read as grad f_tau(C_tau) = l'_tau 1/2 G(x_tau), and the
-sum runs to tau = t (the round's gradient is known when C_{t+1} is chosen), which also defines
+Deviations from the printed algorithm (Zhang et al. 2018, Alg. 2 line 4, proof of Thm. 1): the
+printed gradient "f_tau(C_tau) x^_t x^_t'" is read as grad f_tau(C_tau) = l'_tau 1/2 G(x_tau), and
+the sum runs to tau = t (the round's gradient is known when C_{t+1} is chosen), which also defines
 the first linear step (at t = 1 the printed sum is empty and H_1 = 0).
 """
 

@@ -1,5 +1,5 @@
-"""The classic FM learned online (the FM-* baselines of seed 002 §4.1): one round's update of
-passive-aggressive or FTRL-Proximal on (w0, w, V), run by
+"""The classic FM learned online (the FM-* baselines of Zhang et al. 2018, §4.1): one round's update
+of passive-aggressive or FTRL-Proximal on (w0, w, V), run by
 :func:`fmlearn.kernels.steps.run_rows`. A round touches only the row's coordinates: O(nnz k).
 Online gradient descent on the classic FM is FMRegressor's SGD, :func:`fmlearn.kernels.sgd.
 sgd_epoch` (one learner, one kernel).
@@ -84,7 +84,7 @@ def update_pa(state, cfg, work, rows, i, pred, scale):
 @njit(cache=True, nogil=True, error_model="numpy")
 def update_ftrl(state, cfg, work, rows, i, pred, scale):
     """FTRL-Proximal (McMahan et al. 2013, Algorithm 1) on every coordinate of (w0, w, V): the
-    FM-FTRL baseline of seed 002 §4.1 (after Ta 2015). The factors' z starts at
+    FM-FTRL baseline of Zhang et al. 2018, §4.1 (after Ta 2015). The factors' z starts at
     -(beta_v / alpha_v) V_init, which centres their proximal term at the random initialization
     instead of 0 (from 0 every factor gradient would vanish)."""
     w, V, q = state.w, state.V, work.q

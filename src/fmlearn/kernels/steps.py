@@ -1,7 +1,7 @@
 """The per-row protocol every online learner shares, and its scalar step rules.
 
-:func:`run_rows` is the one loop of every online learner (seed 002 §4.1 protocol): for each row
-of a batch, in the given order, predict with the current model and write that prediction to
+:func:`run_rows` is the one loop of every online learner (Zhang et al. 2018, §4.1 protocol): for
+each row of a batch, in the given order, predict with the current model and write that prediction to
 ``out`` (prequential evaluation costs nothing extra), stop at a prediction that is non-finite or
 beyond ``limit``, visit a row of weight s ceil(s) times with its gradient scaled by s / ceil(s)
 (so a weight of m equals m repeated rows), count the round and hand it to the learner's

@@ -1,12 +1,12 @@
 """FTRL with linearized losses and lazy projection (dual averaging) on a trace-norm set: the
-CCFM-FTRL and CFM-FTRL baselines of seed 002 §4.1; one round's update, run by
+CCFM-FTRL and CFM-FTRL baselines of Zhang et al. 2018, §4.1; one round's update, run by
 :func:`fmlearn.kernels.steps.run_rows`.
 
 M_{t+1} = argmin_{M in K} <S_t, M> + ||M||_F^2 / (2 eta_t) = Proj_K(-eta_t S_t),
 eta_t = eta0 / t ** power_t, S_t the accumulated gradient. K is the trace-norm ball (``psd``
 False, the CCFM: M = C on x^ = [x; 1], ``augment``) or {W >= 0, tr W <= delta} (``psd``, the
-convex FM of seed 004: M = W on x, with the bias and linear weights learned by per-coordinate
-FTRL-Proximal). The projection soft-thresholds eigenvalues of -eta_t S_t: by a full
+convex FM of Yamada et al. 2017: M = W on x, with the bias and linear weights learned by
+per-coordinate FTRL-Proximal). The projection soft-thresholds eigenvalues of -eta_t S_t: by a full
 eigendecomposition when ``dense`` (small D), else from the Ritz pairs of the tracked subspace
 refined until their residuals are below ``eig_tol`` (exact up to that tolerance while the
 projected rank stays below the subspace size; rounds where it does not are counted in

@@ -1,9 +1,9 @@
 """The trace-norm bound of the trace-bounded online estimators (CCFM, OnlineCFM): the shared
 parameters, the scale check and ``trace_bound="auto"`` (not an estimator module).
 
-``trace_bound="auto"`` (issue 14): the right bound depends on the scale of the targets and of
-the rows, and the printed settings of seed 002 differ by a factor of 30 between its data sets
-(delta = 10 on MovieLens, 300 on IJCNN1). Two steps, both derived from the first batch:
+``trace_bound="auto"``: the right bound depends on the scale of the targets and of
+the rows, and the printed settings of Zhang et al. 2018 differ by a factor of 30 between its data
+sets (delta = 10 on MovieLens, 300 on IJCNN1). Two steps, both derived from the first batch:
 
 1. The rows are rescaled to a mean squared norm of 1: the learner sees c x with
    c = 1 / sqrt(mean ||x||^2) (the fitted ``x_scale_``; predictions apply it too). Without it
@@ -32,7 +32,7 @@ The trace norm is not invariant to column scaling: standardising a one-hot colum
 p multiplies it by 1 / sqrt(p (1 - p)), 1 to ~100 on MovieLens, and a ball of trace norm delta
 then costs a rare feature's weight up to 100 times less mass than a frequent one's, so the
 bound favours the rare features (defaults on standardised MovieLens-100K: RMSE ratio 0.982 to
-the mean's, issue 14). The rows' scale is already derived from the data; the columns' scale is
+the mean's). The rows' scale is already derived from the data; the columns' scale is
 the same kind of unit. On one-hot data times any positive column factors f_j the divisor is
 f_j exactly and the division gives back exactly the rows without the factors, hence the same
 learner and predictions (``fit`` with ``shuffle=True`` visits the rows in an order hashed
@@ -190,7 +190,7 @@ class TraceBounded:
         if isinstance(self.trace_bound, str):
             if self._column_scaled:
                 # rows whose squares overflow are refused as without the rule: every model with
-                # interactions refuses x_j x_l beyond float64 (issue 10)
+                # interactions refuses x_j x_l beyond float64
                 auto_x_scale(X, sw)
                 self.col_scale_ = column_scale(X, sw)
             Xc = scale_columns(X, self._col_scale())

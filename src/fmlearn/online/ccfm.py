@@ -1,6 +1,6 @@
-"""The compact convexified FM (seed 002 §3.1) learned online: :class:`CCFMRegressor` and
-:class:`CCFMClassifier`, with the learners OCCFM (``"ocg"``, 002 Algorithm 2) and the projected
-baselines ``"ogd"``, ``"pa"``, ``"ftrl"`` (002 §4.1)."""
+"""The compact convexified FM (Zhang et al. 2018, §3.1) learned online: :class:`CCFMRegressor` and
+:class:`CCFMClassifier`, with the learners OCCFM (``"ocg"``, Zhang et al. 2018, Algorithm 2) and the
+projected baselines ``"ogd"``, ``"pa"``, ``"ftrl"`` (Zhang et al. 2018, §4.1)."""
 
 import inspect
 import numbers
@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._docs import add_to_section
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
@@ -50,8 +51,8 @@ def auto_step(trace_bound, grad2, rounds):
     gradients' scale G^2 (``grad2``, the mean squared Frobenius norm of a round's gradient)
     and the T ``rounds`` of the first batch (why: :meth:`_CCFMBase._rows_scaled`).
 
-    F_t(C) = eta <S_t, C> + ||C||_F^2 (002 Alg. 2 line 4) is the objective of FTRL with the
-    regularizer ||C||_F^2 / (2 alpha), alpha = eta / 2, whose regret against any C in the
+    F_t(C) = eta <S_t, C> + ||C||_F^2 (Zhang et al. 2018, Alg. 2 line 4) is the objective of FTRL
+    with the regularizer ||C||_F^2 / (2 alpha), alpha = eta / 2, whose regret against any C in the
     ball (Frobenius radius D <= ||C||_tr <= delta) is at most D^2 / (2 alpha) + alpha / 2
     sum_t ||g_t||_F^2 (Orabona 2019, Corollary 7.9), least at alpha = delta / (G sqrt T):
     eta = 2 delta / (G sqrt T), times AUTO_STEP_FACTOR."""
@@ -59,6 +60,9 @@ def auto_step(trace_bound, grad2, rounds):
 
 
 class _CCFMBase(TraceBounded, _OnlineBase):
+    # 0.1 names: until 0.3
+    _renamed_params = {"delta": "trace_bound", "eta": "learning_rate",
+                       "eig_iter": "eig_max_iter"}
     _column_scaled = True  # trace_bound="auto" rescales the columns too (online/_trace.py)
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
@@ -123,14 +127,14 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                 and self._is_classifier())
 
     def _rows_scaled(self, X, y, sw):
-        """``learning_rate="auto"`` (``CCFMClassifier("ocg")``, issue 14; not the default):
+        """``learning_rate="auto"`` (``CCFMClassifier("ocg")``; not the default):
         eta derived from the bound and the gradients' scale of the first batch
         (:func:`auto_step`), AUTO_STEP_FACTOR x the step of least regret bound of the FTRL
         objective OCCFM tracks.
 
         Why: with a constant eta = 1, OCCFM tracks the minimiser of eta <S_t, C> + ||C||_F^2
-        (002 Alg. 2 line 4), a ridge of weight 2 / eta on C whatever the bound and the
-        data's scale: on an imbalanced sparse text set (5% positives) C stayed far inside
+        (Zhang et al. 2018, Alg. 2 line 4), a ridge of weight 2 / eta on C whatever the bound and
+        the data's scale: on an imbalanced sparse text set (5% positives) C stayed far inside
         its ball and the scores under the intercept's log-odds -2.9: AUC 0.99 and no
         positive predicted (benchmarks/RESULTS.md, "Imbalanced sparse text"). The derived
         step scales with delta, so C can reach its ball. G^2 = E l'^2 E (||x^||^2 / 2)^2:
@@ -256,24 +260,26 @@ _BASE_NAMES = tuple(inspect.signature(_CCFMBase.__init__).parameters)[1:]
 
 
 _CCFM_DOC = """
-    The compact convexified factorization machine (seed 002 §3.1) predicts
+    The compact convexified factorization machine (Zhang et al. 2018, §3.1) predicts
 
         y^(x) = 1/2 x^' C x^ = w0 + <w, x> + 1/2 x' Z x,     x^ = [x; 1],  C = [[Z, w], [w', 2 w0]]
 
     with C symmetric in the trace-norm ball ||C||_tr <= delta: one convex compact decision set
     and a loss convex in C, as online convex optimization requires. With
-    ``self_interaction=False`` the terms Z_jj x_j^2 are left out (002 §3.1 remark; the bias
-    entry 2 w0 is kept, which the printed formula <C, x^x^' - diag(x^ o x^)> would drop).
+    ``self_interaction=False`` the terms Z_jj x_j^2 are left out (Zhang et al. 2018, §3.1 remark;
+    the bias entry 2 w0 is kept, which the printed formula <C, x^x^' - diag(x^ o x^)> would drop).
 
     Parameters
     ----------
     learner : {"ocg", "ogd", "pa", "ftrl"}, default="ocg"
-        ``"ocg"``: OCCFM, online conditional gradient (002 Algorithm 2): no projection, one
-        eigenvector per round. ``"ogd"``: projected online gradient descent; ``"pa"``: projected
-        passive-aggressive (PA-I); ``"ftrl"``: FTRL with lazy projection (002 §4.1 baselines);
-        these project exactly onto the ball by eigendecomposition every round.
+        ``"ocg"``: OCCFM, online conditional gradient (Zhang et al. 2018, Algorithm 2): no
+        projection, one eigenvector per round. ``"ogd"``: projected online gradient descent;
+        ``"pa"``: projected passive-aggressive (PA-I); ``"ftrl"``: FTRL with lazy projection (Zhang
+        et al. 2018, §4.1 baselines); these project exactly onto the ball by eigendecomposition
+        every round.
     trace_bound : float or "auto", default="auto"
-        The trace-norm bound delta of C (002 uses 10 on MovieLens and 300 on IJCNN1). "auto":
+        The trace-norm bound delta of C (Zhang et al. 2018 use 10 on MovieLens
+        and 300 on IJCNN1). "auto":
         derived from the first batch (each column rescaled to a unit root mean square of its
         non-zero values, the trace norm not being invariant to column scaling, and the rows to
         mean ||x||^2 = 1, then the bound of
@@ -281,38 +287,38 @@ _CCFM_DOC = """
         classifier, k = 0..5, run side by side on up to 8,000 of its rows; the rule and its
         reasoning: :mod:`fmlearn.online._trace`). A number is used as given, on X as given.
     learning_rate : float or "auto", default=1.0
-        ``"ocg"``: the weight eta of the accumulated gradient in F_t (002 Alg. 2 line 4); the
-        theory's D / (4 G T^(3/4)) is far too small in practice (see docs/online.md). ``"ogd"``,
-        ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t. ``"auto"``
+        ``"ocg"``: the weight eta of the accumulated gradient in F_t (Zhang et al. 2018, Alg. 2 line
+        4); the theory's D / (4 G T^(3/4)) is far too small in practice (see docs/online.md).
+        ``"ogd"``, ``"ftrl"``: the step size eta_t = learning_rate / t ** power_t. ``"auto"``
         (:class:`CCFMClassifier`, ``"ocg"`` only; refused for the other learners): 32 x the
         step of least regret bound, 2 delta / (G sqrt T), derived from the bound, the logistic
         loss's slope and the rows of the first batch (fitted ``learning_rate_``; the rule and
         why it is not the default: ``_CCFMBase._rows_scaled`` in :mod:`fmlearn.online.ccfm`).
     gamma_power, gamma_offset : float, default=1.0, 0.0
-        ``"ocg"``: gamma_t = min(1, (t + gamma_offset) ** -gamma_power). 002 prints power 1/2
-        (Algorithm 2 line 7, footnote), whose final iterate keeps a weight t^-1/2 on the
+        ``"ocg"``: gamma_t = min(1, (t + gamma_offset) ** -gamma_power). Zhang et al. 2018 print
+        power 1/2 (Algorithm 2 line 7, footnote), whose final iterate keeps a weight t^-1/2 on the
         latest rank-one step and is noisy: on MovieLens-100K its default test RMSE was 1.042
-        (ratio 0.925 to the mean's, issue 14). With power 1, C_t = (1/t) sum_s delta sign(theta_s)
+        (ratio 0.925 to the mean's). With power 1, C_t = (1/t) sum_s delta sign(theta_s)
         q_s q_s' is the running average of the conditional-gradient atoms (an averaged iterate,
         as online-to-batch conversion prescribes): 0.958 on MovieLens, and lower test error on
         Abalone, IJCNN1 and Adult raw (benchmarks/RESULTS.md, "Online defaults that learn").
     power_t : float, default=0.5
-        ``"ogd"``, ``"ftrl"``: decay of the step size (002: 1/sqrt(t)).
+        ``"ogd"``, ``"ftrl"``: decay of the step size (Zhang et al. 2018: 1/sqrt(t)).
     pa_c : float, default=1.0
         ``"pa"``: aggressiveness (largest step).
     epsilon : float, default=0.0
         ``"pa"`` regression: width of the insensitive zone.
     self_interaction : bool, default=True
-        Model the terms x_j^2 (002's CCFM does).
+        Model the terms x_j^2 (Zhang et al.'s (2018) CCFM does).
     fit_intercept : bool, default=True
         Add a constant b outside the trace-norm ball: y^(x) = b + 1/2 x^' C x^, b the running
         mean of the targets seen (regression) or their add-one log-odds
         log((n+ + 1) / (n- + 1)) (classification), each row learned with the b of the rows
-        before it. In 002's model the constant is the entry 2 w0 of C, inside the ball: on
-        MovieLens (mean rating 3.5) it takes 7 of the default bound's 10, and on an imbalanced
-        set (5% positives, log-odds -2.9) the conditional-gradient steps, one rank-one
+        before it. In Zhang et al.'s (2018) model the constant is the entry 2 w0 of C, inside the
+        ball: on MovieLens (mean rating 3.5) it takes 7 of the default bound's 10, and on an
+        imbalanced set (5% positives, log-odds -2.9) the conditional-gradient steps, one rank-one
         direction per round, rarely spend mass on it, so the default decision was the
-        majority class. ``False``: 002's model exactly.
+        majority class. ``False``: Zhang et al.'s (2018) model exactly.
     eig_max_iter : int or "auto", default="auto"
         ``"ocg"`` (auto: 4): the eigenvector comes from a small tracked subspace expanded with
         each row; while its residual ||H q - theta q|| exceeds ``eig_tol * |theta|``, up to this
@@ -383,7 +389,7 @@ _CCFM_ATTRS = """
     References
     ----------
     W. Zhang, X. Lin, P. Zhao. Online compact convexified factorization machine. WWW 2018
-    (seed 002): §3.1 (CCFM), Algorithm 2 and Theorems 1-3 (OCCFM), §4.1 (baselines).
+    (Zhang et al. 2018): §3.1 (CCFM), Algorithm 2 and Theorems 1-3 (OCCFM), §4.1 (baselines).
     E. Hazan. Introduction to online convex optimization, 2016 (OCG).
     M. Ghashami, E. Liberty, J. M. Phillips, D. P. Woodruff. Frequent directions: simple and
     deterministic matrix sketching. SIAM J. Comput. 45(5), 2016.
@@ -391,13 +397,14 @@ _CCFM_ATTRS = """
 
 
 class CCFMRegressor(_RegressorRange, _CCFMBase):
-    __doc__ = ("""Compact convexified factorization machine for regression (squared loss),
+    __doc__ = (add_to_section(add_to_section(
+    """Compact convexified factorization machine for regression (squared loss),
     learned online.
-""" + _CCFM_DOC + """    clip_predictions : bool, default=True
+""" + _CCFM_DOC + _CCFM_ATTRS, "Parameters", """    clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (prequential predictions to
         the range of the targets seen before each row).
-""" + _CCFM_ATTRS + """    y_range_ : list of two floats
-
+"""), "Attributes", """    y_range_ : list of two floats
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -425,11 +432,12 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
 
 
 class CCFMClassifier(_OnlineClassifier, _CCFMBase):
-    __doc__ = ("""Compact convexified factorization machine for binary classification
+    __doc__ = (add_to_section(add_to_section(
+    """Compact convexified factorization machine for binary classification
     (logistic loss), learned online. Any two labels; ``decision_function`` is
     a y^(x) + b for ``classes_[1]`` (Platt's link, ``calibration``; y^(x) itself with
     ``calibration=None``) and ``predict_proba`` its sigmoid.
-""" + _CCFM_DOC + """    calibration : {"platt"} or None, default="platt"
+""" + _CCFM_DOC + _CCFM_ATTRS, "Parameters", """    calibration : {"platt"} or None, default="platt"
         ``"platt"``: after the passes of ``fit``, the decision is a y^(x) + b with the scale
         a >= 0 and the constant b fitted by weighted logistic regression of the training
         labels on the final model's training scores y^(x) (Newton's method on the two
@@ -449,10 +457,10 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
         ``shuffle=False`` on the same rows; one-row calls keep y^(x) as the decision.
         Prequential scores (``fmlearn.evaluate``) are the learner's y^(x) before each row.
         ``None``: the decision is y^(x).
-""" + _CCFM_ATTRS + """    calibration_scale_, calibration_offset_ : float
+"""), "Attributes", """    calibration_scale_, calibration_offset_ : float
         ``calibration="platt"`` only: the link's a (>= 0) and b.
     classes_ : ndarray of shape (2,)
-
+""") + """
     Examples
     --------
     >>> import numpy as np

@@ -1,4 +1,5 @@
-"""The convex FM of seed 004 learned online by FTRL (the CFM-FTRL baseline of seed 002 §4.1):
+"""The convex FM of Yamada et al. 2017 learned online by FTRL (the CFM-FTRL baseline of Zhang et al.
+2018, §4.1):
 :class:`OnlineCFMRegressor` and :class:`OnlineCFMClassifier`."""
 
 import numbers
@@ -6,6 +7,7 @@ import numbers
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._docs import add_to_section
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
 from ._base import (
@@ -21,6 +23,12 @@ from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded
 
 
 class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
+    # 0.1 names: until 0.3 ("eta" was the step of W, "ftrl_alpha" FTRL's alpha of w0 and w)
+    _renamed_params = {
+        "delta": "trace_bound", "eta": "learning_rate_pairwise", "ftrl_alpha": "learning_rate",
+        "alpha": "learning_rate", "beta": "ftrl_beta", "l1": "l1_linear", "l2": "reg_linear",
+        "eig_iter": "eig_max_iter",
+    }
     _augment = False
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
@@ -100,20 +108,20 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
 
 
 _CFM_DOC = """
-    The convex factorization machine of seed 004 (Yamada et al. 2017)
+    The convex factorization machine of Yamada et al. 2017
 
         f(x) = w0 + <w, x> + 1/2 sum_{j != l} W_jl x_j x_l,   W >= 0,  tr W <= trace_bound
 
-    learned online by FTRL (the CFM-FTRL baseline of seed 002 §4.1): W by lazy projection of
-    the accumulated gradient onto the positive semidefinite trace simplex, w0 and w by
+    learned online by FTRL (the CFM-FTRL baseline of Zhang et al. 2018, §4.1): W by lazy projection
+    of the accumulated gradient onto the positive semidefinite trace simplex, w0 and w by
     per-coordinate FTRL-Proximal.
 
     Parameters
     ----------
     learner : {"ftrl"}, default="ftrl"
     trace_bound : float or "auto", default="auto"
-        Trace bound of W (seed 004's eta); "auto" as in :class:`CCFMRegressor` (on rows of
-        mean ||x||^2 = 1 the candidates are 2 s x 4^k).
+        Trace bound of W (Yamada et al.'s (2017) eta); "auto" as in :class:`CCFMRegressor` (on rows
+        of mean ||x||^2 = 1 the candidates are 2 s x 4^k).
     learning_rate : float or "auto", default="auto"
         FTRL-Proximal alpha of w0 and w; "auto": 0.5 x the standard deviation of the targets
         of the first batch (regression), 0.5 (classification): a weight moves by about alpha
@@ -131,7 +139,7 @@ _CFM_DOC = """
         refinement products per round at most, to this relative residual). The lazy
         projection moves the tracked subspace little per round, so a few products reach a
         residual whose eigenvalue error (its square) is far below the model's; 10 and 1e-6
-        (the defaults before issue 14) cost about 3 times the CPU on MovieLens-100K for the
+        (the earlier defaults) cost about 3 times the CPU on MovieLens-100K for the
         same RMSE to 4 digits (benchmarks/RESULTS.md).
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
@@ -147,15 +155,17 @@ _CFM_DOC = """
 
     References
     ----------
-    M. Yamada et al. Convex factorization machine for toxicogenomics prediction. KDD 2017
-    (seed 004, Eq. 1-2). W. Zhang, X. Lin, P. Zhao, WWW 2018 (seed 002 §4.1).
+    M. Yamada et al. Convex factorization machine for toxicogenomics prediction. KDD 2017,
+    Eq. 1-2. W. Zhang, X. Lin, P. Zhao. Online compact convexified factorization machine.
+    WWW 2018, §4.1.
 """
 
 
 class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
-    __doc__ = ("""Convex factorization machine regressor learned online by FTRL.
-""" + _CFM_DOC + """    clip_predictions : bool, default=True
-
+    __doc__ = (add_to_section(
+    """Convex factorization machine regressor learned online by FTRL.
+""" + _CFM_DOC, "Parameters", """    clip_predictions : bool, default=True
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -187,10 +197,11 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
 
 
 class OnlineCFMClassifier(_OnlineClassifier, _OnlineCFMBase):
-    __doc__ = ("""Convex factorization machine binary classifier (logistic loss) learned
+    __doc__ = (add_to_section(
+    """Convex factorization machine binary classifier (logistic loss) learned
     online by FTRL; any two labels.
-""" + _CFM_DOC + """    classes_ : ndarray of shape (2,)
-
+""" + _CFM_DOC, "Attributes", """    classes_ : ndarray of shape (2,)
+""") + """
     Examples
     --------
     >>> import numpy as np

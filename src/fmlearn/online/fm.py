@@ -1,12 +1,14 @@
 """The classic FM (Rendle 2010) learned online: :class:`OnlineFMRegressor` and
 :class:`OnlineFMClassifier` with FTRL-Proximal (FM-FTRL), OGD or PA (the FM-* baselines of seed
-002 §4.1). A one-row ``partial_fit`` costs O(nnz k)."""
+Zhang et al. 2018, §4.1). A one-row ``partial_fit`` costs O(nnz k)."""
 
 import numbers
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._docs import add_to_section
+from .._renamed import Renamed
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
 from ..solvers.ogd import FMOGDLearner, OGDSettings
 from ..solvers.pa import FMPALearner, PASettings
@@ -32,6 +34,18 @@ LEGACY_FTRL_RATE = 0.1
 
 
 class _OnlineFMBase(_LinearPart, _OnlineBase):
+    # 0.1 names (FTRL's alpha/beta/l1/l2 per block; "eta" the OGD step): until 0.3
+    _renamed_params = {
+        "eta": Renamed("learning_rate", frozenset({"ogd"})),
+        "ftrl_alpha": Renamed("learning_rate", frozenset({"ftrl"})),
+        "alpha": Renamed("learning_rate", frozenset({"ftrl"})),
+        "ftrl_alpha_v": "learning_rate_pairwise", "alpha_v": "learning_rate_pairwise",
+        "beta": "ftrl_beta", "ftrl_beta_v": "ftrl_beta_pairwise", "beta_v": "ftrl_beta_pairwise",
+        "l1": "l1_linear", "l1_v": "l1_pairwise",
+        "l2": Renamed("reg_linear", frozenset({"ftrl"})),
+        "l2_v": Renamed("reg_pairwise", frozenset({"ftrl"})),
+        "implicit": "implicit_sgd",
+    }
     _parameter_constraints = {
         **_OnlineBase._common_constraints,
         "learner": [StrOptions({"ftrl", "ogd", "pa"})],
@@ -109,7 +123,7 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
         return self.learning_rate == "auto" and self.learner == "ftrl"
 
     def _resolve_auto(self, X, y, sw):
-        """``learning_rate="auto"`` with FTRL (issue 14): the learner sees the rows times
+        """``learning_rate="auto"`` with FTRL: the learner sees the rows times
         ``x_scale_`` = 1 / the root mean square of the first batch's non-zero feature values, and
         alpha of (w0, w) is ``learning_rate_`` = AUTO_LINEAR_RATE x the targets' spread (their
         standard deviation; 1 log-odds for a classifier).
@@ -166,13 +180,13 @@ _FM_DOC = """
 
         f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l
 
-    learned online by one of the per-row rules that seed 002 §4.1 compares OCCFM with.
+    learned online by one of the per-row rules that Zhang et al. 2018, §4.1 compares OCCFM with.
 
     Parameters
     ----------
     learner : {"ftrl", "ogd", "pa"}, default="ftrl"
         ``"ftrl"``: FTRL-Proximal (McMahan et al. 2013) on every coordinate of (w0, w, V), the
-        FM-FTRL of 002 (after Ta 2015); ``"ogd"``: online gradient descent, which is
+        FM-FTRL of Zhang et al. 2018 (after Ta 2015); ``"ogd"``: online gradient descent, which is
         :class:`FMRegressor`'s SGD (the same compiled kernel, the same parameter names; see
         below for the defaults that differ); ``"pa"``: passive-aggressive PA-I on the model
         linearized at the current parameters (hinge / epsilon-insensitive loss).
@@ -259,10 +273,11 @@ _FM_DOC = """
 
 
 class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
-    __doc__ = ("""Factorization machine regressor learned online (FTRL, OGD or PA).
-""" + _FM_DOC + """    clip_predictions : bool, default=True
+    __doc__ = (add_to_section(
+    """Factorization machine regressor learned online (FTRL, OGD or PA).
+""" + _FM_DOC, "Parameters", """    clip_predictions : bool, default=True
         As in :class:`CCFMRegressor`.
-
+""") + """
     Examples
     --------
     >>> import numpy as np
@@ -296,10 +311,11 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
 
 
 class OnlineFMClassifier(_OnlineClassifier, _OnlineFMBase):
-    __doc__ = ("""Factorization machine binary classifier learned online (FTRL, OGD or PA);
+    __doc__ = (add_to_section(
+    """Factorization machine binary classifier learned online (FTRL, OGD or PA);
     logistic loss for FTRL and OGD, hinge loss for PA; any two labels.
-""" + _FM_DOC + """    classes_ : ndarray of shape (2,)
-
+""" + _FM_DOC, "Attributes", """    classes_ : ndarray of shape (2,)
+""") + """
     Examples
     --------
     >>> import numpy as np

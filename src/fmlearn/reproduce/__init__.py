@@ -9,7 +9,7 @@ To add an experiment, write ``fmlearn/reproduce/<module>.py`` and add one line t
 :data:`REGISTRY`::
 
     "gfm-synthetic": Experiment("fmlearn.reproduce.gfm_synthetic",
-                                "seed 000 Fig. 2: one-pass gFM recovery on Gaussian data"),
+                                "Lin and Ye 2016, Fig. 2: one-pass gFM recovery on Gaussian data"),
 
 Modules are imported only when their experiment runs, so ``fmlearn reproduce --list`` stays
 fast and one broken or heavy module never affects the others. Besides the registry, this module
@@ -40,21 +40,24 @@ class Experiment:
 #: name -> Experiment, one line per paper experiment (kept sorted by name).
 REGISTRY = {
     "cfm-movielens": Experiment("fmlearn.reproduce.cfm_movielens",
-                                "seed 004 Table 2 / Fig. 2: convex FM on MovieLens-100K"),
+                                "Yamada et al. 2017, Table 2 / Fig. 2: convex FM on "
+                                "MovieLens-100K"),
     "cfm-synthetic": Experiment("fmlearn.reproduce.cfm_synthetic",
-                                "seed 004 Fig. 1: convex FM vs FM-ALS/MCMC on §4.1 data"),
+                                "Yamada et al. 2017, Fig. 1: convex FM vs FM-ALS/MCMC on "
+                                "§4.1 data"),
     "gfm-convergence": Experiment(
         "fmlearn.reproduce.gfm_convergence",
-        "seed 000: one-pass gFM error vs mini-batch for n = c k d, noise, d = 1000"),
+        "Lin and Ye 2016: one-pass gFM error vs mini-batch for n = c k d, noise, d = 1000"),
     "ifm-vs-fm": Experiment(
         "fmlearn.reproduce.ifm_vs_fm",
-        "seed 001 Fig. 1: test RMSE of iFM vs classic FM on FM, sign-flipped, mixed labels"),
+        "Lin et al. 2019, Fig. 1: test RMSE of iFM vs classic FM on FM, sign-flipped, mixed "
+        "labels"),
     "occfm": Experiment(
         "fmlearn.reproduce.occfm",
-        "seed 002 Tables 3-4, Fig. 1-2: OCCFM vs FM/CFM/CCFM online baselines"),
+        "Zhang et al. 2018, Tables 3-4, Fig. 1-2: OCCFM vs FM/CFM/CCFM online baselines"),
     "vtec": Experiment(
         "fmlearn.reproduce.vtec",
-        "seed 001 §4.2 Table 1: online vTEC from GNSS double differences (simulated; "
+        "Lin et al. 2019, §4.2 Table 1: online vTEC from GNSS double differences (simulated; "
         "--rinex DIR: real RINEX files)"),
 }
 

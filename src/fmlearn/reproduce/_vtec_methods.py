@@ -1,4 +1,5 @@
-"""The methods of seed 001's Table 1 on contrast targets, for :mod:`fmlearn.reproduce.vtec`.
+"""The methods of Lin et al.'s (2019) Table 1 on contrast targets, for
+:mod:`fmlearn.reproduce.vtec`.
 
 Each method object has ``fit(window)`` and ``predict(window)`` (the predicted double
 differences of the window's test station). What does not depend on a method's

@@ -1,4 +1,5 @@
-"""Seed 004 Table 2 (MovieLens-100K row) and Fig. 2: convex FM against classic FMs and ridge.
+"""Yamada et al. 2017, Table 2 (MovieLens-100K row) and Fig. 2: convex FM against classic FMs and
+ridge.
 
 Protocol (the project's): ratings in file order, one-hot users + items (d = 2625); for seeds
 0, 1, 2: ``idx = np.random.default_rng(seed).permutation(100000)``, train = idx[:75000], test
@@ -70,7 +71,7 @@ def run(out_dir, quick=False, path=None):
     rows = [[name, float(np.mean(v))] + [float(x) for x in v] + [float(np.mean(seconds[name]))]
             for name, v in results.items()]
     headers = ["method", "mean RMSE"] + [f"seed {s}" for s in seeds] + ["fit s"]
-    print(f"Seed 004 Table 2, MovieLens-100K: 75/25 splits, seeds {list(seeds)}, "
+    print(f"Yamada et al. 2017, Table 2, MovieLens-100K: 75/25 splits, seeds {list(seeds)}, "
           f"{n_iter} iterations (paper: CFM 0.915, FM-SGD 1.078, FM-ALS 1.242, "
           "FM-MCMC 0.901-0.905, ridge 0.936)")
     print(format_table(rows, headers))
@@ -84,7 +85,7 @@ def run(out_dir, quick=False, path=None):
     ax.axhline(0.915, color="grey", ls="--", label="paper's CFM (0.915)")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("test RMSE")
-    ax.set_title("Seed 004 Fig. 2(a): MovieLens-100K, eta = 1000")
+    ax.set_title("Yamada et al. 2017, Fig. 2(a): MovieLens-100K, eta = 1000")
     ax.legend()
     fig_path = save_figure(fig, out_dir, "cfm_movielens.png")
     print(f"figure: {fig_path}")

@@ -1,4 +1,4 @@
-"""Seed 004 Fig. 1: test RMSE per iteration on the §4.1 synthetic data, convex FM against
+"""Yamada et al. 2017, Fig. 1: test RMSE per iteration on the §4.1 synthetic data, convex FM against
 FM-ALS and FM-MCMC (rank 20), plus ridge on explicit quadratic features.
 
 Protocol (§4.1): x in R^100 ~ N(0, I), y = w0 + w^T x + sum_{l<l'} W_ll' x_l x_l' with
@@ -65,8 +65,8 @@ def run(out_dir, quick=False):
             root_mean_squared_error(yte, ridge.predict(poly.transform(Xte))))
 
     rows = [[name, float(np.mean(v)), float(np.std(v))] for name, v in finals.items()]
-    print(f"Seed 004 §4.1 synthetic: {n_runs} draws, {n_iter} iterations, eta chosen per draw "
-          f"from {ETA_GRID} (chosen: {etas})")
+    print(f"Yamada et al. 2017, §4.1 synthetic: {n_runs} draws, {n_iter} iterations, eta "
+          f"chosen per draw from {ETA_GRID} (chosen: {etas})")
     print(format_table(rows, ["method", "test RMSE", "std"]))
     plt = optional_pyplot("cfm_synthetic.png")
     if plt is None:
@@ -79,7 +79,7 @@ def run(out_dir, quick=False):
                label="ridge (quadratic features)")
     ax.set_xlabel("iteration")
     ax.set_ylabel("test RMSE")
-    ax.set_title("Seed 004 Fig. 1: synthetic data (§4.1)")
+    ax.set_title("Yamada et al. 2017, Fig. 1: synthetic data (§4.1)")
     ax.legend()
     path = save_figure(fig, out_dir, "cfm_synthetic.png")
     print(f"figure: {path}")

@@ -1,5 +1,5 @@
-"""Seed 000 (Theorems 1 and 15): one-pass gFM recovery error versus mini-batch, for batch sizes
-n = c k d around the threshold, with label noise, and at d = 1000.
+"""Lin and Ye 2016 (Theorems 1 and 15): one-pass gFM recovery error versus mini-batch, for batch
+sizes n = c k d around the threshold, with label noise, and at d = 1000.
 
 Data: y = x^T w* + x^T M* x + noise with standard Gaussian x, |w*| = 1 and
 M* = Q diag(lambda) Q^T of rank k with |lambda| in [1, 2] and alternating signs (mixed-sign, so
@@ -69,7 +69,7 @@ def run(out_dir, quick=False):
         last = errs[np.isfinite(errs)][-1] if np.isfinite(errs).any() else np.nan
         rows.append([f"{c} k d = {c * k * d}", status, float(last), _rate(errs),
                      int(np.isfinite(errs).sum()) - 1, sec])
-    print(f"\nseed 000, one-pass gFM, d = {d}, k = {k}, noise-free, mixed-sign M*")
+    print(f"\nLin and Ye 2016, one-pass gFM, d = {d}, k = {k}, noise-free, mixed-sign M*")
     print(format_table(rows, ["batch n", "status", "final error", "rate/batch", "batches", "s"],
                        floatfmt=".3g"))
 

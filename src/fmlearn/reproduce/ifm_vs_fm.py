@@ -1,10 +1,10 @@
-"""Seed 001 §4.1, Figure 1 (a-c): test RMSE versus iteration of the classic FM and of iFM on
+"""Lin et al. 2019, §4.1, Figure 1 (a-c): test RMSE versus iteration of the classic FM and of iFM on
 labels from a conventional FM, the same labels with their sign flipped, and mixed-sign labels.
 
 Setup of the paper: d = 100, k = 5; w*, U*, V* and x with i.i.d. N(0, 1/d) entries; 30 k d
 training rows, 10,000 test rows, 10 trials.
 
-* (a) conventional: y = x^T w* + x^T (U* U*^T - diag(U* U*^T)) x  (001 Eq. 1-2);
+* (a) conventional: y = x^T w* + x^T (U* U*^T - diag(U* U*^T)) x  (Lin et al. 2019, Eq. 1-2);
 * (b) sign-flipped: -y of (a);
 * (c) mixed-sign: M* = (U* V*^T + V* U*^T)/2 minus its diagonal (eigenvalues of both signs;
   rank up to 2k, so iFM uses n_factors = 2k there, the classic FM its k).
@@ -75,7 +75,7 @@ def run(out_dir, quick=False):
             final = C[:, -1]
             rows.append([kind, name, float(final.mean()), float(final.std()),
                          float(final.mean() / np.mean(stds)), float(np.mean(secs))])
-    print(f"\nseed 001 Fig. 1: d = {d}, k = {k}, {n_train} train / {n_test} test rows, "
+    print(f"\nLin et al. 2019, Fig. 1: d = {d}, k = {k}, {n_train} train / {n_test} test rows, "
           f"{n_trials} trials, {n_iter} iterations")
     print(format_table(rows, ["labels", "model", "test RMSE", "sd", "RMSE/std(y)", "s/fit"],
                        floatfmt=".3g"))

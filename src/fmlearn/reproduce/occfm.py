@@ -1,8 +1,8 @@
-"""Seed 002 Tables 3-4 and Fig. 1-2: OCCFM against FM-FTRL, CFM-FTRL, CCFM-OGD, CCFM-PA and
-CCFM-FTRL on MovieLens-100K (RMSE), IJCNN1 and Adult (error rate, AUC).
+"""Zhang et al. 2018, Tables 3-4 and Fig. 1-2: OCCFM against FM-FTRL, CFM-FTRL, CCFM-OGD, CCFM-PA
+and CCFM-FTRL on MovieLens-100K (RMSE), IJCNN1 and Adult (error rate, AUC).
 
-Protocol (002 §4.1, with fewer permutations, stated in the output): five folds of a random
-permutation of the data (IJCNN1: train + test files, the paper's 141,691 rows; Adult: train +
+Protocol (Zhang et al. 2018, §4.1, with fewer permutations, stated in the output): five folds of a
+random permutation of the data (IJCNN1: train + test files, the paper's 141,691 rows; Adult: train +
 test files); for each fold the training rows, randomly permuted, are fed one by one (each row
 predicted, then learned) and the model is then scored on the held-out fold. Both figures are
 reported: the prequential metric of the training stream (the online performance) and the test
@@ -31,12 +31,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from fmlearn import evaluate_prequential
+from fmlearn._renamed import renamed_kwargs
 from fmlearn.online import ESTIMATORS
 from fmlearn.reproduce import format_table, optional_pyplot, save_figure
 
 ALGORITHMS = ("FM-FTRL", "CFM-FTRL", "CCFM-OGD", "CCFM-PA", "CCFM-FTRL", "OCCFM")
 
-# 002 Table 3 (RMSE) and Table 4 (error rate, AUC)
+# Zhang et al. 2018, Table 3 (RMSE) and Table 4 (error rate, AUC)
 PAPER = {
     "ml100k": {"rmse": dict(zip(ALGORITHMS, (1.2781, 1.1036, 1.2721, 1.2164, 1.0873, 1.0359),
                                 strict=True))},
@@ -49,7 +50,8 @@ PAPER = {
     "adult": {},
 }
 
-# Trace bounds tried per data set (002: 10 on MovieLens-100K, 300 on IJCNN1); FM ranks of 002.
+# Trace bounds tried per data set (Zhang et al. 2018: 10 on MovieLens-100K, 300 on
+# IJCNN1); FM ranks of Zhang et al. 2018.
 DELTAS = {"ml100k": (10.0, 30.0, 100.0), "ijcnn1": (100.0, 300.0, 1000.0),
           "adult": (10.0, 30.0, 100.0)}
 RANKS = {"ml100k": 10, "ijcnn1": 20, "adult": 20}
@@ -62,6 +64,7 @@ QUICK_ROWS = {"ml100k": 10000, "ijcnn1": 20000, "adult": 6000}
 QUICK_SLOW_ROWS = 1000
 
 
+@renamed_kwargs(data_dir="data_home")
 def load(name, data_home=None):
     """(X, y, task) of a data set (training and test files stacked); classification labels in
     {-1, +1}. Found, else downloaded, by :func:`fmlearn.datasets.fetch` (``data_home``)."""
@@ -106,7 +109,9 @@ def make(alg, task, name, params):
         return cls("ftrl", eig_max_iter=3, eig_tol=1e-4, **params)
     cls = ESTIMATORS["ccfm"][clf]
     learner = {"CCFM-OGD": "ogd", "CCFM-PA": "pa", "CCFM-FTRL": "ftrl", "OCCFM": "ocg"}[alg]
-    if clf:  # 002's models decide by the score itself: no Platt link (CCFMClassifier's default)
+    # Zhang et al.'s (2018) models decide by the score itself: no Platt link (CCFMClassifier's
+    # default)
+    if clf:
         params = {"calibration": None, **params}
     return cls(learner, **params)
 
@@ -181,6 +186,7 @@ def _save_cache(path, cache):
     os.replace(tmp, path)
 
 
+@renamed_kwargs(data_dir="data_home")
 def run(out_dir, quick=False, data_home=None, datasets=("ml100k", "ijcnn1", "adult")):
     """Run the experiment; prints the tables, writes PNGs and returns the results."""
     n_folds = 1 if quick else 5
@@ -294,9 +300,9 @@ def _table(name, task, cache, n_folds):
         headers += [f"preq {m}", f"test {m}", "sd", "paper"]
     headers += ["folds", "train rows", "learn s", "rows/s", "setting"]
     tbl = {"ml100k": "Table 3", "ijcnn1": "Table 4", "adult": "(not in the paper)"}[name]
-    print(f"\nSeed 002 {tbl}, {name}: up to {n_folds} fold(s) x 1 permutation (paper: 5 folds "
-          f"x 20 permutations); prequential = online metric of the training stream, test = "
-          f"held-out fold; sd over folds")
+    print(f"\nZhang et al. 2018, {tbl}, {name}: up to {n_folds} fold(s) x 1 permutation "
+          f"(paper: 5 folds x 20 permutations); prequential = online metric of the training "
+          f"stream, test = held-out fold; sd over folds")
     print(format_table(rows, headers))
     return out
 
@@ -316,7 +322,7 @@ def _figure(name, task, cache, out_dir):
     ax.set_xscale("log")
     ax.set_xlabel("learning time (s)")
     ax.set_ylabel(f"prequential {key}")
-    ax.set_title(f"{name}: loss against time (seed 002 Fig. 1-2)")
+    ax.set_title(f"{name}: loss against time (Zhang et al. 2018, Fig. 1-2)")
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, out_dir, f"occfm_{name}_time.png")

@@ -1,4 +1,4 @@
-"""Seed 001 §4.2, Table 1: online vTEC estimation from GNSS double differences.
+"""Lin et al. 2019, §4.2, Table 1: online vTEC estimation from GNSS double differences.
 
 Set-up of the paper: a test station at the centre of a triangular mesh of stations ~75 km
 apart and 16 training stations around it; every 60 s a model f is refitted on the double
@@ -433,7 +433,7 @@ def run(out_dir, quick=False, protocol=None):
         print(msg, flush=True)
 
     kind = {id(QUICK): "quick", id(FULL): "full"}.get(id(protocol), "custom protocol")
-    log(f"seed 001 §4.2 / Table 1 on simulated GNSS data ({kind}): "
+    log(f"Lin et al. 2019, §4.2 / Table 1 on simulated GNSS data ({kind}): "
         f"{protocol.n_validation_days} validation days ({protocol.tune_segments_per_day} "
         f"tuning segment(s) of {protocol.run_length} windows per day), "
         f"{protocol.n_days - protocol.n_validation_days} test days ({len(protocol.test_starts)} "
@@ -463,7 +463,7 @@ def _figure(plt, result, protocol):
     ax[0].set_ylabel("RMSE of test double differences (TECU)")
     ax[0].set_xticks(x)
     ax[0].legend()
-    ax[0].set_title("seed 001 Table 1 analogue (simulated)")
+    ax[0].set_title("Lin et al. 2019, Table 1 analogue (simulated)")
     w = load_windows(protocol, days[-1])[-1]
     for n in ("Ridge", "iFM"):
         if n in result["params"]:

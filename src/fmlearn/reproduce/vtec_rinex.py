@@ -1,4 +1,4 @@
-"""Seed 001 §4.2, Table 1 on real GNSS observations: ``fmlearn reproduce vtec --rinex DIR``.
+"""Lin et al. 2019, §4.2, Table 1 on real GNSS observations: ``fmlearn reproduce vtec --rinex DIR``.
 
 The files of DIR (RINEX observation files, one or more GPS navigation files, optionally an
 IONEX map) are read by :func:`fmlearn.datasets.load_rinex_network`; stations are grouped into
@@ -272,7 +272,7 @@ def run(out_dir, quick=False, rinex_dir=None, protocol=None):
             break
         except ValueError as exc:
             log(f"IONEX file not used: {exc}")
-    log(f"seed 001 §4.2 / Table 1 on real GNSS data: {len(obs)} observation files in "
+    log(f"Lin et al. 2019, §4.2 / Table 1 on real GNSS data: {len(obs)} observation files in "
         f"{rinex_dir}; windows of {protocol.window_seconds} s, {protocol.n_validation_windows} "
         f"validation window(s) per held-out station, regularisation grid {len(protocol.reg_grid)}"
         f" values, rank grid {len(protocol.rank_grid)} values; elevation mask "
@@ -323,6 +323,6 @@ def _figure(plt, entry):
     ax.set_xticklabels([r["station"] for r in rows])
     ax.set_xlabel("held-out station")
     ax.set_ylabel("RMSE of its double differences (TECU)")
-    ax.set_title("seed 001 Table 1 on real RINEX files")
+    ax.set_title("Lin et al. 2019, Table 1 on real RINEX files")
     ax.legend(ncol=3, fontsize=8)
     return fig

@@ -27,8 +27,8 @@ from ._hazan_rows import (
 class RidgeSystem:
     """Weighted ridge on z = [1, x]: w*(v) = argmin ||s^1/2 (v - Z w)||^2 + lam1 ||w_1:||^2.
 
-    Solved by preconditioned conjugate gradient on (Z^T S Z + Lambda) w = Z^T S v (seed 004
-    Eq. 5 with weights and lam1), never forming Z^T Z. Jacobi preconditioner; empty columns
+    Solved by preconditioned conjugate gradient on (Z^T S Z + Lambda) w = Z^T S v (Yamada et al.
+    2017, Eq. 5 with weights and lam1), never forming Z^T Z. Jacobi preconditioner; empty columns
     get a unit preconditioner (their coordinate stays at its start value, 0). ``v`` is an
     n-vector held by the rows, named as a combination ((c, name), ...) ("y": the targets).
     ``weights`` names a stored n-vector to use instead of s (the logistic Hessian's system).

@@ -1,4 +1,4 @@
-"""The rows of the convex FM (seed 004) and the block functions that touch them.
+"""The rows of the convex FM (Yamada et al. 2017) and the block functions that touch them.
 
 :class:`CFMData` holds one block of training rows (X, X^T, X o X, y, weights, group slices);
 :func:`atom_quadratic` and :func:`quadratic_part` give the model's pairwise part q(W) on rows.
@@ -45,8 +45,8 @@ def cfm_data(X_csr, y, sw, groups=None):
     """Build :class:`CFMData` from a canonical CSR matrix (float64 copies; X o X is X itself
     when every stored value is 1, as in one-hot data).
 
-    ``groups`` (disjoint arrays of feature indices) makes W block-diagonal over them (seed 004
-    Lemma 3): only features of the same group interact. The column slices X_g are kept for the
+    ``groups`` (disjoint arrays of feature indices) makes W block-diagonal over them (Yamada et al.
+    2017, Lemma 3): only features of the same group interact. The column slices X_g are kept for the
     per-group eigen-problems; together they hold at most nnz values."""
     X = _same_index_dtype(sp.csr_matrix(X_csr, dtype=np.float64, copy=True))
     XT = _same_index_dtype(X.T.tocsr())

@@ -1,4 +1,4 @@
-"""Asymmetric rank-one matrix sensing, one pass (seed 000 §2.1): y_i = u_i^T M* v_i with
+"""Asymmetric rank-one matrix sensing, one pass (Lin and Ye 2016, §2.1): y_i = u_i^T M* v_i with
 independent isotropic u_i, v_i (inductive matrix completion).
 
 The sensing operator is unbiased, E[u u^T M v v^T] = M, so no shift is needed: each batch gives
@@ -39,7 +39,7 @@ def asym_predict(Bu, Bv, state):
 
 
 def asym_step(Xu, Xv, y, sw, state, settings):
-    """One batch of asymmetric rank-one sensing y_i = u_i^T M* v_i (000 §2.1).
+    """One batch of asymmetric rank-one sensing y_i = u_i^T M* v_i (Lin and Ye 2016, §2.1).
 
     For independent isotropic u, v the operator is unbiased, E[(1/n) A'A(M)] = M, so no shift
     is needed: with E = Xu^T diag(rho) Xv + U V^T (d1 x d2),  U <- QR(E Vbar) (Vbar an

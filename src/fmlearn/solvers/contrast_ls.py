@@ -1,9 +1,9 @@
 """Batch least squares for f(x) = b + <w, x> + x^T M x fitted to any linear targets of f.
 
 The targets are y_g = sum_i C[g, i] f(x_i) for a sparse contrast matrix C (C = None is the
-identity, the ordinary fit; the double differences of seed 001 §4.2 have four entries +-1 per
-row). With M = (U V^T + V U^T)/2 (generalized FM) or that matrix minus diag(U V^T) (iFM, seed
-001 §3.3),
+identity, the ordinary fit; the double differences of Lin et al. 2019, §4.2 have four entries +-1
+per row). With M = (U V^T + V U^T)/2 (generalized FM) or that matrix minus diag(U V^T) (iFM, seed
+Lin et al. 2019, §3.3),
 
     f(x) = b + <w, x> + sum_l (x.u_l)(x.v_l) - [iFM] sum_j x_j^2 sum_l U_jl V_jl,
 

@@ -1,4 +1,5 @@
-"""The classic FM's three solvers on contrast targets y_g = sum_i C[g, i] f(x_i) (seed 001 §4.2).
+"""The classic FM's three solvers on contrast targets y_g = sum_i C[g, i] f(x_i) (Lin et al. 2019,
+§4.2).
 
 f(x) = w0 + <w, x> + sum_{j<l} <v_j, v_l> x_j x_l is never observed: each target is a linear
 combination of f at some rows (a double difference of four). Every parameter enters f, hence

@@ -1,4 +1,5 @@
-"""Follow-the-regularized-leader learners: FM-FTRL, CFM-FTRL and CCFM-FTRL of seed 002 §4.1.
+"""Follow-the-regularized-leader learners: FM-FTRL, CFM-FTRL and CCFM-FTRL of Zhang et al. 2018,
+§4.1.
 
 * FM-FTRL (after Ta 2015): FTRL-Proximal (McMahan et al. 2013, Algorithm 1) on every coordinate
   of the classic FM's (w0, w, V) (:func:`fmlearn.kernels.online_fm.update_ftrl`).
@@ -6,7 +7,7 @@
   trace-norm ball, i.e. lazy projection C_{t+1} = Proj_K(-eta_t S_t) of the accumulated gradient
   S_t, projected exactly by eigendecomposition (dense for small d, else a refined partial
   eigendecomposition) (:mod:`fmlearn.kernels.trace_ftrl`).
-* CFM-FTRL: the convex FM of seed 004 (Yamada et al. 2017): y^ = w0 + <w, x> + 1/2 x'Wx without
+* CFM-FTRL: the convex FM of Yamada et al. 2017: y^ = w0 + <w, x> + 1/2 x'Wx without
   self-interactions, W positive semidefinite with tr W <= delta. W follows the same lazy
   projection onto the PSD trace simplex; w0 and w, unconstrained, follow FTRL-Proximal.
 

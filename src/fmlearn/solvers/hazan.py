@@ -1,12 +1,12 @@
-"""Hazan's algorithm (Frank-Wolfe over the spectahedron) for the convex FM of seed 004.
+"""Hazan's algorithm (Frank-Wolfe over the spectahedron) for the convex FM of Yamada et al. 2017.
 
-Model (seed 004 Eq. 1), with z = [1, x]:
+Model (Yamada et al. 2017, Eq. 1), with z = [1, x]:
 
     f(x) = w^T z + 1/2 tr(W (x x^T - diag(x o x))),     W psd,  tr(W) <= eta
 
-Regression (seed 004 Eq. 2-3): the linear part is eliminated, J(W) = min_w sum_i s_i r_i^2 +
-lam1 ||w_{1:}||^2 with r = y - Z w - q(W) and q_i(W) = 1/2 tr(W (x_i x_i^T - diag(x_i o x_i))).
-Each iteration (Algorithm 1):
+Regression (Yamada et al. 2017, Eq. 2-3): the linear part is eliminated, J(W) = min_w sum_i s_i
+r_i^2 + lam1 ||w_{1:}||^2 with r = y - Z w - q(W) and q_i(W) = 1/2 tr(W (x_i x_i^T - diag(x_i o
+x_i))). Each iteration (Algorithm 1):
 
 1. residual r of the weighted ridge fit of y - q on Z (conjugate gradient, Eq. 5) and g = s o r;
 2. the leading eigenpair (p, rho) of -grad J = M(g) = X^T diag(g) X - diag((X o X)^T g) by
@@ -34,7 +34,8 @@ early atoms must leave. Comparing the two objectives at every step instead (no d
 condition) ends 31% above the pairwise run after 60 steps on tests/convex/test_convex.py's
 regression: the greedy choice is per step, not per run.
 
-Corrections to the printed algorithm (seed 004 §2.4), each derived from Eq. 2-3 and tested:
+Corrections to the printed algorithm (Yamada et al. 2017, §2.4), each derived from Eq. 2-3 and
+tested:
 
 * Sign of D. "Derivative computation" first writes D = -diag(C ybar) and later "Finally,
   D = diag(y - f)", dropping the minus sign. With D = diag(y - f), X D X^T is the *negative*
@@ -122,7 +123,8 @@ class CFMState:
         return self.lam.shape[0]
 
     def factors(self):
-        """U with W = U U^T (d x atoms), for the FM prediction kernel (seed 004 "Prediction")."""
+        """U with W = U U^T (d x atoms), for the FM prediction kernel (Yamada et al. 2017,
+        "Prediction")."""
         return self.P * np.sqrt(np.maximum(self.lam, 0.0))
 
 

@@ -1,9 +1,9 @@
 """High-order moment elimination for the generalized FM on non-Gaussian features
-(seed 001 §3.2, Algorithm 1, Eq. 7-10), in the form that converges.
+(Lin et al. 2019, §3.2, Algorithm 1, Eq. 7-10), in the form that converges.
 
 For features z with independent coordinates, zero mean, unit variance, third moments kappa and
 fourth moments phi, and residuals r = y - f(z) with errors  dM = M* - M,  dw = w* - w,  the
-statistics of one batch have expectations (001 Theorem 4 and Lemma 5)::
+statistics of one batch have expectations (Lin et al. 2019, Theorem 4 and Lemma 5)::
 
     H1 = 1/(2n) A'(r)           ->  dM + 1/2 tr(dM) I + 1/2 D(phi - 3) D(dM) + 1/2 D(kappa) D(dw)
     P0 = mean(r)                ->  tr(dM)
@@ -12,7 +12,7 @@ statistics of one batch have expectations (001 Theorem 4 and Lemma 5)::
 
 so per coordinate j, [P1_j, P2_j] = A_j [dw_j, dM_jj] with A_j = [[1, kappa_j], [kappa_j,
 phi_j - 1]] (Eq. 8-9), whose determinant phi_j - 1 - kappa_j^2 is the tau of the Moment
-Invertible Property (001 Definition 2). Solving for dw_j and dM_jj gives the estimators
+Invertible Property (Lin et al. 2019, Definition 2). Solving for dw_j and dM_jj gives the estimators
 
     M-operator:  H1 - 1/2 P0 I - 1/2 D(G1 o P1 + G2 o P2),   G_j = A_j^{-1} [kappa_j, phi_j - 3]
     w-update:    H_1 o P1 + H_2 o P2,                          H_j = A_j^{-1} [1, 0]
@@ -23,24 +23,25 @@ tests/gfm/test_gfm.py):
 1. Eq. (7) omits the ``- 1/2 P0 I`` term: it removes the skewness and kurtosis bias but leaves
    the 1/2 tr(dM) I of Theorem 4, and the printed iteration diverges even on Gaussian data for
    k >= 3. With the term, and G = 0, H = (1, 0) for Gaussian moments, the method is exactly
-   seed 000's Algorithm 1.
+   Lin and Ye's (2016) Algorithm 1.
 2. Appendix E writes G for the w-update where Eq. (10) has H; H is right (G gives the kurtosis
    correction of the diagonal, not dw).
 3. "A(M) = D(X X)" in the definitions before Eq. 7 should read diag(X^T M X).
 4. Algorithm 1 keeps M = U V^T unsymmetrised while Lemma 7 treats it as symmetric; we use the
-   symmetrised M = (U V^T + V U^T)/2 of seed 000, so that the step is 000's with the corrected
-   operator.
+   symmetrised M = (U V^T + V U^T)/2 of Lin and Ye 2016, so that the step is Lin and Ye's (2016)
+   with the corrected operator.
 
 Where tau_j is (numerically) zero the system A_j is singular: binary features have z^2 - 1 =
-kappa z, so the diagonal of M is not identifiable (001 Proposition 1). There the pseudo-inverse
-gives the minimum-norm split between dw_j and dM_jj; the estimator warns and suggests iFM.
+kappa z, so the diagonal of M is not identifiable (Lin et al. 2019, Proposition 1). There the
+pseudo-inverse gives the minimum-norm split between dw_j and dM_jj; the estimator warns and suggests
+iFM.
 """
 
 import numpy as np
 
 
 def moment_coefficients(kappa, phi, tau_floor=1e-8):
-    """The (d, 4) array [G1, G2, H1, H2] of 001 Eq. 8-9 from per-feature kappa and phi.
+    """The (d, 4) array [G1, G2, H1, H2] of Lin et al. 2019, Eq. 8-9 from per-feature kappa and phi.
 
     Coordinates with ``phi - 1 - kappa^2 <= tau_floor`` use the pseudo-inverse of A_j.
     """
@@ -73,5 +74,5 @@ def diagonal_correction(coef, h2, h3, q):
 
 
 def linear_update(coef, h2, h3, q):
-    """Estimate of ``w* - w``: ``H1 o P1 + H2 o P2`` (001 Eq. 10 with H, see fix 2)."""
+    """Estimate of ``w* - w``: ``H1 o P1 + H2 o P2`` (Lin et al. 2019, Eq. 10 with H, see fix 2)."""
     return coef[:, 2] * h3 + coef[:, 3] * (q - h2)

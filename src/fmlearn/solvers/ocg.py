@@ -1,4 +1,5 @@
-"""Online conditional gradient on the compact convexified FM: OCCFM (seed 002, Algorithm 2).
+"""Online conditional gradient on the compact convexified FM: OCCFM (Zhang et al. 2018,, Algorithm
+2).
 
 The learner owns its state as named records (the model C, the accumulated gradient S, the
 tracked subspace, the counters); each round is :func:`fmlearn.kernels.ocg.update` run by the
@@ -31,7 +32,8 @@ from ._online_common import (
 class OCGSettings:
     """Parameters of Algorithm 2 and of its linear step.
 
-    learning_rate : weight eta of the accumulated gradient in F_t (002 Alg. 2 line 4).
+    learning_rate : weight eta of the accumulated gradient in F_t (Zhang et al. 2018, Alg. 2 line
+    4).
     trace_bound : the trace-norm bound delta of the decision set K.
     gamma_power, gamma_offset : gamma_t = min(1, (t + gamma_offset) ** -gamma_power).
     eig_max_iter, eig_tol : while the Ritz residual exceeds ``eig_tol * |theta|``, up to

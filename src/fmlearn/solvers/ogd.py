@@ -1,5 +1,5 @@
-"""Online (projected) gradient descent (Zinkevich 2003): CCFM-OGD of seed 002 §4.1 and OGD on
-the classic FM.
+"""Online (projected) gradient descent (Zinkevich 2003): CCFM-OGD of Zhang et al. 2018, §4.1 and OGD
+on the classic FM.
 
 CCFM-OGD: C <- Proj_K(C - eta_t grad f_t(C)), eta_t = learning_rate / t ** power_t, with the
 exact projection onto the trace-norm ball by eigendecomposition (of the small core of the

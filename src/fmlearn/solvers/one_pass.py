@@ -1,35 +1,38 @@
-"""One-pass alternating solver of the generalized FM (seed 000/003, Algorithm 1) and its
-relatives: improved FM with zero diagonal (seed 001 §3.3), symmetric and asymmetric rank-one
-matrix sensing (seed 000 §2.1). The moment-eliminating variant (seed 001 Algorithm 1) plugs its
-diagonal correction into the same step through :mod:`fmlearn.solvers.moment`.
+"""One-pass alternating solver of the generalized FM (Lin and Ye 2016,, Algorithm 1) and its
+relatives: improved FM with zero diagonal (Lin et al. 2019, §3.3), symmetric and asymmetric rank-one
+matrix sensing (Lin and Ye 2016, §2.1). The moment-eliminating variant (Lin et al. 2019, Algorithm
+1) plugs its diagonal correction into the same step through :mod:`fmlearn.solvers.moment`.
 
 Model (working coordinates ``z = (x - mean) / scale``, fixed after the first batch)::
 
-    f(z) = b + <w, z> + z^T M z,     M = (U V^T + V U^T) / 2,  U^T U = I   (rank <= 2k, 000 Alg. 1)
-    iFM:  M = (U V^T + V U^T) / 2 - diag(U V^T)                          (001 §3.3)
+    f(z) = b + <w, z> + z^T M z,     M = (U V^T + V U^T) / 2,  U^T U = I   (rank <= 2k, Lin and Ye
+    2016, Alg. 1) iFM:  M = (U V^T + V U^T) / 2 - diag(U V^T)                          (Lin et al.
+    2019, §3.3)
 
 One step on a batch of n rows with residuals r = y - f(Z) and weights s (sum 1 after scaling,
 rho = s * r) forms the matrix-free operator
 
     E(B) = 1/2 Z^T (rho o Z B) - 1/2 h2 B + M B,      h2 = sum(rho),  h3 = Z^T rho
 
-and runs one block power step  U <- QR(E(U)),  V <- E(U),  w <- w + h3   (000 Alg. 1 lines 5-8).
-Every product touches the batch only through ``Z @ B`` and ``Z^T @ R`` with B, R of width <= 2k+1;
-memory is O(kd) plus the batch, and no d x d matrix is formed (the spectral initialisation is
-matrix-free above :data:`fmlearn.linalg.DENSE_MAX_DIM` features). How a batch is read (chunked
-products without copies) lives in :mod:`fmlearn.solvers._one_pass_data`.
+and runs one block power step  U <- QR(E(U)),  V <- E(U),  w <- w + h3   (Lin and Ye 2016, Alg. 1
+lines 5-8). Every product touches the batch only through ``Z @ B`` and ``Z^T @ R`` with B, R of
+width <= 2k+1; memory is O(kd) plus the batch, and no d x d matrix is formed (the spectral
+initialisation is matrix-free above :data:`fmlearn.linalg.DENSE_MAX_DIM` features). How a batch is
+read (chunked products without copies) lives in :mod:`fmlearn.solvers._one_pass_data`.
 
-Why the shift: E[(1/2n) A'A(M)] = M + tr(M)/2 I for Gaussian x (000 Theorem 4) and
-E[h2] = tr(M* - M), so ``H1 - h2/2 I`` estimates M* - M. 000 Lemma 10 prints ``tr`` and
+Why the shift: E[(1/2n) A'A(M)] = M + tr(M)/2 I for Gaussian x (Lin and Ye 2016, Theorem 4) and
+E[h2] = tr(M* - M), so ``H1 - h2/2 I`` estimates M* - M. Lin and Ye 2016, Lemma 10 prints ``tr`` and
 ``- h2 I`` (and the concluding sentence ``H1 - h2 I + M -> M*``): that is a typo, the algorithm's
 ``1/2 tr`` / ``- 1/2 h2 I`` is right (Theorem 4 and Lemma 13 Eq. 5 have the 1/2), and the unshifted
-iteration diverges (tested in tests/gfm/test_gfm.py). 003's Algorithm 1 line 1 repeats A(M) in H1 by
-an extraction glitch; the 000 text is used.
+iteration diverges (tested in tests/gfm/test_gfm.py). The arXiv version of Lin and Ye 2016
+(arXiv:1608.05995) repeats A(M) in H1 in its Algorithm 1 line 1 by an extraction glitch; the
+conference text is used.
 
-iFM (001 §3.3): with diag(M) = 0 the shift and the moment terms vanish (001 Eq. 11); the solver
-uses the off-diagonal part of H1 and fills the diagonal of the power-iteration operator with the
-current diag(U V^T), so that the operator tends to the rank-k matrix U* V*^T whose off-diagonal
-part is M* (a fixed point argument; seed 001 gives no algorithm for iFM beyond "the same scheme").
+iFM (Lin et al. 2019, §3.3): with diag(M) = 0 the shift and the moment terms vanish (Lin et al.
+2019, Eq. 11); the solver uses the off-diagonal part of H1 and fills the diagonal of the
+power-iteration operator with the current diag(U V^T), so that the operator tends to the rank-k
+matrix U* V*^T whose off-diagonal part is M* (a fixed point argument; Lin et al. 2019 gives no
+algorithm for iFM beyond "the same scheme").
 
 Intercept (not in the seeds, needed for real data): E[h2] = (b* - b) + tr(M* - M) and the shift
 cancels any intercept error, so ``b <- b + h2 - (tr M_new - tr M_old)`` converges with M.
@@ -61,8 +64,8 @@ __all__ = ["AUTO_BATCH_FACTOR", "MIN_BATCH_FACTOR", "Batch", "BatchRows", "OnePa
 # parameters grow this much beyond the first estimate, is declared divergent.
 DIVERGENCE_FACTOR = 1e4
 
-#: Rows per batch of ``batch_size="auto"``, in units of n_factors * n_features (000 Theorem 1
-#: asks for n >= C k^3 d; on Gaussian data c = 10 converges fast and c ~ 2-3 is the edge).
+#: Rows per batch of ``batch_size="auto"``, in units of n_factors * n_features (Lin and Ye 2016,
+#: Theorem 1 asks for n >= C k^3 d; on Gaussian data c = 10 converges fast and c ~ 2-3 is the edge).
 AUTO_BATCH_FACTOR = 10
 #: Below this many rows per batch (in units of k d) the theory gives no guarantee.
 MIN_BATCH_FACTOR = 2
@@ -93,8 +96,8 @@ class OnePassState:
 
     ``U`` (d, k) has orthonormal columns, ``V`` (d, k); ``mean``/``scale`` define the working
     coordinates; ``coef`` (d, 4) holds the moment-elimination coefficients (G1, G2, H1, H2) of
-    seed 001 Eq. 8-9 (None for other corrections); ``y_scale`` is the RMS of the first batch's
-    targets (divergence reference); ``ref_norm`` the parameter norm after it; ``tau`` the
+    Lin et al. 2019, Eq. 8-9 (None for other corrections); ``y_scale`` is the RMS of the first
+    batch's targets (divergence reference); ``ref_norm`` the parameter norm after it; ``tau`` the
     per-feature phi - 1 - kappa^2 (moment correction only); ``t`` counts batches consumed.
     """
 
@@ -123,7 +126,8 @@ class OnePassState:
 class OnePassSettings:
     """What to fit and how.
 
-    correction : "shift" (000 Alg. 1), "moment" (001 Alg. 1, fixed), "zero_diagonal" (iFM) or
+    correction : "shift" (Lin and Ye 2016, Alg. 1), "moment" (Lin et al. 2019, Alg. 1, fixed),
+    "zero_diagonal" (iFM) or
         "none" (the unshifted iteration, kept only to demonstrate that it diverges).
     fit_linear, fit_intercept : learn w and b (False for rank-one sensing).
     standardize : compute mean/scale from the first batch (else z = x); the mean is removed only
@@ -564,5 +568,5 @@ def _stall_report(batch, state, rmse, change, window=STALL_WINDOW):
 
 def gaussian_gap(kappa, phi):
     """Mean over features of ``|kappa| + |phi - 3|``: 0 for Gaussian features, where the plain
-    one-pass step is unbiased (seed 001 Theorem 4 has bias terms in kappa and phi - 3)."""
+    one-pass step is unbiased (Lin et al. 2019, Theorem 4 has bias terms in kappa and phi - 3)."""
     return float(np.mean(np.abs(kappa) + np.abs(np.asarray(phi) - 3.0)))

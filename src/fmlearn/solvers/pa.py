@@ -1,5 +1,5 @@
-"""Passive-aggressive learning (Crammer et al. 2006, PA-I): CCFM-PA of seed 002 §4.1 and PA on
-the classic FM.
+"""Passive-aggressive learning (Crammer et al. 2006, PA-I): CCFM-PA of Zhang et al. 2018, §4.1 and
+PA on the classic FM.
 
 Each round suffers the hinge loss (classification) or the epsilon-insensitive loss (regression)
 of the current prediction and moves along the gradient of the prediction by

@@ -1,0 +1,144 @@
+"""Serving cost per model: predictions per second and top-10 recommendations per 1,000 users.
+
+One command, one table (docs/serving.md)::
+
+    python benchmarks/bench_serving.py [--reps 3] [--rows 100000] [--users 1000]
+
+Data: a generated rating set of MovieLens-100K's size (943 users, 1,682 items, 100,000 ratings,
+one-hot user + item rows; ``make_recommendation``), so the table needs no download. Each model
+is fitted once with its defaults (``n_factors=8``), then the measurements are alternated over
+the models (A B C ... A B C ...): ``predict`` on ``--rows`` rows (rows per CPU second), and
+``fmlearn.recommend`` of the top 10 among all items for ``--users`` users (CPU seconds per
+1,000 users). CPU seconds (``time.process_time``: every thread of the process) next to wall
+seconds, median and min-max over ``--reps``; the 1-minute load average is printed.
+
+``--ab`` adds the recommend kernel before and after its rewrite (the former one-chain-per-pair
+kernel, kept here as the reference) on the MCMC model's embeddings, alternated.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+from fmlearn import (
+    ConvexFMRegressor,
+    FMRegressor,
+    GFMRegressor,
+    OnlineFMRegressor,
+    recommend,
+)
+from fmlearn.datasets import make_recommendation
+
+MODELS = {
+    "FM mcmc (default)": lambda: FMRegressor(8, solver="mcmc", random_state=0),
+    "FM als": lambda: FMRegressor(8, solver="als", random_state=0),
+    "FM sgd": lambda: FMRegressor(8, solver="sgd", random_state=0),
+    "GFM one_pass": lambda: GFMRegressor(8, random_state=0),
+    "ConvexFM": lambda: ConvexFMRegressor(max_iter=30, random_state=0),
+    "OnlineFM ftrl": lambda: OnlineFMRegressor(n_factors=8, random_state=0),
+}
+
+
+def _timed(fn):
+    c, w = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c, time.perf_counter() - w
+
+
+def _summary(xs):
+    return f"{statistics.median(xs):.4g} ({min(xs):.3g}-{max(xs):.3g})"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--users", type=int, default=1000)
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--ab", action="store_true")
+    args = ap.parse_args(argv)
+    data = make_recommendation(943, 1682, 100_000, random_state=0)
+    X, y = data.X.tocsr(), data.y
+    n_users, n_items = data.n_users, data.n_items
+    users = np.arange(min(args.users, n_users))
+    rows = X[np.arange(args.rows) % X.shape[0]]
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    fitted = {}
+    for name in args.models:
+        fitted[name] = MODELS[name]().fit(X, y)
+        # warm up: compile the kernels outside the timings
+        fitted[name].predict(rows[:10])
+        recommend(fitted[name], users[:2], None, k=10, user_block=(0, n_users),
+                  item_block=(n_users, n_users + n_items))
+    res = {name: {"pc": [], "pw": [], "rc": [], "rw": []} for name in fitted}
+    for _ in range(args.reps):
+        for name, m in fitted.items():
+            c, w = _timed(lambda m=m: m.predict(rows))
+            res[name]["pc"].append(c)
+            res[name]["pw"].append(w)
+            c, w = _timed(lambda m=m: recommend(m, users, None, k=10, user_block=(0, n_users),
+                                                item_block=(n_users, n_users + n_items)))
+            res[name]["rc"].append(c * 1000 / len(users))
+            res[name]["rw"].append(w * 1000 / len(users))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"\n{rows.shape[0]} predict rows, top 10 of {n_items} items for {len(users)} users, "
+          f"{args.reps} alternated repetitions: median (min-max)\n")
+    print("| model | predictions per CPU s | predict wall s | top-10 CPU s per 1,000 users "
+          "| top-10 wall s per 1,000 users |")
+    print("|---|---|---|---|---|")
+    for name, r in res.items():
+        rate = [rows.shape[0] / max(c, 1e-9) for c in r["pc"]]
+        print(f"| {name} | {_summary(rate)} | {_summary(r['pw'])} | {_summary(r['rc'])} | "
+              f"{_summary(r['rw'])} |")
+    if args.ab and "FM mcmc (default)" in fitted:
+        _ab(fitted["FM mcmc (default)"], users, n_users, n_items, args.reps)
+
+
+def _ab(model, users, n_users, n_items, reps):
+    """The recommend kernel before (one dependent chain per pair) and after, alternated."""
+    from numba import njit, prange
+
+    from fmlearn import embed_rows, feature_embeddings
+    from fmlearn.kernels.topk import pair_scores
+
+    @njit(nogil=True, parallel=True)
+    def before(query, key, part_user, part_item, bias, out):
+        n, m = out.shape
+        r = query.shape[1]
+        for a in prange(n):
+            pa = bias + part_user[a]
+            for b in range(m):
+                s = 0.0
+                for f in range(r):
+                    s += query[a, f] * key[b, f]
+                out[a, b] = pa + part_item[b] + s
+
+    import scipy.sparse as sp
+    d = model.n_features_in_
+    U = sp.csr_matrix((np.ones(len(users)), (np.arange(len(users)), users)), shape=(len(users), d))
+    Iv = sp.csr_matrix((np.ones(n_items), (np.arange(n_items), n_users + np.arange(n_items))),
+                       shape=(n_items, d))
+    e, u, i = feature_embeddings(model), embed_rows(model, U), embed_rows(model, Iv)
+    out = {"before": np.empty((len(users), n_items)), "after": np.empty((len(users), n_items))}
+    kern = {"before": before, "after": pair_scores}
+    for name in kern:
+        kern[name](u.query, i.key, u.part, i.part, e.bias, out[name])
+    assert np.array_equal(out["before"], out["after"])
+    times = {name: ([], []) for name in kern}
+    for _ in range(reps):
+        for name in kern:
+            c, w = _timed(lambda name=name: kern[name](u.query, i.key, u.part, i.part, e.bias,
+                                                      out[name]))
+            times[name][0].append(c)
+            times[name][1].append(w)
+    print(f"\nrecommend kernel, {len(users)} users x {n_items} items, r = {u.query.shape[1]} "
+          f"(MCMC posterior mean), bit-identical; load {os.getloadavg()[0]:.2f}")
+    for name, (c, w) in times.items():
+        print(f"  {name}: CPU s {_summary(c)}, wall s {_summary(w)}")
+
+
+if __name__ == "__main__":
+    main()
