@@ -122,6 +122,15 @@ class ColumnData:
                           self.inv)
 
 
+def predict_rows(csr, state):
+    """Predictions (float64, n) of ``state`` on the CSR arrays ``csr`` (the Dask workers'
+    row state)."""
+    indptr, indices, data = csr
+    pred = np.empty(indptr.shape[0] - 1, dtype=np.float64)
+    fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, pred)
+    return pred
+
+
 # Entries below which a colour class of the contrast sweep (``fm_contrast``) runs serially: a
 # parallel region costs microseconds, and far more when the machine is oversubscribed.
 MIN_PARALLEL_NNZ = 50_000
