@@ -60,6 +60,7 @@ MODULES = {
     "fmlearn.metrics": "Metrics, batch and streaming",
     "fmlearn.distributed": "Dask backend",
     "fmlearn.stream": "Out-of-core fitting",
+    "fmlearn.pipeline": "Pipelines that transform the final step's eval_set",
     "fmlearn.evaluate": "Prequential evaluation",
     "fmlearn.recommender": "Recommendation and embeddings",
     "fmlearn.io": "Model files",

@@ -272,7 +272,7 @@ def test_libfm_classification_writes_probabilities(files, tmp_path, capsys):
     (["-method", "sgda"], "sgda"),
     (["-method", "bpr"], "unknown libFM method"),
     (["-meta", "no-such-groups.txt"], "cannot read the groups file"),
-    (["-relation", "rel"], "not supported"),
+    (["-relation", "rel"], "neither rel.x nor rel.xt"),
     (["-load_model", "m.txt"], "not supported"),
     (["-iter"], "needs a value"),
 ])

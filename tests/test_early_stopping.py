@@ -122,3 +122,18 @@ def test_scores_agree_with_scikit_learn():
     assert SCORES["roc_auc"][0](y, s) == pytest.approx(roc_auc_score(y > 0, s))
     assert SCORES["squared_error"][0](y, s, w) == pytest.approx(
         mean_squared_error(y, s, sample_weight=w))
+
+
+def test_split_rhat_against_its_definition():
+    from fmlearn._early_stopping import split_rhat
+
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(2000, 3))
+    assert np.all(np.abs(split_rhat(iid) - 1.0) < 0.01)
+    drift = np.linspace(0.0, 10.0, 200)[:, None] + rng.normal(size=(200, 1))
+    assert split_rhat(drift)[0] > 2.0
+    # hand computation: halves [1, 2], [3, 4]: W = 0.5, B = 2 * var([1.5, 3.5]) = 4,
+    # var+ = (1/2) 0.5 + 4 / 2 = 2.25, R-hat = sqrt(2.25 / 0.5)
+    np.testing.assert_allclose(split_rhat(np.array([[1.0], [2.0], [3.0], [4.0]])),
+                               [np.sqrt(4.5)])
+    assert np.isnan(split_rhat(np.ones((3, 1))))[0]

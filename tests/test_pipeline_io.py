@@ -278,3 +278,15 @@ def test_fmlearn_encoders_in_a_pipeline_file_are_validated(tmp_path):
     with pytest.raises(ModelFileError, match="inconsistent MultiViewEncoder state.*n_features"):
         fmlearn.load(crafted("views", lambda e: setattr(e, "n_features_out_", 10**12),
                              lambda: MultiViewEncoder((3, 2), 4).fit()))
+
+
+def test_an_fmlearn_pipeline_fitted_with_an_eval_set_round_trips(tmp_path):
+    from fmlearn.pipeline import make_pipeline as fm_pipeline
+
+    df, y = _ratings()
+    pipe = fm_pipeline(TabularEncoder(), fmlearn.FMRegressor(2, solver="als", n_iter=20,
+                                                              random_state=0))
+    pipe.fit(df[:1200], y[:1200], fmregressor__eval_set=(df[1200:], y[1200:]))
+    back = fmlearn.load(fmlearn.save(pipe, tmp_path / "pipe.skops"))
+    assert type(back) is type(pipe)
+    np.testing.assert_array_equal(back.predict(df), pipe.predict(df))

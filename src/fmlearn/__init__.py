@@ -33,6 +33,8 @@ _LAZY = {
     "OnlineFMClassifier": "online",
     "OnlineFMRegressor": "online",
     "PhaseRetrieval": "sensing",
+    "RelationBlock": "relation",
+    "RelationData": "relation",
     "SymmetricRankOneSensing": "sensing",
     "embed_rows": "recommender",
     "evaluate_prequential": "evaluate",
@@ -46,7 +48,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "cli", "convex", "datasets", "diagnostics", "distributed", "encoders", "evaluate",
     "exceptions", "ffm", "fm", "gfm", "ifm", "io", "kernels", "linalg", "losses", "metrics",
-    "online", "ranking", "recommender", "reproduce", "sensing", "solvers", "stream",
+    "online", "ranking", "recommender", "relation", "reproduce", "sensing", "solvers", "stream",
 })
 
 __all__ = [
@@ -67,6 +69,8 @@ __all__ = [
     "OnlineFMClassifier",
     "OnlineFMRegressor",
     "PhaseRetrieval",
+    "RelationBlock",
+    "RelationData",
     "SymmetricRankOneSensing",
     "embed_rows",
     "evaluate_prequential",
@@ -141,5 +145,6 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     )
     from .ranking import FMRanker
     from .recommender import embed_rows, feature_embeddings, recommend
+    from .relation import RelationBlock, RelationData
     from .sensing import AsymmetricRankOneSensing, PhaseRetrieval, SymmetricRankOneSensing
     from .stream import fit_stream

@@ -272,6 +272,8 @@ class BaseFM(BaseEstimator):
         classifier, float64), or None."""
         if eval_set is None:
             return None
+        if hasattr(eval_set, "resolve_eval_set"):  # fmlearn.pipeline: X_val through the steps
+            eval_set = eval_set.resolve_eval_set()
         try:
             X_val, y_val = eval_set
         except (TypeError, ValueError):
@@ -302,7 +304,8 @@ class BaseFM(BaseEstimator):
         ``ValueError`` instead of becoming a NaN prediction or class."""
         X = self._validate_X_predict(X)
         n = X.shape[0]
-        stored = X.nnz if sp.issparse(X) else n * X.shape[1]
+        stored = getattr(X, "nnz", None)  # sparse, or relational (fmlearn.RelationData)
+        stored = n * X.shape[1] if stored is None else stored
         rows = max(1, int(PREDICT_CHUNK_VALUES // max(1.0, stored / max(n, 1))))
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is raised below
             if n <= rows:
@@ -314,7 +317,7 @@ class BaseFM(BaseEstimator):
         finite = np.isfinite(out)
         if not finite.all():
             i = int(np.flatnonzero(~finite)[0])
-            row = X[i].toarray() if sp.issparse(X) else X[i]
+            row = X[i].toarray() if hasattr(X, "toarray") else X[i]
             big = float(np.max(np.abs(row))) if row.size else 0.0
             raise ValueError(
                 f"{type(self).__name__}: the score of row {i} overflows float64 "

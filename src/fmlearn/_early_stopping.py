@@ -22,11 +22,22 @@ the previous model), so stopping late never costs accuracy; ``n_iter_no_change=1
 LIBFFM's rule exactly.
 
 What lives here: the parameters' constraints (:data:`PARAMETER_CONSTRAINTS`), their
-resolution for one fit (:func:`resolve_stopping` -> :class:`StoppingRule`), the validation
-split (:func:`validation_split`), the scores (:data:`SCORES`), and :class:`EarlyStopping`,
-the live record of one fit (history, the rule, the best state, a callback that may stop the
-run). An estimator builds the rule in its plan and hands the monitor to its solver, which
-calls :meth:`EarlyStopping.end_iteration` once per iteration.
+resolution for one fit (:func:`resolve_stopping` -> :class:`StoppingRule`, or
+:func:`rule_of_params` from an estimator's ``get_params()``), the validation split
+(:func:`validation_split`, :func:`split_rows` for validated rows), the scores
+(:data:`SCORES`), :class:`EarlyStopping`, the live record of one fit (history, the rule, the
+best state, a callback that may stop the run), and :func:`split_rhat`, the convergence
+diagnostic of a Markov chain (the MCMC solvers have no early stop). An estimator builds the
+rule in its plan and hands the monitor to its solver, which calls
+:meth:`EarlyStopping.end_iteration` once per iteration (or :meth:`EarlyStopping.observe` when
+the family keeps its own history and only needs the rule's decision).
+
+The families use it as follows: the field-aware FM (its AdaGrad epochs), the classic FM (SGD
+epochs and ALS sweeps; MCMC reports :func:`split_rhat` instead), the online learners (passes
+of ``fit``), the convex FM (Hazan's iterations) and the generalized FM / iFM (passes over the
+rows). A family whose ``tol`` already means something else (the convex FM's duality gap, the
+generalized FM's relative change) keeps that meaning and takes the improvement margin from
+``n_iter_no_change`` alone (``tol=0`` in the rule: any improvement counts).
 """
 
 import numbers
@@ -35,8 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-__all__ = ["AUTO_MIN_SAMPLES", "EarlyStopping", "PARAMETER_CONSTRAINTS", "SCORES",
-           "StoppingRule", "resolve_stopping", "validation_split"]
+__all__ = ["AUTO_MIN_SAMPLES", "DeferredEvalSet", "EarlyStopping", "PARAMETER_CONSTRAINTS", "SCORES",
+           "StoppingRule", "resolve_stopping", "rule_of_params", "split_rhat", "split_rows",
+           "validation_split"]
 
 #: ``early_stopping="auto"`` turns early stopping on above this many training rows
 #: (HistGradientBoosting's threshold).
@@ -119,6 +131,78 @@ def resolve_stopping(*, early_stopping, validation_fraction, n_iter_no_change, t
     return StoppingRule(active=active, split=active and not has_eval_set,
                         fraction=float(validation_fraction),
                         n_iter_no_change=int(n_iter_no_change), tol=float(tol), score=score)
+
+
+def rule_of_params(params, *, score, n_samples, has_eval_set, tol=None):
+    """:func:`resolve_stopping` from an estimator's ``get_params()`` (``early_stopping``,
+    ``validation_fraction``, ``n_iter_no_change`` and ``tol``; ``tol`` given here overrides
+    the parameter: a family whose ``tol`` means something else passes 0)."""
+    return resolve_stopping(
+        early_stopping=params["early_stopping"],
+        validation_fraction=params["validation_fraction"],
+        n_iter_no_change=params["n_iter_no_change"],
+        tol=params["tol"] if tol is None else tol, score=score, n_samples=n_samples,
+        has_eval_set=has_eval_set)
+
+
+def split_rows(X, y, sw, rule, random_state, classifier):
+    """``(X, y, sw, validation)``: validated rows with ``rule.fraction`` of them carved out
+    as ``validation = (X_val, y_val, sw_val)`` when ``rule.split`` (stratified for a
+    classifier), else the rows unchanged and ``validation`` None.
+
+    The split's seed is one draw from ``random_state`` (an int, None or a ``RandomState``,
+    scikit-learn's convention), made only when a split is made, so that a fit without early
+    stopping draws exactly what it drew before. ``sw`` may be None.
+    """
+    if not rule.split:
+        return X, y, sw, None
+    from sklearn.utils import check_random_state
+
+    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    y = np.asarray(y)
+    train, val = validation_split(X.shape[0], rule.fraction, seed, y if classifier else None)
+    sw_train = sw_val = None
+    if sw is not None:
+        sw = np.asarray(sw)
+        sw_train, sw_val = sw[train], sw[val]
+    return X[train], y[train], sw_train, (X[val], y[val], sw_val)
+
+
+class DeferredEvalSet:
+    """An ``eval_set`` that a Pipeline hands to its final estimator before the preceding steps
+    have seen the training rows (:class:`fmlearn.pipeline.Pipeline`): :meth:`resolve_eval_set`,
+    called by the estimator when it validates its ``eval_set``, transforms ``X_val`` by the
+    steps ``head`` (a sub-pipeline, fitted by then) and returns ``(X_val', y_val)``."""
+
+    def __init__(self, head, eval_set):
+        try:
+            X_val, y_val = eval_set
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a pair (X_val, y_val)") from None
+        self.head, self.X_val, self.y_val = head, X_val, y_val
+
+    def resolve_eval_set(self):
+        return self.head.transform(self.X_val), self.y_val
+
+
+def split_rhat(draws):
+    """Split R-hat of each column of ``draws`` (n_draws, n_quantities): Gelman et al. 2013
+    (BDA3, Section 11.4), the chain cut into two halves whose between- and within-half
+    variances are compared; values near 1 (below 1.01-1.1, Vehtari et al. 2021) say the
+    chain has settled. NaN where there are fewer than 4 draws; 1 where a quantity does not
+    move at all."""
+    draws = np.asarray(draws, dtype=np.float64)
+    n = draws.shape[0] // 2
+    if n < 2:
+        return np.full(draws.shape[1:], np.nan)
+    halves = np.stack([draws[-2 * n:-n], draws[-n:]])  # (2, n, q): the first draw of an odd count dropped
+    means = halves.mean(axis=1)
+    within = halves.var(axis=1, ddof=1).mean(axis=0)
+    between = n * means.var(axis=0, ddof=1)
+    var_plus = (n - 1) / n * within + between / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhat = np.sqrt(var_plus / within)
+    return np.where(within > 0, rhat, np.where(between > 0, np.inf, 1.0))
 
 
 def validation_split(n_samples, fraction, seed, y=None):
@@ -208,6 +292,14 @@ class EarlyStopping:
         if self.callback is not None and self.callback(iteration, h) is True:
             stop = True
         return stop
+
+    def observe(self, iteration, val):
+        """Apply the rule to iteration ``iteration``'s validation score ``val`` (for a family
+        that keeps its own history and calls its own callback) and return True when the rule
+        says stop; keeps the best state. Does nothing when the rule is not active."""
+        if not self.rule.active:
+            return False
+        return self._apply_rule(iteration, float(val))
 
     def _apply_rule(self, iteration, val):
         """SGDClassifier's rule on the validation score, and the best state kept."""

@@ -148,7 +148,7 @@ class RunContext:
         :func:`check_callback`).
     may_stop : bool, default=False
         Whether a true return value of ``callback`` stops the run (a family whose documented
-        callback contract says so; the classic FM's ignores it).
+        callback contract says so: every family's ``fit`` callback now may stop).
 
     Attributes
     ----------

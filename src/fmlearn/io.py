@@ -230,6 +230,7 @@ def trusted_types():
     from ._registry import PUBLIC
 
     names = {where.replace(":", ".") for where in PUBLIC.values()}
+    names.add("fmlearn.pipeline.Pipeline")  # scikit-learn's Pipeline, routing eval_set
     for name in encoders.__all__:
         obj = getattr(encoders, name)
         if isinstance(obj, type):

@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import BaseFM
 from ._data import check_sparse_structure
 from ._threads import n_threads
+from .relation import is_relation_data
 
 __all__ = ["FeatureEmbeddings", "RowEmbeddings", "Recommendations", "feature_embeddings",
            "embed_rows", "recommend"]
@@ -299,6 +300,8 @@ def _validate_rows(model, X, what):
         X = model._validate_X_predict(X)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
+    if is_relation_data(X):  # relational rows (fmlearn.RelationData): each user/item once
+        X = X.to_csr()
     X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
     return X
 
@@ -482,8 +485,9 @@ def recommend(model, users=None, items=None, k=10, *, user_block=None, item_bloc
         ``GFMRegressor``, ``IFMRegressor``, ``ConvexFM*``, ``OnlineFM*``, ``FFM*`` (with
         ``normalize_rows``, for users of one norm and items of one norm, as one-hot blocks
         are). ``CCFM*`` and ``OnlineCFM*`` have no factorised form and are refused.
-    users : sparse matrix or array of shape (n_users, n_features), or ids
-        One feature row per user; with ``user_block``, a 1-D array of user ids (None: all).
+    users : sparse matrix or array of shape (n_users, n_features), RelationData, or ids
+        One feature row per user (relational rows, :class:`fmlearn.RelationData`, are
+        expanded); with ``user_block``, a 1-D array of user ids (None: all).
     items : sparse matrix or array of shape (n_items, n_features), or ids
         One feature row per item; with ``item_block``, a 1-D array of item ids (None: all).
     k : int, default=10

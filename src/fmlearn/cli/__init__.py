@@ -51,7 +51,7 @@ def _add_fit(sub):
         "  fmlearn fit --model ffm train.ffm --test va.ffm --auto-stop --save model.fmz\n"
         "  fmlearn ffm-train -k 4 -t 15 -p va.ffm --auto-stop train.ffm model.fmz\n\n"
         "libFM flags: -task -method -dim -iter -train -test -out -init_stdev\n"
-        "-regular -learn_rate -seed -meta -verbosity -save_model -rlog;\n"
+        "-regular -learn_rate -seed -meta -relation -verbosity -save_model -rlog;\n"
         "LIBFFM flags (--model ffm): -k -t -r -l -s -p --auto-stop --no-norm --quiet\n"
         "(see docs/cli.md)")
     p.add_argument("train", nargs="?", metavar="TRAIN", help="training file (svmlight/libFM)")
@@ -81,6 +81,9 @@ def _add_fit(sub):
     p.add_argument("--groups", metavar="FILE",
                    help="feature groups, one group id per feature and line (libFM's -meta): "
                         "separate priors (MCMC) or penalties (ALS) per group")
+    p.add_argument("--relation", metavar="NAME[,NAME...]",
+                   help="relation blocks in libFM's block structure (libFM's -relation): "
+                        "NAME.x/NAME.xt, NAME.train, NAME.test, NAME.groups (see docs/cli.md)")
     p.add_argument("--learning-rate", type=positive_float, default=None, metavar="LR",
                    help="SGD step size (default 0.01; AdaGrad's 0.2 for --model ffm; --task "
                         "rank: FMRanker's)")
@@ -167,6 +170,7 @@ def build_parser():
     p.add_argument("--hash-buckets", type=positive_int, default=None, metavar="B",
                    help="FFM models trained on hashed libffm files: the same B")
     add_max_features(p)
+    _add_relation_options(p)
 
     p = sub.add_parser("evaluate", help="test metrics of a saved model",
                        description="RMSE and MAE for regressors; error rate, AUC and log-loss "
@@ -177,6 +181,7 @@ def build_parser():
     p.add_argument("--hash-buckets", type=positive_int, default=None, metavar="B",
                    help="FFM models trained on hashed libffm files: the same B")
     add_max_features(p)
+    _add_relation_options(p)
 
     p = sub.add_parser("demo", help="train FMs on generated data (no network, no files)",
                        description="Fit FMs with every solver on generated data and on a small "
@@ -204,7 +209,18 @@ def build_parser():
     from ._recommend import add_parser as _add_recommend
 
     _add_recommend(sub)
+    from ._relation import add_convert_parser
+
+    add_convert_parser(sub)
     return parser
+
+
+def _add_relation_options(p):
+    p.add_argument("--relation", metavar="NAME[,NAME...]",
+                   help="the relation blocks the model was fitted with (libFM's block "
+                        "structure): DATA's rows take their block rows from NAME.<part>")
+    p.add_argument("--relation-part", choices=["test", "train"], default="test",
+                   help="which index file of each relation maps DATA's rows (default test)")
 
 
 def _route_libfm(argv):
@@ -263,6 +279,10 @@ def _run(args):
         from ._recommend import cmd_recommend
 
         return cmd_recommend(args)
+    if args.command == "convert":
+        from ._relation import cmd_convert
+
+        return cmd_convert(args)
     from ._reproduce import cmd_reproduce
 
     return cmd_reproduce(args)

@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._common import (
     CLIError,
@@ -175,6 +176,9 @@ def _family_and_save(args):
 
 def cmd_fit(args):
     family, save = _family_and_save(args)
+    if getattr(args, "relation", None) and (family == "ffm" or args.task == "rank"):
+        raise CLIError("--relation (libFM's block structure) is for the FM's --solver mcmc "
+                       "or als, not " + ("--model ffm" if family == "ffm" else "--task rank"))
     if args.task == "rank":
         if family == "ffm":
             raise CLIError("--task rank learns an FMRanker from events files; --model ffm "
@@ -216,13 +220,17 @@ def cmd_fit(args):
         return cmd_fit_ffm(args, train, save)
     args.save = save
     if args.stream:
+        if args.relation:
+            raise CLIError("--stream reads TRAIN in chunks; it does not take --relation")
         return _fit_stream(args, train)
-    X, y = read_svmlight(train, "training", max_features=args.max_features)
+    from ._relation import parse_names, read_data, relational_inputs
+
+    X, y = read_data(train, "training", max_features=args.max_features)
     X_test = y_test = None
     groups = read_groups(args.groups) if args.groups else None
     d = X.shape[1]
     if args.test:
-        X_test, y_test = read_svmlight(args.test, "test", max_features=args.max_features)
+        X_test, y_test = read_data(args.test, "test", max_features=args.max_features)
         d = max(X.shape[1], X_test.shape[1])  # libFM sizes the model for both files
     if groups is not None:
         if groups.shape[0] < d:
@@ -232,6 +240,12 @@ def cmd_fit(args):
     X = widen(X, d, train)
     if args.test:
         X_test = widen(X_test, d, args.test)
+    if args.relation:  # libFM's -relation: blocks of features shared by many rows
+        if args.solver == "sgd":
+            raise CLIError("--relation blocks are swept by --solver mcmc or als (as libFM's "
+                           "-relation); SGD would expand every row")
+        X, X_test, groups = relational_inputs(parse_names(args.relation), X, X_test, groups,
+                                              train, args.test)
     est = build_estimator(args)
     if groups is not None:
         est.set_params(groups=groups)
@@ -413,9 +427,11 @@ def _is_field_aware(model):
 def read_data(model, path, args):
     """``(X, y)`` of a data file for ``model``: a libffm file read with the model's field map
     for a field-aware model (hashed with ``--hash-buckets``), else an svmlight/libFM file."""
-    if not _is_field_aware(model):
-        return read_svmlight(path, "data", n_features=model.n_features_in_,
-                             max_features=args.max_features)
+    if not _is_field_aware(model):  # libFM's binary data too (fmlearn.cli._relation)
+        from ._relation import read_data as read_file
+
+        return read_file(path, "data", n_features=model.n_features_in_,
+                         max_features=args.max_features)
     from fmlearn.datasets import load_libffm
 
     from ._common import _check_readable
@@ -439,9 +455,35 @@ def read_data(model, path, args):
     return X, y
 
 
+def _model_rows(args, model):
+    """The rows of ``args.data`` for ``model``: its width, and with ``--relation`` the
+    relations' blocks (indices of ``NAME.<--relation-part>``)."""
+    from ._relation import parse_names, predict_inputs
+    from ._relation import read_data as read_file
+
+    if not getattr(args, "relation", None):
+        X, y = read_data(model, args.data, args)
+        layout = getattr(model, "relation_features_", None)
+        if layout and len(layout) > 1 and X.shape[0] and not sp.csr_matrix(X)[:, layout[0]:].nnz:
+            # rows without any block feature: the blocks were forgotten, not expanded
+            raise CLIError(f"{args.model} was fitted with relation blocks (feature counts "
+                           f"{layout}) but {args.data} holds only row-level features: give "
+                           "--relation NAME,... (or the expanded rows)")
+        return X, y
+    if _is_field_aware(model):
+        raise CLIError(f"--relation: {args.model} holds a {type(model).__name__}; relation "
+                       "blocks are for FMRegressor / FMClassifier models")
+    X, y = read_file(args.data, "data", max_features=args.max_features)
+    layout = getattr(model, "relation_features_", None)
+    Xr = predict_inputs(parse_names(args.relation), X, args.data, args.relation_part)
+    d_main = layout[0] if layout else model.n_features_in_ - sum(Xr.layout[1:])
+    Xr.X = widen(X, d_main, args.data) if d_main >= 0 else X
+    return Xr, y
+
+
 def cmd_predict(args):
     model = load_model(args.model)
-    X, y = read_data(model, args.data, args)
+    X, y = _model_rows(args, model)
     if args.log_loss:
         if not _is_classifier(model):
             raise CLIError("--log-loss needs a classifier")
@@ -497,7 +539,7 @@ def evaluate_metrics(model, X, y, path="data"):
 
 def cmd_evaluate(args):
     model = load_model(args.model)
-    X, y = read_data(model, args.data, args)
+    X, y = _model_rows(args, model)
     pairs = evaluate_metrics(model, X, y, args.data)
     if args.json:
         json.dump({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in pairs},

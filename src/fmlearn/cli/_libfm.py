@@ -21,10 +21,10 @@ _DIRECT = {
     "-save_model": "--save",
     "-rlog": "--log",
     "-meta": "--groups",
+    "-relation": "--relation",
 }
 
 _UNSUPPORTED = {
-    "-relation": "block-structured (relational) data is not implemented",
     "-validation": "is only used by libFM's adaptive SGD (sgda), which is not implemented",
     "-load_model": "libFM's text model files cannot be read; fmlearn models (.fmz) are loaded "
                    "by 'fmlearn predict'",

@@ -22,6 +22,8 @@ from sklearn.utils.validation import validate_data
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import merge_duplicate_rows, raw, to_csr
 from .._docs import fill_doc
+from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
+from .._early_stopping import SCORES, EarlyStopping, rule_of_params, split_rows
 from .._threads import blas_single_thread
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..kernels.predict import fm_predict_csr
@@ -89,6 +91,8 @@ class _BaseConvexFM(BaseFM):
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        **{k: STOPPING_CONSTRAINTS[k] for k in ("early_stopping", "validation_fraction",
+                                                "n_iter_no_change")},
     }
 
     _loss = "squared"
@@ -96,6 +100,7 @@ class _BaseConvexFM(BaseFM):
     def __init__(self, trace_bound="auto", *, max_iter=100, step="auto", tol=1e-3,
                  reg_linear=0.0, eig_tol=1e-2, corrective_steps=0, compress=True,
                  linear_features=None, interaction_groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  warm_start=False, random_state=None, verbose=0):
         self.trace_bound = trace_bound
         self.max_iter = max_iter
@@ -107,6 +112,9 @@ class _BaseConvexFM(BaseFM):
         self.compress = compress
         self.linear_features = linear_features
         self.interaction_groups = interaction_groups
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -161,7 +169,9 @@ class _BaseConvexFM(BaseFM):
             groups.append(idx.astype(np.int64))
         return groups
 
-    def _eval_data(self, eval_set):
+    def _eval_data(self, eval_set, carved=None):
+        if carved is not None:  # rows carved out for early stopping (validated)
+            return sparse_pair(to_csr(carved[0], np.float64)), carved[1]
         ev = self._validate_eval_set(eval_set)
         if ev is None:
             return None, None
@@ -170,6 +180,15 @@ class _BaseConvexFM(BaseFM):
     # -- fit --------------------------------------------------------------------------------
     def _fit(self, X, y, sample_weight, eval_set):
         X, y, sw = self._validate_train(X, y, sample_weight)
+        classifier = is_classifier(self)
+        # Early stopping: the duality gap's ``tol`` keeps its meaning; any decrease of the
+        # validation loss counts as an improvement (the rule's margin is 0).
+        rule = rule_of_params(self.get_params(deep=False),
+                              score="log_loss" if classifier else "squared_error",
+                              n_samples=X.shape[0], has_eval_set=eval_set is not None, tol=0.0)
+        X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, classifier)
+        if carved is not None and carved[2] is not None and np.all(carved[2] == 1):
+            carved = carved[:2] + (None,)
         self.dtype_ = np.dtype(X.dtype).name
         # Merging identical rows is an exact rewriting of the weighted loss: a weight of m
         # equals m repeated rows, and the result does not depend on the row order.
@@ -182,21 +201,23 @@ class _BaseConvexFM(BaseFM):
         order = np.argsort(first, kind="stable")
         X, y, sw = X[order], y[order], sw[order]
         self._update_clip_range(y, extend=self.warm_start)
-        return self._fit_rows(cfm_data(X, y, sw, self._groups(X.shape[1])), eval_set)
+        return self._fit_rows(cfm_data(X, y, sw, self._groups(X.shape[1])), eval_set,
+                              stopping=rule, carved=carved)
 
-    def _fit_rows(self, rows, eval_set=None):
+    def _fit_rows(self, rows, eval_set=None, *, stopping=None, carved=None):
         """Hazan's algorithm on ``rows`` (in-memory :class:`CFMData`, or the Dask rows of
         :func:`fmlearn.distributed.fit_convex`) from the warm-start state; sets the learned
         attributes. ``n_features_in_``, ``dtype_`` (and a regressor's ``y_range_``) are set."""
         d = int(self.n_features_in_)
-        eval_data, y_val = self._eval_data(eval_set)
+        eval_data, y_val = self._eval_data(eval_set, carved)
+        val_sw = None if carved is None else carved[2]
         # BLAS on one thread: the n-vector dot products of the solver (numpy's) are split
         # by thread count otherwise, and the iterates then depend on it (threadpoolctl
         # limits 1 and 2 gave W differing by 1e-8 on 30,000 rows).
         with blas_single_thread():
-            return self._hazan(rows, d, eval_data, y_val)
+            return self._hazan(rows, d, eval_data, y_val, stopping, val_sw)
 
-    def _hazan(self, rows, d, eval_data, y_val):
+    def _hazan(self, rows, d, eval_data, y_val, stopping=None, val_sw=None):
         rs = check_random_state(self.random_state)
         eta = (auto_trace_bound(rows, self._loss) if self.trace_bound == "auto"
                else float(self.trace_bound))
@@ -215,6 +236,11 @@ class _BaseConvexFM(BaseFM):
                    "objective": [], "gap": [], "step": [], "train": []}
         if eval_data is not None:
             history["val"] = []
+        monitor = None
+        if stopping is not None and stopping.active and eval_data is not None:
+            monitor = EarlyStopping(stopping)
+            history["val_loss"] = []
+            loss_fn = SCORES[stopping.score][0]
         bar = progress(self.verbose, self.max_iter, type(self).__name__)
 
         def callback(it, rec):
@@ -228,14 +254,34 @@ class _BaseConvexFM(BaseFM):
                 post["val"] = f"{history['val'][-1]:.4f}"
             bar.set_postfix(post)
             bar.update(1)
-            return False
+            return bool(decision.get(it, False))
+
+        decision = {}
+
+        def pre_step(it, rec):  # the rule, while rec["snapshot"] is the recorded iterate
+            pred = rec["val_pred"]
+            if not classifier:
+                pred = np.clip(pred, *self._clip_range())
+            loss = loss_fn(y_val, pred, val_sw)
+            history["val_loss"].append(loss)
+            monitor.copy_state = rec["snapshot"]
+            decision[it] = monitor.observe(it, loss)
 
         with bar:
-            state, n_done, info = hazan_solver(rows, state, settings, rs, eval_data, callback)
+            state, n_done, info = hazan_solver(rows, state, settings, rs, eval_data, callback,
+                                               pre_step if monitor is not None else None)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
-        if self.tol > 0 and not info["converged"]:
+        best = None
+        if monitor is not None and monitor.keeps_best():
+            best = int(monitor.best_iteration)
+            state = monitor.best_state
+            info = dict(info, objective=history["objective"][best],
+                        gap=history["gap"][best])
+        elif self.tol > 0 and not info["converged"] and not (monitor and monitor.stopped_early):
             self._warn_gap(info, scale, history)
+        self.early_stopping_ = monitor is not None
+        self.best_iteration_ = best
         P, lam = state.P, state.lam
         if self.compress:
             P, lam = self._compress(P, lam)
@@ -404,6 +450,13 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
         0 runs exactly ``max_iter`` iterations. A ``ConvergenceWarning`` is issued when
         ``tol > 0`` is not reached; it gives the gap reached and the ``max_iter`` that should
         reach ``tol``.
+    early_stopping, validation_fraction, n_iter_no_change : default=False, 0.1, 5
+        Early stopping on a validation loss (the ``eval_set`` of :meth:`fit`, else
+        ``validation_fraction`` of the rows, not trained on; the mean squared error of the
+        clipped predictions, or the classifier's mean log loss: ``history_["val_loss"]``):
+        stop after ``n_iter_no_change`` iterations without a decrease and keep the best
+        iterate (``best_iteration_``: the Frank-Wolfe steps it had taken). ``tol`` keeps its
+        meaning (the duality gap; both rules apply). See docs/early-stopping.md.
     reg_linear : float, default=0.0
         L2 penalty lambda_1 on w (the intercept w0 is not penalized).
     eig_tol : float, default=1e-2
@@ -493,11 +546,15 @@ class ConvexFMRegressor(FMRegressorMixin, _BaseConvexFM):
     def __init__(self, trace_bound="auto", *, max_iter=300, step="auto", tol=1e-3,
                  reg_linear=0.0, eig_tol=1e-2, corrective_steps=0, compress=True,
                  linear_features=None, interaction_groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
                          eig_tol=eig_tol, corrective_steps=corrective_steps,
                          compress=compress, linear_features=linear_features,
-                         interaction_groups=interaction_groups, warm_start=warm_start,
+                         interaction_groups=interaction_groups,
+                         early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 
@@ -571,11 +628,15 @@ warm_start, random_state, verbose :
     def __init__(self, trace_bound="auto", *, max_iter=100, step="auto", tol=1e-3,
                  reg_linear=1.0, eig_tol=1e-2, corrective_steps=1, compress=True,
                  linear_features=None, interaction_groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  warm_start=False, random_state=None, verbose=0):
         super().__init__(trace_bound, max_iter=max_iter, step=step, tol=tol, reg_linear=reg_linear,
                          eig_tol=eig_tol, corrective_steps=corrective_steps,
                          compress=compress, linear_features=linear_features,
-                         interaction_groups=interaction_groups, warm_start=warm_start,
+                         interaction_groups=interaction_groups,
+                         early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, warm_start=warm_start,
                          random_state=random_state, verbose=verbose)
 
     @failure_atomic

@@ -32,6 +32,14 @@ from ._libffm import (
     save_libffm,
     scan_libffm,
 )
+from ._libfm_binary import (
+    load_libfm_binary,
+    load_libfm_matrix,
+    load_libfm_relation,
+    save_libfm_binary,
+    save_libfm_matrix,
+    save_libfm_relation,
+)
 from ._movielens import load_movielens_100k, movielens_split
 from ._svmlight import iter_svmlight, load_svmlight, save_svmlight
 from ._synthetic import fm_scores, make_fm, make_recommendation
@@ -71,6 +79,9 @@ __all__ = [
     "iter_libffm",
     "fm_scores",
     "iter_svmlight",
+    "load_libfm_binary",
+    "load_libfm_matrix",
+    "load_libfm_relation",
     "load_gnss_csv",
     "load_libffm",
     "load_libffm_files",
@@ -93,6 +104,9 @@ __all__ = [
     "movielens_split",
     "planted_scores",
     "sample_features",
+    "save_libfm_binary",
+    "save_libfm_matrix",
+    "save_libfm_relation",
     "save_libffm",
     "save_svmlight",
     "scan_libffm",

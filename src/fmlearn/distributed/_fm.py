@@ -353,7 +353,7 @@ def _check_estimator(est):
 
 @failure_atomic
 def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=None,
-        checkpoint_every=10):
+        checkpoint_every=10, relation_blocks=None):
     """Fit a classic FM by ALS, MCMC or SGD over data that stays on a Dask cluster.
 
     The same sweeps as ``estimator.fit`` in memory (see the module docstring: per colour
@@ -395,6 +395,13 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     checkpoint_every : int, default=10
         Sweeps (SGD: epochs) between checkpoints. The caches are also rebuilt from the model
         at those sweeps, so that a resumed run repeats exactly what the uninterrupted one computes.
+    relation_blocks : list of (indices, X_block), optional
+        Relation blocks (Rendle 2013; :class:`fmlearn.RelationData` in memory): ``X`` (a Dask
+        array) holds the row-level features, and each pair the block row of every sample (a
+        Dask array partitioned like X, or an in-memory array) and the block's matrix, in
+        memory and sent to every worker. ALS and MCMC only, without checkpoints; the fit equals
+        the in-memory fit on the same RelationData up to summation order
+        (:mod:`fmlearn.distributed._fm_relation`).
 
     Returns
     -------
@@ -433,6 +440,12 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     """
     from ._hazan import dispatch_convex  # the convex FM: Hazan's algorithm, _hazan.fit_convex
 
+    if relation_blocks is not None:  # FMRegressor / FMClassifier only (_check_estimator)
+        if checkpoint is not None:
+            raise ValueError("checkpoints are not offered with relation_blocks")
+        from ._fm_relation import fit_relation
+
+        return fit_relation(estimator, X, y, sample_weight, relation_blocks, client)
     if (done := dispatch_convex(estimator, X, y, sample_weight, client, checkpoint)) is not None:
         return done
     _check_estimator(estimator)

@@ -270,9 +270,16 @@ class _Sweeper:
                       else _E)
                 ap = Apply(0.0, c, slot, cur, nxt, prev, delta, vn, -1)
                 self.t_client += time.perf_counter() - t0
+            ap = self._after_pass(cluster, ap, slot, theta, col, cur, nxt, fn, step)
         if sample:
             self.chain.t += 1
         return ap, ok
+
+    def _after_pass(self, cluster, ap, slot, theta, col, cur, nxt, fn, step):
+        """What a sweep updates after a pass's colour classes (the relation blocks of
+        :mod:`fmlearn.distributed._fm_relation`); returns the changes the next round applies
+        (here: the pass's last class's, ``ap``)."""
+        return ap
 
 
 _E = np.zeros(0)

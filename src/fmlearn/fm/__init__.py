@@ -24,18 +24,22 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
 from .._docs import fill_doc
+from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
+from .._early_stopping import split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..exceptions import DivergenceError
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
+from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from ..solvers.sgd import sgd_solver
+from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
 from ._mcmc import check_loaded_chain
-from ._plan import ClassicFMPlan
+from ._plan import ClassicFMPlan, stopping_rule
 
 
 def _solver_is_sgd(est):
@@ -108,12 +112,14 @@ class _BaseClassicFM(BaseFM):
         "random_state": ["random_state"],
         "n_jobs": [Interval(numbers.Integral, -1, None, closed="left"), None],
         "verbose": ["verbose"],
+        **STOPPING_CONSTRAINTS,
     }
 
     def __init__(self, n_factors=8, *, solver="mcmc", n_iter=100, init_stdev="auto", reg_bias=0.0,
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
                  n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, tol=1e-4,
                  warm_start=False, random_state=None, n_jobs=None, verbose=0):
         self.n_factors = n_factors
         self.solver = solver
@@ -132,41 +138,91 @@ class _BaseClassicFM(BaseFM):
         self.n_kept_samples = n_kept_samples
         self.overrelaxation = overrelaxation
         self.groups = groups
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    # -- input (a matrix, or relational data: fmlearn.RelationData) ----------------------------
+    def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
+        if is_relation_data(X):
+            Xr = _relation.validate_relation_X(self, X, reset=reset)
+            return Xr, _relation.validate_relation_y(y, Xr.shape[0], y_numeric)
+        out = super()._validate_X_y(X, y, reset=reset, y_numeric=y_numeric,
+                                    accept_sparse=accept_sparse)
+        if reset:
+            self.__dict__.pop(_relation.LAYOUT, None)
+        return out
+
+    def _validate_X_predict(self, X, accept_sparse=("csr", "csc")):
+        if is_relation_data(X):
+            return _relation.checked_predict_input(self, X)
+        return super()._validate_X_predict(X, accept_sparse)
+
     # -- fit --------------------------------------------------------------------------------
-    def _encoded_eval_set(self, eval_set, dtype):
+    def _encoded_eval_set(self, eval_set, dtype, carved=None):
+        """``(csr arrays, y)`` of the validation rows (the ``eval_set``, or the rows carved
+        out for early stopping) and their weights (None: unit weights)."""
+        if carved is not None:
+            Xv, yv, swv = carved
+            if swv is not None and np.all(swv == 1):
+                swv = None
+            return (raw(to_csr(Xv, dtype)), yv), swv
         ev = self._validate_eval_set(eval_set)
         if ev is None:
-            return None
-        return raw(to_csr(ev[0], dtype)), ev[1]
+            return None, None
+        if is_relation_data(ev[0]):
+            return (_relation.relation_eval_rows(check_relation_data(ev[0], dtype)), ev[1]), None
+        return (raw(to_csr(ev[0], dtype)), ev[1]), None
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
-        context = RunContext(callback)
+        context = RunContext(callback, may_stop=True)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
-        sweeps = self.solver != "sgd"
-        # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through an
-        # index of the merged rows; SGD's epoch wants them as one array in its order.
-        X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
-        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+        rule = stopping_rule(self, X.shape[0], eval_set is not None)
+        relational = is_relation_data(X) and self.solver != "sgd"
+        carved = None
         rows = (None, None)
-        if sweeps:
-            # An exact rewriting of the weighted loss; makes the fit independent of row order.
-            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
-            rows = (index, keep)
-        elif self.shuffle:
-            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=False)
-        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context)
-        evald = self._encoded_eval_set(eval_set, X.dtype)
+        if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
+            if rule.split:
+                raise ValueError("early stopping on relational data (RelationData) needs an "
+                                 "explicit eval_set: validation rows are not carved out of "
+                                 "relation blocks")
+            summary = _relation.summarize(X, sw)
+            X, y, sw = _relation.merge(X, y, sw)
+        else:  # SGD visits the rows of relational data expanded
+            sweeps = self.solver != "sgd"
+            # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through
+            # an index of the merged rows; SGD's epoch wants them as one array in its order.
+            if is_relation_data(X):
+                X = _relation.expanded(X, X.dtype)
+            else:
+                X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
+            X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, is_classifier(self))
+            summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+            if sweeps:
+                # An exact rewriting of the weighted loss; makes the fit independent of row
+                # order.
+                X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+                index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+                rows = (index, keep)
+            elif self.shuffle:
+                X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=False)
+        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context, stopping=rule)
+        evald, eval_sw = self._encoded_eval_set(eval_set, X.dtype, carved)
         bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
-        recorder = FitRecorder(plan, bar, evald)
+        recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
+        run = _relation.run_relation if relational else _RUN[plan.solver]
         with bar, n_threads(self.n_jobs):
-            state, n_done, result = _RUN[plan.solver](plan, X, y, sw, recorder, rows)
-        plan.commit(self, state, n_done, history=recorder.history, **result)
+            state, n_done, result = (run(plan, X, y, sw, recorder) if relational
+                                     else run(plan, X, y, sw, recorder, rows))
+        best = recorder.finish(state)
+        plan.commit(self, state, n_done, history=recorder.history, best_iteration=best,
+                    **result)
         return self
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
@@ -174,7 +230,8 @@ class _BaseClassicFM(BaseFM):
         first = not hasattr(self, "w_")
         kw = {"classes": classes} if is_classifier(self) else {}
         X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
-        X = to_csr(X, X.dtype if first else self.dtype_)
+        dtype = X.dtype if first else self.dtype_
+        X = _relation.expanded(X, dtype) if is_relation_data(X) else to_csr(X, dtype)
         plan = ClassicFMPlan.build(self, DataSummary.of_rows(X, y, sw, squares=False),
                                    mode="partial_fit")
         with n_threads(self.n_jobs):
@@ -186,6 +243,11 @@ class _BaseClassicFM(BaseFM):
 
     # -- prediction -------------------------------------------------------------------------
     def _raw_predict(self, X):
+        if is_relation_data(X):  # validated by _validate_X_predict
+            out = _relation.relation_predictions(self, X, is_classifier(self),
+                                                 self._clip_range())
+            lo, hi = self._clip_range()
+            return np.clip(out, lo, hi)
         indptr, indices, data = raw(to_csr(X, self._model_dtype()))
         out = np.empty(indptr.shape[0] - 1)
         with n_threads(self.n_jobs):
@@ -211,6 +273,7 @@ class _BaseClassicFM(BaseFM):
             if getattr(self, name).dtype != np.dtype(self.dtype_):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
+        _relation.check_loaded_layout(self)
         groups = check_groups(self.groups, d)
         if self.solver_ == "mcmc":
             check_loaded_chain(self, d, k, 1 if groups is None else groups[1].shape[0])
@@ -310,6 +373,23 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         ``reg_pairwise`` as one number or one value per group. Build them from feature
         names with :func:`fmlearn.encoders.feature_groups` (users, items, side blocks).
         None: one group. Not used by SGD.
+    early_stopping : bool or "auto", default=False
+        SGD and ALS: score a validation set after every epoch / sweep
+        (``history_["val_loss"]``: the mean squared error, or a classifier's mean log loss),
+        stop once ``n_iter_no_change`` iterations in a row did not improve it by more than
+        ``tol``, and keep the model of the best iteration (``best_iteration_``). The
+        validation rows are the ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of
+        the training rows (not trained on; stratified for a classifier). ``"auto"``: on with
+        an ``eval_set`` or more than 10,000 rows (scikit-learn's HistGradientBoosting rule).
+        With SGD's ``average_epochs`` the model kept is the best epoch's own, not a tail
+        average. MCMC has no early stop (True is refused, "auto" is off): with an
+        ``eval_set`` its ``history_`` reports the split R-hat of the validation predictions.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training rows set aside for early stopping when no ``eval_set`` is given.
+    n_iter_no_change : int, default=5
+        Iterations without improvement before early stopping stops.
+    tol : float, default=1e-4
+        The improvement of the validation loss that counts (in its units).
     clip_predictions : bool, default=True
         Clip predictions to the range of the training targets (as libFM does).
     warm_start : bool, default=False
@@ -330,6 +410,11 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
     samples_w0_, samples_w_, samples_V_ : ndarrays of shape (S,), (S, d), (S, d, k)
         MCMC only: the kept posterior samples whose average is the prediction.
     n_iter_ : int
+        Iterations run (fewer than ``n_iter`` when early stopping or the callback stopped).
+    best_iteration_ : int or None
+        With early stopping, the iteration (from 1) whose model was kept.
+    early_stopping_ : bool
+        Whether early stopping was on (what "auto" resolved to).
     init_stdev_ : float
         The ``init_stdev`` the last fit resolved (``"auto"`` resolved; the initial factors'
         standard deviation when the fit started a new model). Absent from models saved before
@@ -340,7 +425,12 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         iteration's clock starts); with ``verbose``, ``eval_set`` or a fit ``callback`` also
         the ``"train"`` metric (RMSE), with ``eval_set`` the ``"val"`` metric, and for MCMC
         and ALS ``"train_avg"`` and ``"val_avg"``, the RMSE of the running average of the
-        predictions of all iterations (libFM's report).
+        predictions of all iterations (libFM's report). With early stopping ``"val_loss"``
+        (the score the rule reads) and ``"best_iteration"`` (from 0); for MCMC with an
+        ``eval_set``, ``"val_rhat"`` and ``"val_rhat_median"``: the largest and the median over
+        the validation rows of the split R-hat (Gelman et al. 2013) of their predictions
+        over the sweeps after burn-in (near 1 when the chain has settled; NaN with fewer
+        than 4 such sweeps).
     n_features_in_ : int
 
     References
@@ -366,6 +456,7 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
                  reg_linear=0.0, reg_pairwise=0.0, learning_rate=0.01, lr_schedule="constant",
                  power_t=0.5, shuffle=True, implicit_sgd=True, average_epochs="auto",
                  n_burn_in=None, n_kept_samples=None, overrelaxation="auto", groups=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, n_jobs=None,
                  verbose=0):
         super().__init__(n_factors, solver=solver, n_iter=n_iter, init_stdev=init_stdev,
@@ -374,7 +465,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
                          shuffle=shuffle, implicit_sgd=implicit_sgd,
                          average_epochs=average_epochs, n_burn_in=n_burn_in,
                          n_kept_samples=n_kept_samples, overrelaxation=overrelaxation,
-                         groups=groups,
+                         groups=groups, early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, tol=tol,
                          warm_start=warm_start, random_state=random_state, n_jobs=n_jobs,
                          verbose=verbose)
         self.clip_predictions = clip_predictions
@@ -389,16 +482,25 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         ----------
         %(fit_data)s
         eval_set : (X_val, y_val), optional
-            Held-out data whose RMSE is recorded in ``history_`` after each iteration.
+            Held-out data whose RMSE is recorded in ``history_`` after each iteration; with
+            ``early_stopping`` True or "auto" it decides when to stop. In a Pipeline, pass it
+            as ``fmregressor__eval_set`` to a :class:`fmlearn.pipeline.Pipeline`, which
+            transforms ``X_val`` by the fitted preceding steps.
         contrasts : sparse matrix of shape (n_targets, n_samples), optional
             Fit y_g = sum_i C[g, i] f(x_i) (``y`` and ``sample_weight`` then have n_targets
             entries), with any solver; see :meth:`predict_contrasts` and docs/vtec.md.
         callback : callable, optional
             ``callback(i, history)`` is called as iteration ``i`` (from 0) ends, with the
             history so far (the keys of ``history_``, ``"train"`` always recorded): for live
-            progress reports. Its return value is ignored.
+            progress reports. Returning True stops the fit after that iteration: the model
+            is the one of that iteration (or the best one, with early stopping) and
+            ``n_iter_`` says how many ran.
         """
         if contrasts is not None:
+            if is_relation_data(X):
+                raise ValueError("fit(..., contrasts=C) takes the rows as a matrix; relational "
+                                 "data (RelationData) is not supported there: pass "
+                                 "X.to_csr()")
             return self._fit_contrasts(X, y, sample_weight, eval_set, contrasts, callback)
         return self._fit(X, y, sample_weight, eval_set, callback=callback)
 

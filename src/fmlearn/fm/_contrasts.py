@@ -93,7 +93,11 @@ class ClassicFMContrastMixin(PredictContrastsMixin):
             sgd_contrast_solver,
         )
 
-        context = RunContext(callback)
+        context = RunContext(callback, may_stop=True)
+        if self.early_stopping is True:
+            raise ValueError(f"{type(self).__name__}: early_stopping is not used with "
+                             "contrasts (there are no validation rows of f); stop with the "
+                             "callback, which receives the training RMSE of the targets")
         if eval_set is not None:
             raise ValueError(f"{type(self).__name__}: eval_set is not used with contrasts "
                              "(its targets are values of f, not contrasts); score held-out "

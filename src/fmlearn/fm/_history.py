@@ -6,12 +6,22 @@ for ALS and MCMC, libFM's running averages of the predictions; the progress bar 
 callback are fed from the same place. A :class:`FitRecorder` lives as long as one call: it
 reads the plan (:class:`fmlearn.fm._plan.ClassicFMPlan`: the metric, the clip range) and keeps
 its clock in the plan's run context, never on the estimator.
+
+Early stopping (:mod:`fmlearn._early_stopping`, the rule in the plan's ``stopping``): the
+recorder scores the validation rows after each SGD epoch or ALS sweep
+(``history_["val_loss"]``), lets the shared :class:`~fmlearn._early_stopping.EarlyStopping`
+monitor decide, keeps the best iteration's model, and tells the solver to stop through the
+callback's return value (as it does when the user's callback returns True). For MCMC it keeps
+the predictions of the validation rows after burn-in and reports their split R-hat.
 """
 
 import numpy as np
 from scipy.special import ndtr
 
+from .._early_stopping import SCORES, EarlyStopping, split_rhat
+from ..kernels.cd_relation import RelationRows
 from ..kernels.predict import fm_predict_csr
+from ..solvers.relation import predict_relation
 
 __all__ = ["FitRecorder", "fm_metric"]
 
@@ -36,17 +46,26 @@ class FitRecorder:
     """``history_`` of one fit, its progress bar and the user's callback (see the module
     docstring); ``evald`` is the validated eval set ``(csr arrays, y)`` or None."""
 
-    def __init__(self, plan, bar, evald=None, *, contrasts=False):
+    def __init__(self, plan, bar, evald=None, *, contrasts=False, eval_sw=None):
         self.plan = plan
         self.context = plan.context
         self.bar = bar
         self.evald = evald
+        self.eval_sw = eval_sw
+        self.monitor = None
+        self.chain_preds = None
         if contrasts:
             self.history = {"metric": "rmse", "train": [], "iter_time": []}
         else:
             self.history = {"metric": plan.metric, "train": [], "val": [], "iter_time": []}
             if plan.solver != "sgd":
                 self.history.update(train_avg=[], val_avg=[])
+            rule = plan.stopping
+            if rule is not None and rule.active and evald is not None:
+                self.monitor = EarlyStopping(rule, copy_state=plan.state.copy)
+                self.history["val_loss"] = []
+            if plan.solver == "mcmc" and evald is not None:
+                self.chain_preds = []
 
     @property
     def tracking(self):
@@ -60,20 +79,40 @@ class FitRecorder:
     def eval_pred(self, state):
         if self.evald is None:
             return None
+        if isinstance(self.evald[0], RelationRows):  # relational eval set (fmlearn.fm._relation)
+            return predict_relation(self.evald[0], state)
         (indptr, indices, data), _ = self.evald
         out = np.empty(indptr.shape[0] - 1)
         fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
         return out
 
+    def val_loss(self, pred):
+        """The early-stopping score of validation predictions: the mean squared error of the
+        predictions clipped to the targets' range (as ``predict`` clips them), or the mean
+        log loss of the margins."""
+        fn = SCORES[self.plan.stopping.score][0]
+        if not self.plan.classifier and self.plan.y_range is not None:
+            pred = np.clip(pred, *self.plan.y_range)
+        return fn(self.evald[1], pred, self.eval_sw)
+
     def record(self, train_pred, y, sw, val_pred, extra=None):
         """Close an iteration: its solver seconds (the evaluation below is not counted), the
-        metrics, the bar, the callback; the clock restarts."""
+        metrics, the early-stopping rule, the bar, the callback; the clock restarts. Returns
+        True when the run should stop (the rule fired, or the user's callback returned True)."""
         history = self.history
+        it = len(history["iter_time"])
         history["iter_time"].append(self.context.lap())
         if train_pred is not None:
             history["train"].append(self.metric(train_pred, y, sw))
+        stop = False
         if val_pred is not None:
-            history["val"].append(self.metric(val_pred, self.evald[1]))
+            history["val"].append(self.metric(val_pred, self.evald[1], self.eval_sw))
+            if self.monitor is not None:
+                loss = self.val_loss(val_pred)
+                history["val_loss"].append(loss)
+                stop = self.monitor.observe(it, loss)
+            if self.chain_preds is not None and self.plan.chain.t > self.plan.mcmc.n_burn_in:
+                self.chain_preds.append(val_pred.copy())
         post = {}
         if history["train"]:
             post["train"] = f"{history['train'][-1]:.4f}"
@@ -83,8 +122,31 @@ class FitRecorder:
             post.update(extra)
         self.bar.set_postfix(post)
         self.bar.update(1)
-        self.context.notify(len(history["iter_time"]) - 1, history)
+        stop = self.context.notify(it, history) or stop
         self.context.start_clock()
+        return stop
+
+    def finish(self, state):
+        """End of the run: the best iteration's model written into ``state`` when early
+        stopping kept one (``history_["best_iteration"]``, 0-based), and MCMC's split R-hat of
+        the validation predictions (``history_["val_rhat"]``: its largest value over the
+        rows, NaN with fewer than 4 sweeps after burn-in). Returns the best iteration (from
+        1) or None."""
+        if self.chain_preds is not None:
+            rows = split_rhat(np.array(self.chain_preds)) if self.chain_preds else []
+            self.history["val_rhat"] = (float(np.max(rows)) if len(rows) and
+                                        not np.isnan(rows).all() else float("nan"))
+            self.history["val_rhat_median"] = (float(np.nanmedian(rows)) if len(rows) and
+                                               not np.isnan(rows).all() else float("nan"))
+        monitor = self.monitor
+        if monitor is None or not monitor.keeps_best():
+            return None
+        best = monitor.best_state
+        state.w0 = best.w0
+        state.w[...] = best.w
+        state.V[...] = best.V
+        self.history["best_iteration"] = int(monitor.best_iteration)
+        return int(monitor.best_iteration) + 1
 
     def epoch_callback(self, csr, y, sw, state):
         """SGD's per-epoch callback (the train predictions only when tracking)."""
@@ -95,8 +157,7 @@ class FitRecorder:
             if track:
                 train = np.empty(csr[0].shape[0] - 1)
                 fm_predict_csr(*csr, state.w0, state.w, state.V, train)
-            self.record(train, y, sw, self.eval_pred(state), None)
-            return False
+            return self.record(train, y, sw, self.eval_pred(state), None)
 
         return callback
 
@@ -117,8 +178,7 @@ class FitRecorder:
             pred = E[:, 0] + target
             val = self.eval_pred(self.context.live)
             extra = averages.add(pred, val)
-            self.record(pred, y, sw, val, extra)
-            return False
+            return self.record(pred, y, sw, val, extra)
 
         return callback
 
@@ -140,9 +200,9 @@ class FitRecorder:
                 history["train"].append(rmse)
                 bar.set_postfix({"train": f"{rmse:.4f}"})
             bar.update(1)
-            ctx.notify(len(history["iter_time"]) - 1, history)
+            stop = ctx.notify(len(history["iter_time"]) - 1, history)
             ctx.start_clock()
-            return False
+            return stop
 
         return record
 
@@ -177,6 +237,7 @@ class _RunningAverages:
         if val_pred is not None:
             self.val += link(val_pred)
             y_val = self.evald[1]
-            self.history["val_avg"].append(self._metric(self.val, y_val, None))
+            self.history["val_avg"].append(self._metric(self.val, y_val,
+                                                        self.recorder.eval_sw))
             extra["val_avg"] = f"{self.history['val_avg'][-1]:.4f}"
         return extra

@@ -52,7 +52,7 @@ def chain_for_warm_start(est, p, state, n_groups):
 def chain_attributes(chain, state):
     """The fitted attributes of an MCMC run: the kept samples and ``chain_``."""
     kept = chain.kept()
-    if kept is None:  # fewer sweeps than the burn-in: predict with the last sample
+    if kept is None or kept[0].shape[0] == 0:  # stopped within the burn-in: the last sample
         kept = (np.array([state.w0]), state.w[None].copy(), state.V[None].copy())
     return {"samples_w0_": kept[0], "samples_w_": kept[1], "samples_V_": kept[2],
             "chain_": {"alpha": chain.alpha, "lambda_w": chain.lambda_w.tolist(),

@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
+from .._early_stopping import rule_of_params
 from .._plan import FitPlan
 from ..kernels.losses import LOSS_CODES
 from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
@@ -29,7 +30,7 @@ from ..solvers.mcmc import Chain, MCMCSettings
 from ..solvers.sgd import SGDSettings, sgd_init_stdev
 from ._mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
 
-__all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan"]
+__all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan", "stopping_rule"]
 
 #: The entry points a plan is built for: "fit" (in memory or Dask ALS/MCMC), "contrasts"
 #: (``fit(..., contrasts=C)``), "partial_fit" (one SGD epoch over the given rows, in order)
@@ -77,6 +78,9 @@ class ClassicFMPlan(FitPlan):
         SGD: the steps taken so far (the step size schedule's clock).
     n_jobs : int or None
     verbose : int
+    stopping : StoppingRule or None
+        The early-stopping rule of a ``fit`` (:func:`stopping_rule`); None for the other
+        modes and for the Dask backend, which runs every iteration.
     """
 
     mode: str
@@ -99,6 +103,7 @@ class ClassicFMPlan(FitPlan):
     t: int = 0
     n_jobs: object = None
     verbose: int = 0
+    stopping: object = None
 
     @property
     def probit(self):
@@ -116,13 +121,15 @@ class ClassicFMPlan(FitPlan):
 
     # -- building ----------------------------------------------------------------------------
     @classmethod
-    def build(cls, est, summary, *, mode="fit", context=None):
+    def build(cls, est, summary, *, mode="fit", context=None, stopping=None):
         """The plan of a call of ``mode`` (:data:`MODES`) on data summarised by ``summary``.
 
         Reads ``est.get_params()`` and, for a warm start or a further ``partial_fit``, the
         fitted attributes (``w0_``, ``w_``, ``V_``, ``t_``, ``chain_``, the kept samples,
         ``y_range_``). Raises ``ValueError`` on groups or per-group penalties that do not fit
         the data. Draws the seed, then the initial state, from ``random_state``.
+        ``stopping``: the early-stopping rule (:func:`stopping_rule`, resolved on all the rows
+        before the validation rows are carved out).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -189,15 +196,18 @@ class ClassicFMPlan(FitPlan):
                    loss=loss, n_iter=n_iter, n_factors=k, init_stdev=init_stdev,
                    average_epochs=average, groups=groups, y_range=y_range, clip=clip,
                    state=state, warm=warm, t=t, n_jobs=p["n_jobs"], verbose=p["verbose"],
-                   **kw, **extra)
+                   stopping=stopping, **kw, **extra)
 
     # -- committing ----------------------------------------------------------------------------
-    def commit(self, est, state, n_done, *, chain=None, t=None, history=None):
+    def commit(self, est, state, n_done, *, chain=None, t=None, history=None,
+               best_iteration=None):
         """Write a run's result to the estimator: the model (``w0_``, ``w_``, ``V_``), the
         iterations (``n_iter_``; ``partial_fit`` adds one), SGD's step count ``t_``, MCMC's
         kept samples and chain, the data attributes (``dtype_``, a regressor's ``y_range_``),
-        ``init_stdev_``, ``solver_`` and ``history_`` (when given). A fit on rows removes
-        what an earlier fit on contrasts recorded (:data:`CONTRAST_ATTRIBUTES`)."""
+        ``init_stdev_``, ``solver_`` and ``history_`` (when given), and after an in-memory
+        ``fit`` whether early stopping ran (``early_stopping_``) and the iteration whose model
+        was kept (``best_iteration_``, from 1, or None). A fit on rows removes what an earlier
+        fit on contrasts recorded (:data:`CONTRAST_ATTRIBUTES`)."""
         if self.mode != "contrasts":  # a model of rows: what a fit on contrasts set goes
             for name in CONTRAST_ATTRIBUTES:
                 est.__dict__.pop(name, None)
@@ -219,6 +229,32 @@ class ClassicFMPlan(FitPlan):
         if history is not None:
             est.history_ = history
         est.solver_ = self.solver
+        if self.stopping is not None:
+            est.early_stopping_ = bool(self.stopping.active)
+            est.best_iteration_ = best_iteration
+        elif self.mode != "partial_fit":
+            est.__dict__.pop("early_stopping_", None)
+            est.__dict__.pop("best_iteration_", None)
+
+
+def stopping_rule(est, n_samples, has_eval_set):
+    """The early-stopping rule (:class:`fmlearn._early_stopping.StoppingRule`) of a ``fit`` of
+    ``est`` on ``n_samples`` rows: the validation score is the mean squared error (regressor)
+    or the mean log loss of the margins (classifier, SGD and ALS's logistic loss), recorded in
+    ``history_["val_loss"]``. MCMC has no early stop (``early_stopping=True`` is refused,
+    "auto" resolves to off); its ``history_`` reports the split R-hat of the predictions on
+    the ``eval_set`` instead."""
+    p = est.get_params(deep=False)
+    classifier = is_classifier(est)
+    if p["solver"] == "mcmc":
+        if p["early_stopping"] is True:
+            raise ValueError("solver='mcmc' has no early stopping: a Gibbs chain does not "
+                             "descend a validation loss; pass an eval_set to get the split "
+                             "R-hat of its predictions in history_['val_rhat'] and choose "
+                             "n_iter from it (or use solver='als' or 'sgd')")
+        p = dict(p, early_stopping=False)
+    return rule_of_params(p, score="log_loss" if classifier else "squared_error",
+                          n_samples=n_samples, has_eval_set=has_eval_set)
 
 
 def _groups(p, solver, n_features):

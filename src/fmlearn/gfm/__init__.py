@@ -81,6 +81,13 @@ class GFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         X holds at least 10 batches, else at most 100 passes (small data sets).
     tol : float or None, default=1e-4
         Stopping tolerance of the passes (None: run all ``max_iter`` passes).
+    early_stopping, validation_fraction, n_iter_no_change : default=False, 0.1, 2
+        Early stopping of ``fit``'s passes (the one-pass solvers): after each pass the
+        validation rows (the ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of the
+        rows, not trained on) are scored (mean squared error, ``history_["val_loss"]``); the
+        passes stop after ``n_iter_no_change`` passes without a decrease and the best pass's
+        model is kept (``best_iteration_``). ``tol`` keeps its own meaning (both rules
+        apply). See docs/early-stopping.md.
     safeguard : bool or "auto", default="auto"
         Also on fresh batches, halve a step that would increase the batch's own loss (an extra
         read of the batch per step). "auto": only when ``fit`` makes more than one pass (small

@@ -23,6 +23,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import failure_atomic, progress, store_params
+from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
+from .._early_stopping import EarlyStopping, rule_of_params
 from .._data import to_csr
 from ..exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from ..linalg import symmetric_low_rank
@@ -165,14 +167,37 @@ class OnePassRun:
         self.n_steps += done
         return out
 
-    def passes(self, batches, *, max_iter, tol, weights=None):
+    def passes(self, batches, *, max_iter, tol, weights=None, stopping=None):
         """:func:`fmlearn.solvers.one_pass.one_pass_fit` over ``batches()`` (a callable giving
-        a fresh iterable of (X, y, sw) per pass); returns its info."""
+        a fresh iterable of (X, y, sw) per pass); returns its info.
+
+        ``stopping`` (an active :class:`fmlearn._early_stopping.StoppingRule`, with
+        validation rows in ``evald``): after each pass the validation RMSE of the pass's last
+        model (``history["val"]``) is squared into ``history["val_loss"]``, the shared rule
+        decides whether to stop, and the best pass's model is kept (``best_pass``, from 0)."""
+        end_pass = None
+        monitor = None
+        if stopping is not None and self.evald is not None:
+            self.history["val_loss"] = []
+            current = {}
+            monitor = EarlyStopping(stopping, copy_state=lambda: current["state"].copy())
+
+            def end_pass(p, state):
+                current["state"] = state
+                loss = float(self.history["val"][-1]) ** 2
+                self.history["val_loss"].append(loss)
+                return monitor.observe(p, loss)
+
         state, done, info = one_pass_fit(batches, self.state, self.settings, max_iter=max_iter,
-                                         tol=tol, weights=weights, callback=self._callback)
+                                         tol=tol, weights=weights, callback=self._callback,
+                                         end_pass=end_pass)
         self.n_steps += done
         if info["diverged"]:
             self.est._raise_diverged(info, self.batch_size)
+        self.best_pass = None
+        if monitor is not None and monitor.keeps_best():
+            state = monitor.best_state
+            self.best_pass = int(monitor.best_iteration)
         self.state = state
         return info
 
@@ -383,8 +408,32 @@ class OnePassMixin:
         return run
 
     # -- fit / partial_fit ----------------------------------------------------------------------
+    def _stopping_split(self, run, has_eval_set):
+        """The early-stopping rule of a ``fit`` (None for the estimators without the
+        parameters, or when it is off) and, when it carves its validation rows out of the
+        training rows, the run's rows and ``evald`` updated. The passes' ``tol`` keeps its
+        meaning (a relative change of the training RMSE); the rule counts any decrease of the
+        validation loss as an improvement."""
+        params = self.get_params(deep=False)
+        if "early_stopping" not in params:
+            return None
+        rule = rule_of_params(params, score="squared_error", n_samples=run.X.shape[0],
+                              has_eval_set=has_eval_set, tol=0.0)
+        if not rule.active:
+            return None
+        if rule.split:
+            from .._early_stopping import validation_split
+
+            seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+            train, val = validation_split(run.X.shape[0], rule.fraction, seed)
+            run.evald = (run.X[val], run.y[val])
+            run.history["val"] = []
+            run.X, run.y, run.sw = run.X[train], run.y[train], run.sw[train]
+        return rule
+
     def _fit_one_pass(self, X, y, sample_weight, truth, eval_set):
         run = self.begin_one_pass(X, y, sample_weight, truth=truth, eval_set=eval_set)
+        stopping = self._stopping_split(run, eval_set is not None)
         X, y, sw = run.X, run.y, run.sw
         n, d = X.shape  # rows of weight 0 are gone
         n_b = max(1, n // self.resolve_batch_size(d))
@@ -398,11 +447,18 @@ class OnePassMixin:
         with run.bar:
             info = run.passes(lambda: [(X[a:b], y[a:b], sw[a:b]) for a, b in ranges],
                               max_iter=max_iter, tol=self.tol,
-                              weights=[float(sw[a:b].sum()) for a, b in ranges])
-        if self.tol is not None and info["n_passes"] > 1 and not info["converged"]:
+                              weights=[float(sw[a:b].sum()) for a, b in ranges],
+                              stopping=stopping)
+        if (self.tol is not None and info["n_passes"] > 1 and not info["converged"]
+                and not info.get("stopped")):
             self._warn_passes(info["pass_rmse"])
+        extra = {}
+        if "early_stopping" in self.get_params(deep=False):
+            best = run.best_pass
+            extra = {"early_stopping_": stopping is not None,
+                     "best_iteration_": None if best is None else best + 1}
         return run.commit(dtype_=run.dtype.name, batch_size_=run.batch_size,
-                          n_iter_=run.n_steps, n_passes_=info["n_passes"])
+                          n_iter_=run.n_steps, n_passes_=info["n_passes"], **extra)
 
     def _warn_passes(self, losses):
         """The passes re-use the rows, a first-order method on the training risk (outside
@@ -501,12 +557,15 @@ class OnePassFMMixin(OnePassMixin):
         "fit_intercept": ["boolean"],
         "standardize": ["boolean"],
         **ONE_PASS_CONSTRAINTS,
+        **{k: STOPPING_CONSTRAINTS[k] for k in ("early_stopping", "validation_fraction",
+                                                "n_iter_no_change")},
     }
 
     def __init__(self, n_factors=5, *, solver="auto", batch_size="auto", max_iter="auto",
                  tol=1e-4, safeguard="auto", fit_intercept=True, standardize=True, init="auto",
                  warm_start=False, random_state=None, n_jobs=None, verbose=0, reg_linear=0.0,
-                 reg_pairwise=0.0):
+                 reg_pairwise=0.0, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=2):
         store_params(self, locals())
 
     @failure_atomic

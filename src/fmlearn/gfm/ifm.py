@@ -62,6 +62,13 @@ class IFMRegressor(ContrastALSMixin, OnePassFMMixin, FMRegressorMixin, BaseFM):
         Most passes over the batches in ``fit``; see :class:`fmlearn.GFMRegressor`.
     tol : float or None, default=1e-4
         Stopping tolerance of the passes (None: run all ``max_iter`` passes).
+    early_stopping, validation_fraction, n_iter_no_change : default=False, 0.1, 2
+        Early stopping of ``fit``'s passes (the one-pass solvers): after each pass the
+        validation rows (the ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of the
+        rows, not trained on) are scored (mean squared error, ``history_["val_loss"]``); the
+        passes stop after ``n_iter_no_change`` passes without a decrease and the best pass's
+        model is kept (``best_iteration_``). ``tol`` keeps its own meaning (both rules
+        apply). See docs/early-stopping.md.
     safeguard : bool or "auto", default="auto"
         Halve a step that would increase its batch's loss also on fresh batches (see
         :class:`fmlearn.GFMRegressor`).

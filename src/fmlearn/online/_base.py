@@ -11,6 +11,7 @@ them on the next call.
 """
 
 import numbers
+import time
 
 import numpy as np
 from sklearn.base import _fit_context
@@ -20,6 +21,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
 from .._data import merge_duplicate_rows, raw, to_csr
+from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
+from .._early_stopping import SCORES, EarlyStopping, rule_of_params, split_rows
 from .._threads import blas_single_thread
 from ..exceptions import DivergenceError
 from ..kernels.losses import LOSS_CODES
@@ -144,6 +147,7 @@ class _OnlineBase(BaseFM):
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        **STOPPING_CONSTRAINTS,
     }
 
     # -- the learner ------------------------------------------------------------------------
@@ -333,7 +337,56 @@ class _OnlineBase(BaseFM):
             self.__dict__.update(saved)
             raise
 
-    def _fit(self, X, y, sample_weight, classes=None):
+    def _validation(self, Xv, yv, sw, eval_set):
+        """``(Xv, yv, sw, rule, validation)`` of a ``fit``: the early-stopping rule (the
+        mean squared error of the clipped predictions, or a classifier's mean log loss of
+        the margins) and the validation rows ``(X, y, sw)``: the ``eval_set``, or
+        ``validation_fraction`` of the rows carved out (not trained on) when the rule needs
+        them, else None."""
+        classifier = self._is_classifier()
+        rule = rule_of_params(self.get_params(deep=False),
+                              score="log_loss" if classifier else "squared_error",
+                              n_samples=Xv.shape[0], has_eval_set=eval_set is not None)
+        Xv, yv, sw, carved = split_rows(Xv, yv, sw, rule, self.random_state, classifier)
+        if carved is None and eval_set is not None:
+            Xe, ye = self._validate_eval_set(eval_set)
+            carved = (to_csr(Xe, np.float64), ye, None)
+        return Xv, yv, sw, rule, carved
+
+    def _pass_monitor(self, learner, rule, validation, y_train, callback):
+        """The shared :class:`~fmlearn._early_stopping.EarlyStopping` monitor of ``fit``'s
+        passes and ``score(learner)``, the validation score of the learner's current state
+        (None without validation rows)."""
+        classifier = self._is_classifier()
+
+        def copy_state():  # the learner's arrays (its round counter too) and the intercept
+            return ({k: np.array(v, copy=True) for k, v in learner.arrays().items()},
+                    self.__dict__.get("intercept_stats_"))
+
+        monitor = EarlyStopping(rule, callback=callback,
+                                copy_state=copy_state if rule.active else None)
+        if validation is None:
+            return monitor, None
+        Xval, yval, swval = validation
+        fn = SCORES[rule.score][0]
+        lo, hi = float(np.min(y_train)), float(np.max(y_train))
+        if not classifier and hasattr(self, "y_range_") and self.warm_start:
+            lo, hi = min(lo, self.y_range_[0]), max(hi, self.y_range_[1])
+
+        def score(learner):
+            scores = learner.predict(self._rows(Xval))
+            if self._intercept_outside():
+                scores = scores + intercept_of(self._intercept_stats(), classifier)
+            if not classifier and getattr(self, "clip_predictions", False):
+                scores = np.clip(scores, lo, hi)
+            return fn(yval, scores, swval)
+
+        return monitor, score
+
+    def _fit(self, X, y, sample_weight, classes=None, eval_set=None, callback=None):
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+
         def work(snapshot):
             warm = self.warm_start and hasattr(self, "learner_")
             if not warm:  # a fresh fit resolves the "auto" parameters again
@@ -344,6 +397,7 @@ class _OnlineBase(BaseFM):
                 self.__dict__.pop("calibration_scale_", None)
                 self.__dict__.pop("calibration_offset_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
+            Xv, yv, sw, rule, validation = self._validation(Xv, yv, sw, eval_set)
             rng = check_random_state(self.random_state)
             if self.shuffle:
                 # An exact rewriting of the weighted stream: duplicates become one weighted row,
@@ -361,11 +415,33 @@ class _OnlineBase(BaseFM):
             n = Xv.shape[0]
             out = np.empty(n)
             bar = progress(self.verbose, n * self.n_iter, f"{type(self).__name__}[{self.learner}]")
+            monitor, score = self._pass_monitor(learner, rule, validation, yv, callback)
+            n_done = 0
             with bar:
-                for _ in range(self.n_iter):
+                for it in range(self.n_iter):
                     order = rng.permutation(n) if self.shuffle else np.arange(n)
+                    t0 = time.perf_counter()
                     info = self._run(learner, Xv, yv, sw, order.astype(np.int64), out,
                                      bar if self.verbose else None)
+                    n_done = it + 1
+                    seconds = time.perf_counter() - t0
+                    val = None if score is None else score(learner)
+                    if monitor.end_iteration(it, seconds=seconds, val=val):
+                        break
+            if monitor.keeps_best():
+                arrays, stats = monitor.best_state
+                learner.load_arrays(arrays)
+                if stats is not None:
+                    self.intercept_stats_ = stats
+            history = monitor.history
+            if validation is None:
+                del history["val"]
+            del history["train"]  # the learners report no per-pass training loss
+            self.history_ = history
+            self.n_iter_ = n_done
+            self.early_stopping_ = bool(rule.active)
+            self.best_iteration_ = (int(monitor.best_iteration) + 1 if monitor.keeps_best()
+                                    else None)
             self._update_range(yv)
             self._publish(learner)
             self.info_ = info
@@ -420,7 +496,7 @@ class _OnlineBase(BaseFM):
         return scores
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None, callback=None):
         """Learn from scratch (unless ``warm_start``) with ``n_iter`` passes over the rows.
 
         Parameters
@@ -430,8 +506,17 @@ class _OnlineBase(BaseFM):
             Targets, or any two labels for a classifier.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights; a row of weight m counts like m repeated rows.
+        eval_set : (X_val, y_val), optional
+            Validation rows scored after every pass (``history_["val"]``: the mean squared
+            error of the clipped predictions, or a classifier's mean log loss of the margins
+            before calibration); with ``early_stopping`` True or "auto" they decide when to
+            stop, and the best pass's model is kept (``best_iteration_``).
+        callback : callable, optional
+            ``callback(i, history)`` after pass ``i`` (from 0; the keys of ``history_``);
+            returning True stops after that pass (the model is then that pass's, or the best
+            one with early stopping; ``n_iter_`` says how many passes ran).
         """
-        return self._fit(X, y, sample_weight)
+        return self._fit(X, y, sample_weight, eval_set=eval_set, callback=callback)
 
     def _check_loaded_state(self):
         """Every state array against the others and the parameters (shapes, counters and

@@ -88,7 +88,9 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True, warm_start=False,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
+                 warm_start=False,
                  random_state=None, verbose=0):
         self.learner = learner
         self.trace_bound = trace_bound
@@ -107,6 +109,10 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         self.memory_budget_mb = memory_budget_mb
         self.n_iter = n_iter
         self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -348,6 +354,14 @@ _CCFM_DOC = """
         ``fit`` visits the rows in a fresh random order each pass (identical rows merged into
         one weighted row, visited as consecutive rounds); ``False`` keeps the given order, so
         that ``fit`` equals one ``partial_fit`` on the same rows.
+    early_stopping, validation_fraction, n_iter_no_change, tol : default=False, 0.1, 2, 1e-4
+        Early stopping of ``fit``'s passes: after each pass the validation rows (the
+        ``eval_set`` of :meth:`fit`, else ``validation_fraction`` of the rows, not learned)
+        are scored (the mean squared error of the clipped predictions, or the classifier's
+        mean log loss of the margins: ``history_["val"]``); ``fit`` stops after
+        ``n_iter_no_change`` passes without an improvement of more than ``tol`` and keeps the
+        best pass's model (``best_iteration_``). "auto": on with an ``eval_set`` or more than
+        10,000 rows. See docs/early-stopping.md.
     warm_start : bool, default=False
         ``fit`` continues from the current state.
     random_state : int, RandomState or None, default=None
@@ -426,6 +440,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
         self.clip_predictions = clip_predictions
@@ -481,6 +496,7 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  calibration="platt", warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
         self.calibration = calibration

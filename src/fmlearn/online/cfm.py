@@ -52,7 +52,9 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
                  learning_rate_pairwise=1.0, power_t=0.5, ftrl_beta=1.0, l1_linear=0.0,
                  reg_linear=0.0, fit_intercept=True, eig_max_iter=3, eig_tol=1e-3,
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True, warm_start=False,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
+                 warm_start=False,
                  random_state=None, verbose=0):
         self.learner = learner
         self.trace_bound = trace_bound
@@ -69,6 +71,10 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
         self.memory_budget_mb = memory_budget_mb
         self.n_iter = n_iter
         self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -143,6 +149,8 @@ _CFM_DOC = """
         same RMSE to 4 digits (benchmarks/RESULTS.md).
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
+    early_stopping, validation_fraction, n_iter_no_change, tol :
+        Early stopping of ``fit``'s passes, as in :class:`CCFMRegressor`.
 
     Attributes
     ----------
@@ -185,6 +193,7 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
                  reg_linear=0.0, fit_intercept=True, eig_max_iter=3, eig_tol=1e-3,
                  sketch_size="auto",
                  memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, trace_bound=trace_bound, learning_rate=learning_rate,
                          learning_rate_pairwise=learning_rate_pairwise, power_t=power_t,
@@ -192,6 +201,9 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
                          fit_intercept=fit_intercept,
                          eig_max_iter=eig_max_iter, eig_tol=eig_tol, sketch_size=sketch_size,
                          memory_budget_mb=memory_budget_mb, n_iter=n_iter, shuffle=shuffle,
+                         early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, tol=tol,
                          warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 

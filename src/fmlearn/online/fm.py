@@ -73,6 +73,7 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
                  ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
                  lr_schedule="invscaling", n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  warm_start=False, random_state=None, verbose=0):
         self.learner = learner
         self.n_factors = n_factors
@@ -93,6 +94,10 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
         self.lr_schedule = lr_schedule
         self.n_iter = n_iter
         self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -224,6 +229,8 @@ _FM_DOC = """
         feature scale; for small steps it is the plain gradient step (``False``).
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
+    early_stopping, validation_fraction, n_iter_no_change, tol :
+        Early stopping of ``fit``'s passes, as in :class:`CCFMRegressor`.
 
     Attributes
     ----------
@@ -297,6 +304,7 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
                  ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
                  lr_schedule="invscaling", n_iter=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, n_factors=n_factors, init_stdev=init_stdev,
                          learning_rate=learning_rate,
@@ -306,6 +314,9 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
                          epsilon=epsilon, ftrl_beta=ftrl_beta,
                          ftrl_beta_pairwise=ftrl_beta_pairwise, implicit_sgd=implicit_sgd,
                          lr_schedule=lr_schedule, n_iter=n_iter, shuffle=shuffle,
+                         early_stopping=early_stopping,
+                         validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, tol=tol,
                          warm_start=warm_start, random_state=random_state, verbose=verbose)
         self.clip_predictions = clip_predictions
 

@@ -261,7 +261,7 @@ def _init_v0(state, d, rng):
     return rng.standard_normal(d)
 
 
-def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
+def hazan_solver(data, state, settings, rng, eval_data=None, callback=None, pre_step=None):
     """Run Hazan's algorithm from ``state`` for at most ``settings.max_iter`` steps.
 
     Parameters
@@ -277,7 +277,12 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
     callback : callable(iteration, record) -> bool, optional
         ``record`` has "objective", "gap", "step", "train" (the weighted RMSE of the clipped
         predictions, or the error rate, per ``settings.metric``) and "val_pred" (or None) of
-        the iterate *before* that iteration's step; returning True stops.
+        the iterate *before* that iteration's step, and "snapshot", a function returning
+        that iterate as a :class:`CFMState` (a copy), valid until the step: early stopping
+        keeps the best iterate through ``pre_step``; returning True stops.
+    pre_step : callable(iteration, record), optional
+        Called with the same record before the iteration's step (the only moment its
+        "snapshot" is the recorded iterate).
 
     Returns
     -------
@@ -324,7 +329,10 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         # <W - eta p p^T, grad J> with <W, M(g)> = 2 g^T q and p^T M(g) p = rho.
         gap = eta * max(rho, 0.0) - 2.0 * gq
         record = {"objective": obj, "gap": gap, "step": 0.0, "train": train,
-                  "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv}
+                  "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv,
+                  "snapshot": lambda: _snapshot(linear, buf, lam, t, v0, settings)}
+        if pre_step is not None:
+            pre_step(it, record)
         # Every iterate certifies J* >= J(W_t) - gap_t (convexity), so J(W) - J* is at most
         # J(W) - (the best such bound): never above the last gap, and it does not jump with
         # the oscillating Frank-Wolfe gap (Jaggi 2013, ICML, Section 2).
@@ -368,6 +376,17 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None):
         converged = converged or (gap <= settings.tol * scale and not info["diverged"])
     info.update(converged=converged, lanczos_failures=failures, objective=final_obj, gap=gap)
     return new, n_done, info
+
+
+def _snapshot(linear, buf, lam, t, v0, settings):
+    """The current iterate as a new :class:`CFMState` (the atoms of zero weight dropped, the
+    linear mask applied to w)."""
+    keep = lam > 0.0
+    P = np.array(buf[:, :lam.shape[0]][:, keep], order="F")
+    w = np.array(linear.w, dtype=np.float64)
+    w1 = w[1:] if settings.linear_mask is None else np.asarray(settings.linear_mask) * w[1:]
+    return CFMState(float(w[0]), w1.copy(), P, lam[keep].copy(), int(t),
+                    None if v0 is None else np.array(v0))
 
 
 #: Relative tie of an atom's score with the zero vertex's (0), in units of |rho|.

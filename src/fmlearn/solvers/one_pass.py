@@ -468,7 +468,7 @@ def one_pass_solver(batches, state, settings, callback=None, step=None, history=
 
 
 def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights=None,
-                 callback=None):
+                 callback=None, end_pass=None):
     """Passes of :func:`one_pass_solver` over the same batches until converged.
 
     Parameters
@@ -484,6 +484,9 @@ def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights
         batch's targets (noise-free data decrease geometrically to 0). None: run every pass.
     weights : sequence of float, optional
         Weight sum of every batch (weights the pass RMSE); default equal.
+    end_pass : callable(p, state) -> bool, optional
+        Called after every finished pass ``p`` (from 0); returning True stops the passes
+        (early stopping on a validation set: ``info["stopped"]`` is then True).
 
     Passes after the first re-use the data: the one-pass theory no longer applies, so they run
     with ``settings.reuse`` (a monotone safeguard, :class:`OnePassSettings`).
@@ -515,6 +518,10 @@ def one_pass_fit(batches, state, settings, *, max_iter="auto", tol=1e-4, weights
         r = np.square(info["rmse"])
         loss = float(np.sqrt(np.average(r, weights=None if wsum is None else wsum[:r.shape[0]])))
         losses.append(loss)
+        if end_pass is not None and end_pass(p, state):
+            return state, n_done, {"n_passes": p + 1, "converged": converged, "rmse": rmses,
+                                   "change": changes, "diverged": None, "pass_rmse": losses,
+                                   "stopped": True}
         # Pass 1 starts from the zero model, so compare from the third pass on.
         if tol is not None and p >= 2 and (abs(previous - loss) <= tol * previous
                                            or loss <= tol * state.y_scale):
