@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 import reference as ref
 from fmlearn import FMClassifier, FMRegressor, RelationBlock, RelationData
-from fmlearn.kernels.cd_columns import Config, Model, Plan, Prior
+from fmlearn.kernels.cd_columns import Config, Model, Prior
 from fmlearn.kernels.cd_relation import relation_predict, relation_predict_samples, relation_sweep
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.relation import check_relation_data, merge_relation_rows
@@ -53,14 +53,6 @@ def _case(seed=0, n=60, d0=3, sizes=((9, 5), (7, 4)), weights=True, values="norm
 def _parts(Xr):
     Xr = check_relation_data(Xr)
     return Xr, [(b.indices, b.X) for b in Xr.blocks]
-
-
-def _serial_plan(order):
-    one = np.zeros(1, dtype=np.int64)
-    work = np.zeros((1, 1))
-    d = order.shape[0]
-    return Plan(np.asarray(order, dtype=np.int64), np.array([0, d]), np.zeros(1, bool),
-                np.zeros(1, bool), one, one, work, work, np.zeros(1), np.zeros(1))
 
 
 def _relational_order(data, d):
