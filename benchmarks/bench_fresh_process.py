@@ -67,7 +67,8 @@ for name, v in t:
     prev = v
 first = loads[0][0] if loads else 0.0
 print(f"{'first kernel call (' + (loads[0][1] if loads else '-') + ')':34s} {first:.3f}")
-print(f"{'other kernels (%d cache loads)' % (len(loads) - 1):34s} {sum(x for x, _ in loads[1:]):.3f}")
+other = "other kernels (%d cache loads)" % (len(loads) - 1)
+print(f"{other:34s} {sum(x for x, _ in loads[1:]):.3f}")
 print(f"{'rest of the fit':34s} {fit - sum(x for x, _ in loads):.3f}")
 """
 

@@ -22,8 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def estimators():
     """name -> (factory, kind) for every public estimator family and solver (small settings).
 
-    ``kind`` is "reg", "clf" or "rank" (FMRanker: fit ignores y). The online estimators are
-    included: they go through the same validators in ``_base``."""
+    ``kind`` is "reg", "clf", "rank" (FMRanker: fit ignores y) or "ord" (ordinal levels). The
+    online estimators are included: they go through the same validators in ``_base``."""
     import fmlearn as F
 
     return {
@@ -68,6 +68,9 @@ def estimators():
                                         random_state=0), "rank"),
         "FMRanker-squared": (lambda: F.FMRanker(n_factors=2, loss="squared", n_iter=3,
                                                 item_columns=[0], random_state=0), "rank"),
+        # ordinal labels: the regression target cut into four levels 0..3
+        "FMOrdinalRegressor": (lambda: F.FMOrdinalRegressor(n_factors=2, n_iter=6,
+                                                            random_state=0), "ord"),
     }
 
 
@@ -87,6 +90,8 @@ def data(kind, n=240, d=6, seed=0):
     y = X[:, 0] * X[:, 1] + X[:, 2] + 0.1 * rng.normal(size=n)
     if kind == "clf":
         y = np.where(y > np.median(y), 1.0, -1.0)
+    elif kind == "ord":
+        y = np.searchsorted(np.quantile(y, [0.25, 0.5, 0.75]), y).astype(np.float64)
     return X, y
 
 
@@ -199,7 +204,7 @@ MUTATION_FAMILIES = [
     "CCFMRegressor", "CCFMRegressor-ftrl", "CCFMRegressor-ogd", "CCFMClassifier",
     "OnlineFMRegressor", "OnlineFMRegressor-ogd", "OnlineFMClassifier",
     "OnlineCFMRegressor", "OnlineCFMClassifier",
-    "FMRanker", "FMRanker-squared",
+    "FMRanker", "FMRanker-squared", "FMOrdinalRegressor",
 ]
 
 #: Kinds of edit that make a state inconsistent or unusable: each must end in ModelFileError.

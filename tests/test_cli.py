@@ -112,9 +112,8 @@ def test_fit_compiles_apart_and_learns_the_same_model(files, tmp_path, capsys, s
     assert report["compiled kernels in"].endswith("s (not in the fit time)")
     assert float(report["fit time"].split()[0]) >= 0
     X, y = _read(files["r_train"], D)
-    # the CLI keeps libFM's -init_stdev default of 0.1 (the API's default is "auto")
-    api = fmlearn.FMRegressor(3, solver=solver, n_iter=6, init_stdev=0.1,
-                              random_state=3).fit(X, y)
+    # one default everywhere: the CLI's --init-stdev is the API's "auto"
+    api = fmlearn.FMRegressor(3, solver=solver, n_iter=6, random_state=3).fit(X, y)
     X_test, _ = _read(files["r_test"], D)
     assert np.array_equal(fmlearn.load(model).predict(X_test), api.predict(X_test))
 
@@ -194,6 +193,33 @@ def test_libfm_flags_equal_native_options(files, tmp_path, capsys):
     assert (params["init_stdev"], params["learning_rate"]) == (0.05, 0.02)
 
 
+def test_init_stdev_default_is_the_estimators_but_libfm_mode_keeps_libfms(files, tmp_path,
+                                                                          capsys):
+    # native fit: FMRegressor's "auto" (resolved from the data, not libFM's 0.1); libFM-flag
+    # mode: libFM's own -init_stdev 0.1; both said in --help
+    native, libfm, auto = tmp_path / "n.fmz", tmp_path / "l.fmz", tmp_path / "a.fmz"
+    common = ["--solver", "als", "--n-factors", 3, "--n-iter", 4, "--seed", 1]
+    assert run(capsys, "fit", files["r_train"], *common, "--save", native)[0] == 0
+    assert run(capsys, "fit", files["r_train"], *common, "--init-stdev", "auto",
+               "--save", auto)[0] == 0
+    code, _, err = run(capsys, "-task", "r", "-method", "als", "-dim", "1,1,3", "-iter", 4,
+                       "-train", files["r_train"], "-seed", 1, "-save_model", libfm)
+    assert code == 0, err
+    X, y = _read(files["r_train"], D)
+    api = fmlearn.FMRegressor(3, solver="als", n_iter=4, random_state=1).fit(X, y)
+    assert api.init_stdev_ != 0.1
+    for path in (native, auto):
+        model = fmlearn.load(path)
+        assert model.get_params()["init_stdev"] == "auto"
+        assert model.init_stdev_ == api.init_stdev_
+        assert np.array_equal(model.predict(X), api.predict(X))
+    model = fmlearn.load(libfm)
+    assert model.get_params()["init_stdev"] == 0.1 and model.init_stdev_ == 0.1
+    code, out, _ = run(capsys, "fit", "--help")
+    help_text = " ".join(out.split())
+    assert "default auto" in help_text and "keeps libFM's -init_stdev 0.1" in help_text
+
+
 @pytest.mark.parametrize("solver, reg", [("mcmc", None), ("als", "0,0.1,0.2,1,2")])
 def test_libfm_meta_equals_groups_option_and_the_estimator(files, tmp_path, capsys, solver,
                                                            reg):
@@ -208,9 +234,10 @@ def test_libfm_meta_equals_groups_option_and_the_estimator(files, tmp_path, caps
                        "-meta", meta, "-seed", 2, "-out", preds[0], "-save_model", model,
                        *regs)
     assert code == 0, err
+    # libFM mode keeps libFM's -init_stdev 0.1; native fit defaults to "auto"
     code, _, err = run(capsys, "fit", files["r_train"], "--test", files["r_test"], "--solver",
                        solver, "--n-factors", 2, "--n-iter", 8, "--groups", meta, "--seed", 2,
-                       "--out", preds[1], *(["--reg", reg] if reg else []))
+                       "--init-stdev", 0.1, "--out", preds[1], *(["--reg", reg] if reg else []))
     assert code == 0, err
     assert preds[0].read_text() == preds[1].read_text()
     est = fmlearn.load(model)

@@ -79,6 +79,10 @@ def test_all_zero_X_fits_a_model_of_the_mean_or_is_refused(name):
         pred = model.predict(zeros[:3])
         assert np.all(np.isfinite(pred))
         assert abs(pred[0] - y.mean()) <= 0.1 * y.std(), (pred[0], y.mean())  # measured <= 0.07
+    elif kind == "ord":  # the levels' frequencies
+        P = model.predict_proba(zeros[:3])
+        freq = np.bincount(y.astype(np.int64)) / y.shape[0]
+        assert np.all(np.isfinite(P)) and np.max(np.abs(P[0] - freq)) <= 0.1, (P[0], freq)
     else:
         p = model.predict_proba(zeros[:3])[:, 1]
         assert np.all(np.isfinite(p))

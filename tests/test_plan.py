@@ -104,10 +104,43 @@ def test_a_fit_leaves_nothing_run_time_on_the_estimator(solver):
         assert isinstance(est.init_stdev_, float)
 
 
+def _auto_oracle(X, y, k):
+    """init_stdev="auto" from its definition, by slow loops: min(0.1 / r, sqrt(0.5 s) /
+    (k q)^(1/4)), r the root mean square of the non-zero values, q the mean over the rows of
+    sum_{j<l} x_j^2 x_l^2, s the targets' standard deviation."""
+    X = np.asarray(X.toarray() if sp.issparse(X) else X)
+    r = math.sqrt(np.mean(X[X != 0] ** 2))
+    q = np.mean([sum(row[j] ** 2 * row[m] ** 2 for j in range(len(row))
+                     for m in range(j + 1, len(row))) for row in X])
+    return min(0.1 / r, math.sqrt(0.5 * np.std(y)) / (k * q) ** 0.25)
+
+
+def test_auto_init_stdev_is_libfms_on_one_hot_pairs_and_follows_the_pairs_of_dense_rows():
+    # one-hot user x item rows (libFM's reference design): libFM's 0.1, at any scale of the
+    # values (0.1 / c for c times the one-hot); dense rows: the cap that keeps the initial
+    # pairwise term's spread under half the targets' (the oracle), whatever the number of pairs
+    rng = np.random.default_rng(0)
+    n, d = 200, 30
+    users, items = rng.integers(0, 10, n), rng.integers(10, d, n)
+    onehot = sp.csr_matrix((np.ones(2 * n), np.column_stack([users, items]).ravel(),
+                            np.arange(0, 2 * n + 1, 2)), shape=(n, d))
+    y = rng.normal(size=n)
+    for scale in (1.0, 40.0):
+        est = FMRegressor(2, solver="als", n_iter=1, random_state=0).fit(onehot * scale, y)
+        assert est.init_stdev_ == pytest.approx(0.1 / scale, rel=1e-12)
+    for width, sd, y_scale in ((10, 1.0, 1.0), (40, 0.1, 1.0), (40, 0.1, 0.01)):
+        Xd = rng.normal(scale=sd, size=(n, width))
+        est = FMRegressor(3, solver="als", n_iter=1, random_state=0).fit(Xd, y * y_scale)
+        assert est.init_stdev_ == pytest.approx(_auto_oracle(Xd, y * y_scale, 3), rel=1e-10)
+    assert est.init_stdev_ < 0.1 / 0.1 / 2  # the cap acts on the small-valued dense rows
+
+
 def test_resolved_init_stdev_is_recorded_saved_and_loaded(tmp_path):
     X, y = _data(scale=30.0)
     sq = X.multiply(X).sum() / X.nnz  # unit weights: the mean squared non-zero value
     mcmc = FMRegressor(2, n_iter=2, random_state=0).fit(X, y)
+    assert mcmc.init_stdev_ == pytest.approx(min(0.1 / math.sqrt(sq), _auto_oracle(X, y, 2)),
+                                             rel=1e-12)
     assert mcmc.init_stdev_ == pytest.approx(0.1 / math.sqrt(sq), rel=1e-12)
     assert mcmc.init_stdev_ == pytest.approx(
         auto_init_stdev(float(X.multiply(X).sum()), float(X.nnz)), rel=1e-12)

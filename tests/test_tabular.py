@@ -37,7 +37,7 @@ def _table(n=40, seed=0):
 
 def test_dataframe_matches_a_hand_built_one_hot():
     df = _table()
-    enc = TabularEncoder().fit(df)
+    enc = TabularEncoder(standardize=False).fit(df)
     assert enc.column_types_ == {"user": "categorical", "hour": "numeric", "price": "numeric",
                                  "member": "categorical", "genre": "categorical"}
     users, genres = ["ann", "bob", "cid", "dan"], ["pop", "rock"]
@@ -57,10 +57,24 @@ def test_dataframe_matches_a_hand_built_one_hot():
     assert enc.blocks_ == [(0, 4), (4, 5), (5, 6), (6, 8), (8, 10)]
     # the same table as dicts, and as an object array with positions, encodes the same
     rows = df.astype({"genre": object}).to_dict("records")
-    np.testing.assert_array_equal(TabularEncoder().fit_transform(rows).toarray(), expected)
+    np.testing.assert_array_equal(
+        TabularEncoder(standardize=False).fit_transform(rows).toarray(), expected)
     arr = df.astype(object).to_numpy()
-    enc_arr = TabularEncoder({1: "numeric", 2: "numeric"}).fit(arr)
+    enc_arr = TabularEncoder({1: "numeric", 2: "numeric"}, standardize=False).fit(arr)
     np.testing.assert_array_equal(enc_arr.transform(arr).toarray(), expected)
+
+
+def test_numeric_columns_are_standardised_by_default():
+    # the default chosen on real tables (benchmarks/bench_tabular_standardize.py): numeric
+    # columns to zero mean and unit variance of fit, the one-hot blocks unchanged
+    df = _table()
+    Z = TabularEncoder().fit(df).transform(df).toarray()
+    raw = TabularEncoder(standardize=False).fit(df).transform(df).toarray()
+    for j, name in ((4, "hour"), (5, "price")):
+        col = df[name].to_numpy(dtype=float)
+        np.testing.assert_allclose(Z[:, j], (col - col.mean()) / col.std(), rtol=1e-12)
+    keep = [j for j in range(Z.shape[1]) if j not in (4, 5)]
+    np.testing.assert_array_equal(Z[:, keep], raw[:, keep])
 
 
 def test_integer_ids_declared_categorical_and_standardised_numbers():
@@ -83,10 +97,10 @@ def test_integer_ids_declared_categorical_and_standardised_numbers():
 def test_unknown_categories_ignored_or_bucketed():
     train = [{"c": "a", "x": 1.0}, {"c": "b", "x": 2.0}, {"c": "a", "x": 3.0}]
     test = [{"c": "zzz", "x": 1.0}, {"c": "b", "x": 1.0}, {"x": 4.0}]   # unseen, known, absent
-    ign = TabularEncoder().fit(train)
+    ign = TabularEncoder(standardize=False).fit(train)
     np.testing.assert_array_equal(ign.transform(test).toarray(),
                                   [[0, 0, 1], [0, 1, 1], [0, 0, 4]])
-    buck = TabularEncoder(handle_unknown="bucket").fit(train)
+    buck = TabularEncoder(handle_unknown="bucket", standardize=False).fit(train)
     assert buck.get_feature_names_out().tolist() == ["c=a", "c=b", "c=<unknown>", "x"]
     np.testing.assert_array_equal(buck.transform(test).toarray(),
                                   [[0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 1, 4]])
@@ -245,3 +259,44 @@ def test_docs_examples_run(capsys):
     assert np.all(np.array(out[4].strip("[]").split(), dtype=float) < 0.5)
     if len(blocks) == 4:
         assert out[5] == "True"
+
+
+def test_id_like_integer_columns_warn_whatever_their_cardinality():
+    # a school id of 79 values (the case that cost 13% RMSE) is named by its name; an unnamed
+    # column by its values (many whole numbers filling their range); quantities stay silent;
+    # a declared type silences the warning
+    import warnings
+
+    from fmlearn.exceptions import IdColumnWarning
+
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"schoolId": rng.integers(1, 80, n), "hour": rng.integers(0, 24, n),
+                       "price": rng.normal(10.0, 3.0, n), "user_id": rng.integers(0, 5, n),
+                       "paid": rng.integers(0, 2, n)})
+    with pytest.warns(IdColumnWarning) as caught:
+        TabularEncoder().fit(df)
+    message = str(caught[0].message)
+    assert "'schoolId' (79 distinct" in message and "'user_id' (5 distinct" in message
+    assert "'hour'" not in message and "'price'" not in message and "'paid'" not in message
+    assert "column_types={'schoolId': 'categorical', 'user_id': 'categorical'}" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdColumnWarning)
+        TabularEncoder({"schoolId": "categorical", "user_id": "numeric"}).fit(df)
+        TabularEncoder().fit(df[["hour", "price", "paid"]])
+        TabularEncoder().fit(np.column_stack([rng.integers(0, 24, n), rng.normal(size=n)]))
+    with pytest.warns(IdColumnWarning, match=r"column\(s\) 0 "):
+        TabularEncoder().fit(np.column_stack([rng.permutation(n), rng.normal(size=n)]))
+
+
+@pytest.mark.parametrize("name", ["FMRegressor", "OnlineFMRegressor", "ConvexFMRegressor"])
+def test_a_string_column_without_the_encoder_points_to_it(name):
+    import fmlearn
+
+    df = pd.DataFrame({"city": ["Oslo", "Bergen"] * 10, "x": np.arange(20.0)})
+    y = np.arange(20.0)
+    with pytest.raises(ValueError, match=r"X holds text .*'Oslo'.*TabularEncoder"):
+        getattr(fmlearn, name)().fit(df, y)
+    est = getattr(fmlearn, name)().fit(np.c_[np.ones(20), np.arange(20.0)], y)
+    with pytest.raises(ValueError, match="TabularEncoder"):
+        est.predict(df.to_numpy())

@@ -24,6 +24,7 @@ _LAZY = {
     "FFMClassifier": "ffm",
     "FFMRegressor": "ffm",
     "FMClassifier": "fm",
+    "FMOrdinalRegressor": "fm",
     "FMRanker": "ranking",
     "FMRegressor": "fm",
     "GFMRegressor": "gfm",
@@ -60,6 +61,7 @@ __all__ = [
     "FFMClassifier",
     "FFMRegressor",
     "FMClassifier",
+    "FMOrdinalRegressor",
     "FMRanker",
     "FMRegressor",
     "GFMRegressor",
@@ -132,7 +134,7 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from .convex import ConvexFMClassifier, ConvexFMRegressor
     from .evaluate import evaluate_prequential
     from .ffm import FFMClassifier, FFMRegressor
-    from .fm import FMClassifier, FMRegressor
+    from .fm import FMClassifier, FMOrdinalRegressor, FMRegressor
     from .gfm import GFMRegressor
     from .ifm import IFMRegressor
     from .online import (

@@ -12,6 +12,7 @@ kernel indexes with it. :func:`failure_atomic` wraps the batch estimators' ``fit
 ``partial_fit``: a call that raises leaves the estimator exactly as it was.
 """
 
+import contextlib
 import copy
 import functools
 import numbers
@@ -171,6 +172,27 @@ def progress(verbose, total, desc):
     return _NoProgress()
 
 
+
+#: The messages of numpy / scikit-learn when X holds text (a category such as 'Oslo').
+_STRING_MESSAGES = ("could not convert string to float",
+                    "Unable to convert array of bytes/strings")
+
+
+@contextlib.contextmanager
+def strings_point_to_the_encoder(name):
+    """Turn numpy's "could not convert string to float: 'Oslo'" (X holds text: a categorical
+    column given as is) into an error that names the fix, :class:`fmlearn.encoders.
+    TabularEncoder`."""
+    try:
+        yield
+    except ValueError as exc:
+        if not any(m in str(exc) for m in _STRING_MESSAGES):
+            raise
+        raise ValueError(
+            f"{name}: X holds text ({exc}); an FM needs numbers. Encode categorical columns "
+            "first with fmlearn.encoders.TabularEncoder (one-hot, or hashed), e.g. "
+            f"make_pipeline(TabularEncoder(), {name}()).") from exc
+
 class _NoProgress:
     def update(self, n=1):
         pass
@@ -219,16 +241,17 @@ class BaseFM(BaseEstimator):
     # -- input validation -------------------------------------------------------------------
     def _validate_X_y(self, X, y, *, reset, y_numeric, accept_sparse=("csr", "csc")):
         check_sparse_structure(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            reset=reset,
-            accept_sparse=list(accept_sparse),
-            dtype=list(FLOAT_DTYPES),
-            y_numeric=y_numeric,
-            ensure_min_samples=1,
-        )
+        with strings_point_to_the_encoder(type(self).__name__):
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                reset=reset,
+                accept_sparse=list(accept_sparse),
+                dtype=list(FLOAT_DTYPES),
+                y_numeric=y_numeric,
+                ensure_min_samples=1,
+            )
         if sp.issparse(X) and X.nnz and not np.all(np.isfinite(X.data)):
             raise ValueError("Input X contains NaN or infinity.")
         if reset and not sp.issparse(X):
@@ -239,9 +262,11 @@ class BaseFM(BaseEstimator):
         """Validate ``X`` at predict time and cast it to the model dtype."""
         check_is_fitted(self)
         check_sparse_structure(X)
-        X = validate_data(
-            self, X, reset=False, accept_sparse=list(accept_sparse), dtype=list(FLOAT_DTYPES)
-        )
+        with strings_point_to_the_encoder(type(self).__name__):
+            X = validate_data(
+                self, X, reset=False, accept_sparse=list(accept_sparse),
+                dtype=list(FLOAT_DTYPES)
+            )
         dtype = self._model_dtype()
         if sp.issparse(X):
             return to_csr(X, dtype)
@@ -311,12 +336,15 @@ class BaseFM(BaseEstimator):
             if n <= rows:
                 out = np.asarray(self._raw_predict(X), dtype=np.float64)
             else:
-                out = np.empty(n, dtype=np.float64)
+                out = None  # (n,) scores, or (n, C): one column per class
                 for a in range(0, n, rows):
-                    out[a:a + rows] = self._raw_predict(X[a:a + rows])
+                    part = self._raw_predict(X[a:a + rows])
+                    if out is None:
+                        out = np.empty((n,) + np.shape(part)[1:], dtype=np.float64)
+                    out[a:a + rows] = part
         finite = np.isfinite(out)
         if not finite.all():
-            i = int(np.flatnonzero(~finite)[0])
+            i = int(np.flatnonzero(~finite.reshape(n, -1).all(axis=1))[0])
             row = X[i].toarray() if hasattr(X, "toarray") else X[i]
             big = float(np.max(np.abs(row))) if row.size else 0.0
             raise ValueError(
@@ -400,7 +428,9 @@ class FMClassifierMixin(ClassifierMixin):
             if labels.shape[0] > 2 or y_type not in ("binary",):
                 raise ValueError(
                     "Only binary classification is supported. The type of the target is "
-                    f"{y_type} with {labels.shape[0]} classes."
+                    f"{y_type} with {labels.shape[0]} classes. For more classes wrap "
+                    f"{type(self).__name__} in sklearn.multiclass.OneVsRestClassifier, or "
+                    "use fmlearn.FMClassifier, which takes any number of classes."
                 )
             if labels.shape[0] < 2:
                 raise ValueError(
@@ -436,7 +466,10 @@ class FMClassifierMixin(ClassifierMixin):
 
     def predict_proba(self, X):
         """Class probabilities, shape (n_samples, 2), columns ordered as ``classes_``."""
-        s = self.decision_function(X)
+        return self._proba_of_margins(self.decision_function(X))
+
+    def _proba_of_margins(self, s):
+        """The two columns of ``predict_proba`` of the margins ``s`` (the model's link)."""
         p = ndtr(s) if self._link == "probit" else expit(s)
         return np.column_stack([1.0 - p, p])
 

@@ -7,6 +7,8 @@ columns; ``_base`` calls it once, where a dense ``X`` is validated for a new fit
 with :class:`fmlearn.exceptions.IdColumnWarning`.
 """
 
+import re
+
 import numpy as np
 
 #: An id column has more distinct values than this ...
@@ -83,4 +85,61 @@ def warn_id_columns(X, estimator_name, stacklevel=4):
         f"fmlearn.encoders.TabularEncoder(column_types={{{types}}}). If the "
         "column is a quantity, ignore this warning (warnings.filterwarnings('ignore', "
         "category=fmlearn.exceptions.IdColumnWarning)).",
+        IdColumnWarning, stacklevel=stacklevel)
+
+
+#: Words of a column name (camelCase, snake_case, kebab-case, spaces): "userId" -> user, Id.
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def id_like_name(name):
+    """Whether a column name reads like an id: one of its words (camelCase, ``_``, ``-`` or
+    space separated) is "id", "ids" or ends with "id" ("user_id", "userId", "ID", "schoolid",
+    "item id")."""
+    if not isinstance(name, str):
+        return False
+    return any(w.lower() == "ids" or w.lower().endswith("id") for w in _WORDS.findall(name))
+
+
+def id_like_table_columns(names, values):
+    """Numeric table columns that look like ids, whatever their number of distinct values:
+    ``(name, n_distinct)`` for each column of ``values`` (float, shape (n, len(names))) that
+    holds whole numbers with at least 3 distinct values and whose name reads like an id
+    (:func:`id_like_name`), or that is id-like by :func:`id_like_columns`'s rule (more than
+    :data:`MIN_DISTINCT` distinct values filling half their range; unnamed columns)."""
+    values = np.asarray(values, dtype=np.float64)
+    out = []
+    by_values = {j for j, _ in id_like_columns(values)}
+    step = max(1, -(-values.shape[0] // MAX_ROWS))
+    for j, name in enumerate(names):
+        col = values[::step, j]
+        if j in by_values:
+            out.append((name, int(np.unique(col).shape[0])))
+            continue
+        if not id_like_name(name) or not np.all(col == np.round(col)):
+            continue
+        n_distinct = int(np.unique(col).shape[0])
+        if n_distinct >= 3:  # two values: one-hot of one of them, the same model
+            out.append((name, n_distinct))
+    return out
+
+
+def warn_table_id_columns(names, values, stacklevel=3):
+    """Warn :class:`~fmlearn.exceptions.IdColumnWarning` naming the table's id-like numeric
+    columns (:func:`id_like_table_columns`) and how to declare them."""
+    found = id_like_table_columns(names, values)
+    if not found:
+        return
+    import warnings
+
+    from .exceptions import IdColumnWarning
+
+    cols = ", ".join(f"{n!r} ({k} distinct whole numbers)" for n, k in found)
+    cat = ", ".join(f"{n!r}: 'categorical'" for n, _ in found)
+    num = ", ".join(f"{n!r}: 'numeric'" for n, _ in found)
+    warnings.warn(
+        f"TabularEncoder: column(s) {cols} look like ids but were inferred numeric; an FM "
+        "reads an id as one number (one slope over the ids), not as categories. Declare them: "
+        f"column_types={{{cat}}} (one-hot), or column_types={{{num}}} if they are quantities "
+        "(which also silences this warning).",
         IdColumnWarning, stacklevel=stacklevel)

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["DataSummary", "FitPlan", "RunContext", "check_callback", "square_stats",
-           "validate_params"]
+__all__ = ["DataSummary", "FitPlan", "RunContext", "check_callback", "pair_stats",
+           "square_stats", "validate_params"]
 
 
 def validate_params(est):
@@ -50,6 +50,23 @@ def square_stats(indptr, data, sw):
     row of weight m counts as m repeated rows (summed over partitions by the Dask backend)."""
     weights = np.repeat(np.asarray(sw, dtype=np.float64), np.diff(indptr))
     return float(weights @ (data * data)), float(weights @ (data != 0))
+
+
+def pair_stats(indptr, data, sw):
+    """sum_i s_i sum_{j<l} x_ij^2 x_il^2 of CSR rows with weights s_i, from each row's
+    ``((sum_j x_ij^2)^2 - sum_j x_ij^4) / 2`` (O(nnz)): the weight of the rows' pairs of
+    non-zero values, whose mean sets the spread of an FM's initial pairwise term."""
+    n = indptr.shape[0] - 1
+    if n == 0 or data.shape[0] == 0:
+        return 0.0
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    sq = np.asarray(data, dtype=np.float64) ** 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        s2 = np.bincount(rows, weights=sq, minlength=n)
+        s4 = np.bincount(rows, weights=sq * sq, minlength=n)
+        # max(0, .): the difference of two rounded sums of a row with one dominant value
+        per_row = np.maximum(0.5 * (s2 * s2 - s4), 0.0)
+        return float(np.asarray(sw, dtype=np.float64) @ per_row)
 
 
 def check_callback(callback):
@@ -78,6 +95,12 @@ class DataSummary:
         Weighted sums over the non-zero feature values x_ij of s_i x_ij^2 and of s_i (a row
         of weight m counts as m rows): their ratio is the mean squared non-zero value, the
         scale that the "auto" initialisations divide by.
+    sum_pairs : float
+        Weighted sum over the rows of sum_{j<l} x_ij^2 x_il^2 (:func:`pair_stats`): divided
+        by ``weight``, the mean weight of a row's pairs of non-zero values.
+    y_sum, y_sum_sq : float
+        Weighted sums of the targets and of their squares (NaN when not recorded): the
+        targets' spread (:attr:`y_std`).
     """
 
     n_samples: int
@@ -88,11 +111,28 @@ class DataSummary:
     y_max: float = math.nan
     sum_sq: float = 0.0
     n_nonzero: float = 0.0
+    sum_pairs: float = 0.0
+    y_sum: float = math.nan
+    y_sum_sq: float = math.nan
 
     @property
     def squares(self):
         """``(sum_sq, n_nonzero)``."""
         return self.sum_sq, self.n_nonzero
+
+    @property
+    def mean_pairs(self):
+        """``sum_pairs / weight``: the mean over the rows of sum_{j<l} x_ij^2 x_il^2 (0
+        without rows)."""
+        return self.sum_pairs / self.weight if self.weight > 0 else 0.0
+
+    @property
+    def y_std(self):
+        """The weighted standard deviation of the targets (NaN when not recorded)."""
+        if not self.weight > 0:
+            return math.nan
+        mean = self.y_sum / self.weight
+        return math.sqrt(max(self.y_sum_sq / self.weight - mean * mean, 0.0))
 
     @property
     def y_range(self):
@@ -108,22 +148,20 @@ class DataSummary:
     @classmethod
     def of_csr(cls, indptr, data, n_features, y, sw, *, squares=True):
         """:meth:`of_rows` from the raw CSR arrays (a Dask partition's)."""
-        sum_sq = n_nonzero = 0.0
+        sum_sq = n_nonzero = sum_pairs = 0.0
         if squares:
             sum_sq, n_nonzero = square_stats(indptr, data, sw)
-        lo = hi = math.nan
-        if y is not None and np.size(y):
-            lo, hi = float(np.min(y)), float(np.max(y))
+            sum_pairs = pair_stats(indptr, data, sw)
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
         return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
-                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero)
+                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs, y_sum, y_sum_sq)
 
-    def with_targets(self, y):
-        """The same summary with the range of the targets ``y`` (rows may have been merged or
-        dropped since the squares were summed)."""
-        lo = hi = math.nan
-        if y is not None and np.size(y):
-            lo, hi = float(np.min(y)), float(np.max(y))
-        return replace(self, y_min=lo, y_max=hi)
+    def with_targets(self, y, sw=None):
+        """The same summary with the range (and, given their weights ``sw``, the spread) of
+        the targets ``y`` (rows may have been merged or dropped since the squares were
+        summed)."""
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
+        return replace(self, y_min=lo, y_max=hi, y_sum=y_sum, y_sum_sq=y_sum_sq)
 
     @classmethod
     def merge(cls, parts, n_features, dtype):
@@ -133,9 +171,27 @@ class DataSummary:
         parts = list(parts)
         lo = min((p.y_min for p in parts if p.n_samples), default=math.nan)
         hi = max((p.y_max for p in parts if p.n_samples), default=math.nan)
+        rows = [p for p in parts if p.n_samples]
         return cls(sum(p.n_samples for p in parts), int(n_features), np.dtype(dtype).name,
                    float(sum(p.weight for p in parts)), lo, hi,
-                   math.fsum(p.sum_sq for p in parts), sum(p.n_nonzero for p in parts))
+                   math.fsum(p.sum_sq for p in parts), sum(p.n_nonzero for p in parts),
+                   math.fsum(p.sum_pairs for p in parts),
+                   math.fsum(p.y_sum for p in rows) if rows else math.nan,
+                   math.fsum(p.y_sum_sq for p in rows) if rows else math.nan)
+
+
+def _target_stats(y, sw):
+    """(min, max, weighted sum, weighted sum of squares) of the targets; NaN without them (the
+    sums also NaN without one weight per target)."""
+    if y is None or not np.size(y):
+        return math.nan, math.nan, math.nan, math.nan
+    y = np.asarray(y, dtype=np.float64)
+    lo, hi = float(np.min(y)), float(np.max(y))
+    w = None if sw is None else np.asarray(sw, dtype=np.float64)
+    if w is None or w.shape != y.shape:  # no weights, or contrast targets (not one per row)
+        return lo, hi, math.nan, math.nan
+    with np.errstate(over="ignore", invalid="ignore"):
+        return lo, hi, float(w @ y), float(w @ (y * y))
 
 
 class RunContext:

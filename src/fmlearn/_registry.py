@@ -23,6 +23,7 @@ PUBLIC = {
     "FFMClassifier": "fmlearn.ffm.estimators:FFMClassifier",
     "FFMRegressor": "fmlearn.ffm.estimators:FFMRegressor",
     "FMClassifier": "fmlearn.fm:FMClassifier",
+    "FMOrdinalRegressor": "fmlearn.fm.ordinal:FMOrdinalRegressor",
     "FMRanker": "fmlearn.ranking.ranker:FMRanker",
     "FMRegressor": "fmlearn.fm:FMRegressor",
     "GFMRegressor": "fmlearn.gfm:GFMRegressor",

@@ -520,10 +520,13 @@ def _check_usable(est, path):
                              f"that {what}")
     if is_classifier(est):
         classes = est.classes_
-        if (not isinstance(classes, np.ndarray) or classes.shape != (2,)
-                or classes[0] == classes[1]):
-            raise ModelFileError(f"{path!r}: inconsistent model state: classes_ must hold two "
-                                 f"distinct labels, got {classes!r}")
+        multi = est.__sklearn_tags__().classifier_tags.multi_class
+        if (not isinstance(classes, np.ndarray) or classes.ndim != 1
+                or not (classes.shape[0] >= 2 if multi else classes.shape[0] == 2)
+                or np.unique(classes).shape[0] != classes.shape[0]):
+            what = "two or more" if multi else "two"
+            raise ModelFileError(f"{path!r}: inconsistent model state: classes_ must hold "
+                                 f"{what} distinct labels, got {classes!r}")
     d = getattr(est, "n_features_in_", None)
     if not isinstance(d, int) or isinstance(d, bool) or d < 1:
         raise ModelFileError(f"{path!r}: inconsistent model state: n_features_in_={d!r}")
@@ -541,7 +544,7 @@ def _check_usable(est, path):
         with warnings.catch_warnings():  # e.g. "fitted with feature names": irrelevant here
             warnings.simplefilter("ignore")
             if is_classifier(est):
-                out = np.concatenate([est.decision_function(probe),
+                out = np.concatenate([np.ravel(est.decision_function(probe)),
                                       est.predict_proba(probe).ravel()])
             else:
                 out = est.predict(probe)

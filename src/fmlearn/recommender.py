@@ -159,6 +159,10 @@ def _forms(model):
         return [_classic(model.w0_, model.w_, V)], None
     if name not in _CLASSIC:
         raise ValueError(f"{name} is not a factorization machine with a known factorised form")
+    if np.ndim(model.w_) != 1:
+        raise ValueError(f"{name} holds one model per class ({len(model.classes_)} classes): "
+                         "recommend/embeddings score one model; refit on the binary target "
+                         "of the class to rank by (e.g. y == label)")
     if getattr(model, "solver_", None) == "mcmc" and hasattr(model, "samples_V_"):
         S = model.samples_w0_.shape[0]
         if name == "FMClassifier":  # the probit average is not linear in the samples

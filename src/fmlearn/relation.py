@@ -369,6 +369,30 @@ def relation_square_stats(Xr, sw):
     return float(np.sum(parts_sq)), float(np.sum(parts_nz))
 
 
+def relation_pair_stats(Xr, sw):
+    """``sum_i s_i sum_{j<l} x_ij^2 x_il^2`` of the expanded rows of a canonical
+    :class:`RelationData` with weights ``sw``, from the per-row sums of squares and fourth
+    powers of the row-level features and of each block row (the blocks' columns are disjoint):
+    what :func:`fmlearn._plan.pair_stats` gives on :meth:`RelationData.to_csr`."""
+
+    def powers(X):
+        n = X.shape[0]
+        rows = np.repeat(np.arange(n), np.diff(X.indptr))
+        sq = np.asarray(X.data, dtype=np.float64) ** 2
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.bincount(rows, weights=sq, minlength=n),
+                    np.bincount(rows, weights=sq * sq, minlength=n))
+
+    sw = np.asarray(sw, dtype=np.float64)
+    s2, s4 = powers(Xr.X)
+    for b in Xr.blocks:
+        b2, b4 = powers(b.X)
+        s2 = s2 + b2[b.indices]
+        s4 = s4 + b4[b.indices]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(sw @ np.maximum(0.5 * (s2 * s2 - s4), 0.0))
+
+
 def merge_relation_rows(Xr, y, sample_weight):
     """:func:`fmlearn._data.merge_duplicate_rows` for a canonical :class:`RelationData`: rows
     with the same row-level features, the same block indices and the same target merged into

@@ -480,3 +480,18 @@ def test_relational_fit_stops_early_on_an_eval_set_and_on_a_callback():
     with pytest.raises(ValueError, match="explicit eval_set"):
         carve.fit(Xr, y)
     assert not hasattr(carve, "V_")
+
+
+def test_relation_summary_equals_the_expanded_rows_summary():
+    # init_stdev="auto" reads the rows' pair weights sum_{j<l} x_j^2 x_l^2: computed per block
+    # row, they equal those of the expanded matrix, so both fits start alike
+    from fmlearn._plan import pair_stats
+    from fmlearn.relation import relation_pair_stats
+
+    _, Xr, y, sw = _case(values="normal")
+    X = Xr.to_csr()
+    assert relation_pair_stats(Xr, sw) == pytest.approx(pair_stats(X.indptr, X.data, sw),
+                                                        rel=1e-12)
+    a = FMRegressor(2, solver="als", n_iter=1, random_state=0).fit(Xr, y, sample_weight=sw)
+    b = FMRegressor(2, solver="als", n_iter=1, random_state=0).fit(X, y, sample_weight=sw)
+    assert a.init_stdev_ == pytest.approx(b.init_stdev_, rel=1e-12)

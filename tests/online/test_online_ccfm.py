@@ -458,3 +458,49 @@ def test_files_written_before_the_link_load_without_it(tmp_path):
     back = fmlearn.load(old)
     assert back.calibration is None
     np.testing.assert_array_equal(back.decision_function(X), raw.decision_function(X))
+
+
+
+def test_auto_trace_bound_scans_from_the_largest_bound_and_stops_at_the_first_rise(
+        monkeypatch):
+    # trace_bound="auto" runs its candidates from the largest down and stops at the first whose
+    # prequential loss rises: it picks the full scan's minimum (ties: the smaller bound) without
+    # running the small bounds past it, whose saturated projections are the costly runs (on
+    # wide sparse text, 100 times a large bound's)
+    import fmlearn.online.ccfm as ccfm_module
+    from fmlearn.online import _trace
+
+    rng = np.random.default_rng(0)
+    n, d = 800, 12
+    X = rng.normal(size=(n, d))
+    y = X[:, 0] * X[:, 1] + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=n)
+    runs = []  # (bound, loss) of each candidate run, in order
+    new_learner, loss_value = ccfm_module._CCFMBase._new_learner, _trace.loss_value_np
+
+    def recording_learner(self, n_features, rng_):
+        if rng_ is None:  # the selection's runs (the final learner gets the estimator's rng)
+            runs.append([self.trace_bound_, None])
+        return new_learner(self, n_features, rng_)
+
+    def recording_loss(loss, f, y_):
+        values = loss_value(loss, f, y_)
+        runs[-1][1] = values
+        return values
+
+    monkeypatch.setattr(ccfm_module._CCFMBase, "_new_learner", recording_learner)
+    monkeypatch.setattr(_trace, "loss_value_np", recording_loss)
+    chosen = CCFMRegressor(random_state=0).fit(X, y).trace_bound_
+    tried = [b for b, _ in runs]
+    # the full scan, one candidate at a time (delta0 depends on the targets only)
+    full = {}
+    for factor in _trace.AUTO_TRACE_FACTORS:
+        monkeypatch.setattr(_trace, "AUTO_TRACE_FACTORS", (factor,))
+        runs.clear()
+        bound = CCFMRegressor(random_state=0).fit(X, y).trace_bound_
+        full[bound] = float(np.sum(runs[0][1]))  # unit weights
+    best = min(full, key=lambda b: (full[b], b))
+    assert chosen == best
+    grid = sorted(full, reverse=True)
+    stop = grid.index(best) + 2  # one past the best, unless it is the last
+    assert tried == grid[:stop]
+    assert len(tried) < len(grid)

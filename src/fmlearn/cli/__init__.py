@@ -21,7 +21,7 @@ from ._common import (
     CLIError,
     add_command,
     add_max_features,
-    nonneg_float,
+    init_stdev_type,
     nonneg_int,
     positive_float,
     positive_int,
@@ -72,9 +72,11 @@ def _add_fit(sub):
     p.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
                    help="sweeps (MCMC, ALS, iCD) or epochs (SGD, WARP, BPR); default 100 (15 "
                         "epochs for --model ffm; --task rank: FMRanker's)")
-    p.add_argument("--init-stdev", type=nonneg_float, default=None, metavar="S",
-                   help="standard deviation of the initial factors (default 0.1; derived from "
-                        "the data for --model ffm; --task rank: FMRanker's)")
+    p.add_argument("--init-stdev", type=init_stdev_type, default=None, metavar="S",
+                   help="standard deviation of the initial factors, or auto (default auto: "
+                        "derived from the data, as FMRegressor / FMClassifier / the FFMs do; "
+                        "--task rank: FMRanker's); libFM-flag mode (-task ...) keeps libFM's "
+                        "-init_stdev 0.1")
     p.add_argument("--reg", type=parse_reg, default=None, metavar="R0,R1,R2",
                    help="L2 on bias, linear, pairwise terms (ALS, SGD); one value sets all three;"
                         " with --groups (ALS) R0 then one R1 and one R2 per group")

@@ -150,8 +150,10 @@ def _write_log(path, est, h=None):
         raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-#: ``fit``'s defaults per model family (the options default to None).
-FM_DEFAULTS = {"n_factors": 8, "n_iter": 100, "learning_rate": 0.01, "init_stdev": 0.1,
+#: ``fit``'s defaults per model family (the options default to None): the estimators' own,
+#: so that a fit gives the same model from Python and from the command line (libFM-flag mode
+#: keeps libFM's ``-init_stdev 0.1``: :func:`fmlearn.cli._libfm.translate`).
+FM_DEFAULTS = {"n_factors": 8, "n_iter": 100, "learning_rate": 0.01, "init_stdev": "auto",
                "solver": "mcmc", "task": "r"}
 _FFM_ONLY = ("auto_stop", "early_stopping", "no_norm", "hash_buckets", "float32", "quiet")
 

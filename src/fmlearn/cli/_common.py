@@ -53,6 +53,12 @@ nonneg_float = number_type(float, 0.0)
 positive_float = number_type(float, 0.0, strict=True)
 
 
+def init_stdev_type(text):
+    """``--init-stdev``: ``auto`` (the estimators' default, derived from the data) or a
+    number >= 0."""
+    return "auto" if text == "auto" else nonneg_float(text)
+
+
 def add_command(sub, name, summary, description, examples):
     """Register the subcommand ``name`` on ``sub``: its one-line ``summary`` (in ``fmlearn
     --help``), a ``description`` and an epilog of ``examples``, both printed as written."""

@@ -30,6 +30,9 @@ _UNSUPPORTED = {
                    "by 'fmlearn predict'",
 }
 
+#: libFM 1.4's default of ``-init_stdev``, kept in libFM-flag mode.
+LIBFM_INIT_STDEV = "0.1"
+
 _METHODS = {"mcmc": "mcmc", "als": "als", "sgd": "sgd"}
 
 #: Every libFM flag this module knows; a first argument among them selects libFM mode.
@@ -120,5 +123,10 @@ def translate(argv):
         i += 2
     if task == "c" and has_out:
         out.append("--proba")
+    if not any(a in ("-init_stdev", "--init-stdev") or a.startswith("--init-stdev=")
+               for a in argv):
+        # libFM's own default (libfm.cpp: "init_stdev ... default=0.1"): a libFM command line
+        # gives libFM's start; native fmlearn fit uses the estimators' "auto"
+        out += ["--init-stdev", LIBFM_INIT_STDEV]
     out.append("--libfm-output")
     return out

@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._blocks import DaskBlocks, blocks
 from ._files import SvmlightFiles, read_svmlight
-from ._fm import fit
+from ._fit import fit
 from ._hazan import DaskRows, fit_convex
 from ._one_pass import DaskBatchRows, fit_one_pass
 

@@ -321,8 +321,10 @@ def _load_partitions(client, X, y, sample_weight, classifier, merge=None):
         labels = np.unique(np.concatenate(_run(client, [delayed(_labels, pure=True)(b[1])
                                                         for b in blocks])))
         if labels.shape[0] != 2:
+            more = ("; fmlearn.distributed fits binary classifiers: for more classes fit "
+                    "FMClassifier in memory (one-vs-rest)" if labels.shape[0] > 2 else "")
             raise ValueError(f"A classifier needs samples of exactly two classes; y has "
-                             f"{labels.shape[0]} ({labels.tolist()[:10]})")
+                             f"{labels.shape[0]} ({labels.tolist()[:10]}){more}")
         classes = labels
     load = delayed(_load_part, pure=True)
     parts = [load(xb, yb, wb, p, d, dtype, classes) for p, (xb, yb, wb) in enumerate(blocks)]
@@ -443,9 +445,9 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     if relation_blocks is not None:  # FMRegressor / FMClassifier only (_check_estimator)
         if checkpoint is not None:
             raise ValueError("checkpoints are not offered with relation_blocks")
-        from ._fm_relation import fit_relation
-
-        return fit_relation(estimator, X, y, sample_weight, relation_blocks, client)
+        # fmlearn.distributed.fit (the package's entry, _fit.py) sends relational fits to
+        # _fm_relation before they reach this function, which that module builds on
+        raise TypeError("relation_blocks: call fmlearn.distributed.fit")
     if (done := dispatch_convex(estimator, X, y, sample_weight, client, checkpoint)) is not None:
         return done
     _check_estimator(estimator)

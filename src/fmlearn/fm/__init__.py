@@ -20,6 +20,7 @@ from scipy.special import ndtri
 from sklearn.base import _fit_context, is_classifier
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
@@ -28,36 +29,40 @@ from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
-from ..exceptions import DivergenceError
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from ..solvers.sgd import sgd_solver
+from ..solvers.vb import vb_data, vb_solver
 from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
 from ._mcmc import check_loaded_chain
-from ._plan import ClassicFMPlan, stopping_rule
+from ._multiclass import (
+    check_loaded_multiclass,
+    class_view,
+    is_multiclass,
+    ovr_predict,
+    ovr_proba,
+    stack_views,
+)
+from ._plan import ClassicFMPlan, raise_diverged, stopping_rule
+from ._vb import check_loaded_posterior
+from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
 
 
 def _solver_is_sgd(est):
     if est.solver != "sgd":
         raise AttributeError(
             f"partial_fit is only available with solver='sgd' (this estimator has "
-            f"solver={est.solver!r}); ALS and MCMC sweep over the whole data set"
+            f"solver={est.solver!r}); ALS, MCMC and VB sweep over the whole data set"
         )
     return True
 
 
-def raise_diverged(info):
-    """The ``DivergenceError`` of a solver's ``info["diverged"]`` (when set)."""
-    if info["diverged"]:
-        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
-
-
-def _run_sgd(plan, X, y, sw, recorder, rows=None):
+def _run_sgd(plan, X, y, sw, recorder):
     csr = raw(X)
     state = plan.state
     state, t, n_done, info = sgd_solver(csr, y, sw, state, plan.t, plan.sgd, plan.seed,
@@ -85,13 +90,108 @@ def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
     return state, n_done, {"chain": plan.chain}
 
 
-_RUN = {"sgd": _run_sgd, "als": _run_als, "mcmc": _run_mcmc}
+def _run_vb(plan, X, y, sw, recorder):
+    data = vb_data(X, y, sw)
+    callback = recorder.sweep_callback(y, sw, plan.state)
+    state, n_done, info = vb_solver(data, plan.state, plan.posterior, plan.vb, callback,
+                                    plan.context.start_clock)
+    raise_diverged(info)
+    return state, n_done, {"posterior": plan.posterior}
+
+
+_RUN = {"sgd": _run_sgd, "als": _run_als, "mcmc": _run_mcmc, "vb": _run_vb}
+
+
+def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False):
+    """The fit on validated rows (``y`` targets or labels in {-1, +1}): early-stopping rule,
+    relational or flat rows, the plan built from ``est`` (the estimator, or a class's view of
+    a multiclass one), the solver, the commit to ``est``. ``eval_set`` is the user's
+    (validated here) or, with ``validated_eval``, one already validated and encoded. Returns
+    the fit's ``history_``."""
+    rule = stopping_rule(est, X.shape[0], eval_set is not None)
+    relational = is_relation_data(X) and est.solver in ("als", "mcmc")
+    carved = None
+    rows = ()
+    if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
+        if rule.split:
+            raise ValueError("early stopping on relational data (RelationData) needs an "
+                             "explicit eval_set: validation rows are not carved out of "
+                             "relation blocks")
+        summary = _relation.summarize(X, sw)
+        X, y, sw = _relation.merge(X, y, sw)
+    else:  # SGD and VB visit the rows of relational data expanded
+        # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through an
+        # index of the merged rows (rows); SGD and VB take them as one array in their order.
+        sweeps = est.solver in ("als", "mcmc")
+        if is_relation_data(X):
+            X = _relation.expanded(X, X.dtype)
+        else:
+            X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
+        X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
+        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+        # An exact rewriting of the weighted loss; makes the fit independent of row order.
+        if sweeps:
+            X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+            rows = ((index, keep),)
+        elif est.solver != "sgd" or est.shuffle:
+            X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
+    plan = ClassicFMPlan.build(est, summary.with_targets(y, sw), context=context,
+                               stopping=rule)
+    if validated_eval and carved is None:
+        evald = None if eval_set is None else (raw(to_csr(eval_set[0], X.dtype)), eval_set[1])
+        eval_sw = None
+    else:
+        evald, eval_sw = est._encoded_eval_set(eval_set, X.dtype, carved)
+    name = f"{type(est).__name__}[{plan.solver}]" + ("" if label is None else f" {label!r}")
+    bar = progress(est.verbose, est.n_iter, name)
+    recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
+    run = _relation.run_relation if relational else _RUN[plan.solver]
+    with bar, n_threads(est.n_jobs):
+        state, n_done, result = run(plan, X, y, sw, recorder, *rows)
+    best = recorder.finish(state)
+    plan.commit(est, state, n_done, history=recorder.history, best_iteration=best, **result)
+    return recorder.history
+
+
+def _partial_fit_rows(est, X, y, sw):
+    """One SGD epoch over validated rows (``y`` targets or labels in {-1, +1}), committed to
+    ``est`` (the estimator, or a class's view of a multiclass one)."""
+    plan = ClassicFMPlan.build(est, DataSummary.of_rows(X, y, sw, squares=False),
+                               mode="partial_fit")
+    with n_threads(est.n_jobs):
+        state, t, n_done, info = sgd_solver(raw(X), y, sw, plan.state, plan.t, plan.sgd,
+                                            plan.seed)
+    raise_diverged(info)
+    plan.commit(est, state, n_done, t=t)
+
+
+def _scores(indptr, indices, data, w0, w, V, samples, probit, clip):
+    """One model's scores on CSR arrays: f(x) of (w0, w, V), or with MCMC ``samples`` the
+    posterior mean of f (regression, each sample clipped to ``clip``) or the margin
+    Phi^-1(mean_s Phi(f_s)) (probit)."""
+    out = np.empty(indptr.shape[0] - 1)
+    if samples is None:
+        fm_predict_csr(indptr, indices, data, w0, w, V, out)
+        return out
+    fm_predict_samples_csr(indptr, indices, data, *samples, probit, clip,
+                           numba.get_num_threads(), out)
+    if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
+        out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
+    return out
+
+
+def _holds_classes(est, n_classes):
+    """Whether ``est`` holds a fitted model of ``n_classes`` classes (after validation has
+    set ``classes_`` to the new labels: the stacked attributes tell the old count)."""
+    w = getattr(est, "w_", None)
+    return w is not None and w.ndim == 2 and w.shape[0] == n_classes
 
 
 class _BaseClassicFM(BaseFM):
     _parameter_constraints = {
         "n_factors": [Interval(numbers.Integral, 0, None, closed="left")],
-        "solver": [StrOptions({"sgd", "als", "mcmc"})],
+        "solver": [StrOptions({"sgd", "als", "mcmc", "vb"})],
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "init_stdev": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "reg_bias": [Interval(numbers.Real, 0, None, closed="left")],
@@ -183,62 +283,43 @@ class _BaseClassicFM(BaseFM):
         context = RunContext(callback, may_stop=True)
         X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
             {"classes": classes} if is_classifier(self) else {}))
-        rule = stopping_rule(self, X.shape[0], eval_set is not None)
-        relational = is_relation_data(X) and self.solver != "sgd"
-        carved = None
-        rows = (None, None)
-        if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
-            if rule.split:
-                raise ValueError("early stopping on relational data (RelationData) needs an "
-                                 "explicit eval_set: validation rows are not carved out of "
-                                 "relation blocks")
-            summary = _relation.summarize(X, sw)
-            X, y, sw = _relation.merge(X, y, sw)
-        else:  # SGD visits the rows of relational data expanded
-            sweeps = self.solver != "sgd"
-            # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through
-            # an index of the merged rows; SGD's epoch wants them as one array in its order.
-            if is_relation_data(X):
-                X = _relation.expanded(X, X.dtype)
-            else:
-                X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
-            X, y, sw, carved = split_rows(X, y, sw, rule, self.random_state, is_classifier(self))
-            summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
-            if sweeps:
-                # An exact rewriting of the weighted loss; makes the fit independent of row
-                # order.
-                X = canonical_csr(X, X.dtype)  # the training part of a split: itself
-                index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
-                rows = (index, keep)
-            elif self.shuffle:
-                X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=False)
-        plan = ClassicFMPlan.build(self, summary.with_targets(y), context=context, stopping=rule)
-        evald, eval_sw = self._encoded_eval_set(eval_set, X.dtype, carved)
-        bar = progress(self.verbose, self.n_iter, f"{type(self).__name__}[{plan.solver}]")
-        recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
-        run = _relation.run_relation if relational else _RUN[plan.solver]
-        with bar, n_threads(self.n_jobs):
-            state, n_done, result = (run(plan, X, y, sw, recorder) if relational
-                                     else run(plan, X, y, sw, recorder, rows))
-        best = recorder.finish(state)
-        plan.commit(self, state, n_done, history=recorder.history, best_iteration=best,
-                    **result)
+        if y.ndim == 1:
+            _fit_rows(self, X, y, sw, eval_set, context)
+            return self
+        # one binary fit per class (fm/_multiclass.py), on a view of each class's model
+        if is_relation_data(X):
+            raise ValueError("FMClassifier with three classes or more takes a matrix, not "
+                             "RelationData; expand it (or fit one binary model per class)")
+        ev = self._validate_eval_set(eval_set)  # labels encoded: (n, C) of -1 / +1
+        warm = self.warm_start and _holds_classes(self, y.shape[1])
+        views, histories = [], []
+        for c in range(y.shape[1]):
+            view = class_view(self, c, warm)
+            ev_c = None if ev is None else (ev[0], ev[1][:, c])
+            histories.append(_fit_rows(view, X, y[:, c], sw, ev_c, context,
+                                       label=self.classes_[c], validated_eval=True))
+            views.append(view)
+        stack_views(self, views, histories)
         return self
 
     # -- partial_fit (SGD) ------------------------------------------------------------------
     def _partial_fit(self, X, y, sample_weight, classes=None):
         first = not hasattr(self, "w_")
         kw = {"classes": classes} if is_classifier(self) else {}
+        n_before = len(getattr(self, "classes_", ()))
         X, y, sw = self._validate_train(X, y, sample_weight, reset=first, **kw)
         dtype = X.dtype if first else self.dtype_
         X = _relation.expanded(X, dtype) if is_relation_data(X) else to_csr(X, dtype)
-        plan = ClassicFMPlan.build(self, DataSummary.of_rows(X, y, sw, squares=False),
-                                   mode="partial_fit")
-        with n_threads(self.n_jobs):
-            state, t, n_done, info = sgd_solver(raw(X), y, sw, plan.state, plan.t, plan.sgd,
-                                                plan.seed)
-        raise_diverged(info)
-        plan.commit(self, state, n_done, t=t)
+        if y.ndim == 1:
+            _partial_fit_rows(self, X, y, sw)
+            return self
+        warm = not first and n_before == y.shape[1]
+        views = []
+        for c in range(y.shape[1]):
+            view = class_view(self, c, warm)
+            _partial_fit_rows(view, X, y[:, c], sw)
+            views.append(view)
+        stack_views(self, views, None)
         return self
 
     # -- prediction -------------------------------------------------------------------------
@@ -249,24 +330,32 @@ class _BaseClassicFM(BaseFM):
             lo, hi = self._clip_range()
             return np.clip(out, lo, hi)
         indptr, indices, data = raw(to_csr(X, self._model_dtype()))
-        out = np.empty(indptr.shape[0] - 1)
+        mcmc = hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc"
+        probit = is_classifier(self)
         with n_threads(self.n_jobs):
-            if hasattr(self, "samples_V_") and getattr(self, "solver_", None) == "mcmc":
-                probit = is_classifier(self)
-                fm_predict_samples_csr(indptr, indices, data, self.samples_w0_, self.samples_w_,
-                                       self.samples_V_, probit, self._clip_range(),
-                                       numba.get_num_threads(), out)
-                if probit:  # back to the margin scale: Phi(decision) = mean_s Phi(f_s)
-                    out = ndtri(np.clip(out, 1e-300, 1.0 - 1e-16))
-            else:
-                fm_predict_csr(indptr, indices, data, self.w0_, self.w_, self.V_, out)
+            if self.w_.ndim == 1:
+                out = _scores(indptr, indices, data, self.w0_, self.w_, self.V_,
+                              (self.samples_w0_, self.samples_w_, self.samples_V_) if mcmc
+                              else None, probit, self._clip_range())
+            else:  # one model per class
+                out = np.column_stack([
+                    _scores(indptr, indices, data, self.w0_[c], self.w_[c], self.V_[c],
+                            (self.samples_w0_[c], self.samples_w_[c], self.samples_V_[c])
+                            if mcmc else None, probit, self._clip_range())
+                    for c in range(self.w_.shape[0])])
         lo, hi = self._clip_range()
         return np.clip(out, lo, hi)
 
     def _check_loaded_state(self):
         d = int(self.n_features_in_)
         k = self.n_factors
-        if self.w_.shape != (d,) or self.V_.shape != (d, k):
+        groups = check_groups(self.groups, d)
+        n_groups = 1 if groups is None else groups[1].shape[0]
+        multiclass = is_classifier(self) and is_multiclass(self)
+        if multiclass:
+            check_loaded_multiclass(self, d, k, n_groups, check_loaded_chain,
+                                    check_loaded_posterior)
+        elif self.w_.shape != (d,) or self.V_.shape != (d, k):
             raise ValueError(f"w_ {self.w_.shape} / V_ {self.V_.shape} do not match "
                              f"n_features_in_={d}, n_factors={k}")
         for name in ("w_", "V_"):
@@ -274,20 +363,24 @@ class _BaseClassicFM(BaseFM):
                 raise ValueError(f"{name} has dtype {getattr(self, name).dtype}, "
                                  f"expected {self.dtype_}")
         _relation.check_loaded_layout(self)
-        groups = check_groups(self.groups, d)
-        if self.solver_ == "mcmc":
-            check_loaded_chain(self, d, k, 1 if groups is None else groups[1].shape[0])
+        if multiclass:
+            pass
+        elif self.solver_ == "mcmc":
+            check_loaded_chain(self, d, k, n_groups)
+        elif self.solver_ == "vb":
+            check_loaded_posterior(self, d, k, n_groups)
         init_stdev = self.__dict__.get("init_stdev_")  # absent from older model files
         if init_stdev is not None and not (isinstance(init_stdev, float)
                                            and 0.0 <= init_stdev < np.inf):
             raise ValueError(f"init_stdev_ = {init_stdev!r} must be a non-negative finite "
                              "float")
-        if not (np.isfinite(self.w0_) and np.all(np.isfinite(self.w_))
+        if not (np.all(np.isfinite(self.w0_)) and np.all(np.isfinite(self.w_))
                 and np.all(np.isfinite(self.V_))):
             raise ValueError("model parameters contain NaN or infinity")
         if is_classifier(self):
-            if np.shape(self.classes_) != (2,):
-                raise ValueError(f"classes_ must hold two labels, not {np.shape(self.classes_)}")
+            if np.ndim(self.classes_) != 1 or np.shape(self.classes_)[0] < 2:
+                raise ValueError(f"classes_ must hold two labels or more, not "
+                                 f"{np.shape(self.classes_)}")
         else:
             lo, hi = getattr(self, "y_range_", (np.nan, np.nan))
             if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
@@ -316,7 +409,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         initial linear terms with it, as libFM does (the others start them at 0). ``"auto"``:
         for MCMC and ALS, 0.1 (libFM's usual value) divided by the root mean square of the
         non-zero training feature values, so the initial terms do not depend on the scale of X
-        (0.1 on one-hot data); for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
+        (0.1 on one-hot data), and at most the value at which the initial pairwise term's
+        spread is half the targets' (dense rows have many pairs: Lin et al. 2019, Fig. 1(a));
+        the rule is in docs/parameters.md; for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
         constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K test RMSE
         -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
         equals ``partial_fit`` on batches. The value used is recorded in ``init_stdev_``.
@@ -514,12 +609,22 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
 
 
 class FMClassifier(FMClassifierMixin, _BaseClassicFM):
-    """Factorization machine binary classifier (Rendle 2010) with SGD, ALS or MCMC.
+    """Factorization machine classifier (Rendle 2010) with SGD, ALS, MCMC or VB; any number of
+    labels.
 
-    Any two labels are accepted; ``decision_function`` is the FM score of ``classes_[1]``.
-    SGD and ALS minimise the logistic loss (ALS by majorization steps that never increase it);
-    MCMC samples the probit model of libFM, and ``predict_proba`` is the posterior mean of
-    Phi(f(x)) over the kept samples.
+    Two labels: ``decision_function`` is the FM score of ``classes_[1]``. SGD and ALS minimise
+    the logistic loss (ALS by majorization steps that never increase it); MCMC samples the
+    probit model of libFM, and ``predict_proba`` is the posterior mean of Phi(f(x)) over the
+    kept samples; VB fits the same probit model by mean-field variational Bayes, and
+    ``predict_proba`` is Phi of the posterior mean of f(x).
+
+    Three labels or more: one binary FM per class (one-vs-rest), each fitted as the binary
+    classifier on "this class or not" with the same settings and ``random_state``, which is
+    what ``sklearn.multiclass.OneVsRestClassifier(FMClassifier(...))`` fits;
+    ``decision_function`` returns the C classes' scores (n_samples, C), ``predict`` the class
+    of the largest, ``predict_proba`` the binary probabilities normalised to sum to 1.
+    The per-class models are stored side by side (``w0_`` (C,), ``w_`` (C, d), ``V_``
+    (C, d, k), ...; see :mod:`fmlearn.fm._multiclass` for why one-vs-rest).
 
     Parameters
     ----------
@@ -527,9 +632,13 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-    w0_, w_, V_, samples_w0_, samples_w_, samples_V_, n_iter_, init_stdev_, history_ :
-        As in :class:`FMRegressor`; the metric in ``history_`` is the error rate.
+    classes_ : ndarray of shape (n_classes,)
+    w0_, w_, V_, samples_w0_, samples_w_, samples_V_, w_var_, V_var_, n_iter_, init_stdev_ :
+        As in :class:`FMRegressor`; with three classes or more, one per class on a leading
+        axis (``chain_`` and ``vb_`` are then lists of one dict per class).
+    history_ : dict
+        As in :class:`FMRegressor` (the metric is the error rate); with three classes or more
+        the summed ``"iter_time"`` and each class's history under ``"classes"``.
 
     Examples
     --------
@@ -540,24 +649,94 @@ class FMClassifier(FMClassifierMixin, _BaseClassicFM):
     >>> clf = FMClassifier(n_factors=2, n_iter=100, random_state=0).fit(X, y)
     >>> bool((clf.predict(X) == y).mean() > 0.9)
     True
+
+    Three classes (one-vs-rest):
+
+    >>> y3 = np.digitize(X[:, 0] * X[:, 1], [-0.3, 0.3])
+    >>> clf3 = FMClassifier(n_factors=2, n_iter=100, random_state=0).fit(X, y3)
+    >>> clf3.predict_proba(X[:2]).shape
+    (2, 3)
     """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
 
     @property
     def _link(self):
-        return "probit" if self.solver == "mcmc" else "logistic"
+        # the link of the fitted model (the parameter may have been changed since)
+        solver = getattr(self, "solver_", self.solver)
+        return "probit" if solver in ("mcmc", "vb") else "logistic"
+
+    def _encode_y(self, y, reset, classes=None):
+        """Labels in {-1, +1} (two classes), or an (n, C) matrix of them, one column per
+        class (three or more: the one-vs-rest targets); ``classes_`` set when ``reset``."""
+        check_classification_targets(y)
+        y = np.asarray(y)
+        if reset:
+            y_type = type_of_target(y, input_name="y", raise_unknown=True)
+            labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+            if y_type not in ("binary", "multiclass"):
+                raise ValueError(f"FMClassifier takes one label per sample (binary or "
+                                 f"multiclass), not a {y_type} target")
+            if labels.shape[0] < 2:
+                raise ValueError(f"A classifier needs samples of two classes or more; y has "
+                                 f"only one class ({labels[0]!r}).")
+            self.classes_ = labels
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.shape[0]:
+            raise ValueError(f"y contains labels {unknown.tolist()} not seen in the first call "
+                             f"(classes_ = {self.classes_.tolist()})")
+        return _one_vs_rest_targets(y, self.classes_)
+
+    def _fast_targets(self, y, n):
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n or not np.isin(y, self.classes_).all():
+            return None
+        return _one_vs_rest_targets(y, self.classes_)
+
+    def decision_function(self, X):
+        """Margin of ``classes_[1]``, shape (n_samples,); with three classes or more each
+        class's margin, shape (n_samples, n_classes)."""
+        return self._scores(X)
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n_samples, n_classes), columns ordered as
+        ``classes_``."""
+        s = self.decision_function(X)
+        if s.ndim == 1:
+            return super()._proba_of_margins(s)
+        return ovr_proba(s, self._link)
+
+    def predict(self, X):
+        """Predicted labels (values of ``classes_``)."""
+        s = self.decision_function(X)
+        if s.ndim == 1:
+            return self.classes_[(s > 0).astype(np.intp)]
+        return ovr_predict(s, self.classes_)
 
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, eval_set=None, callback=None):
-        """Fit the model (see :meth:`FMRegressor.fit`); ``y`` holds any two labels."""
+        """Fit the model (see :meth:`FMRegressor.fit`); ``y`` holds two labels or more
+        (with three or more, ``callback`` is called for each class's iterations in turn, with
+        that class's history)."""
         return self._fit(X, y, sample_weight, eval_set, callback=callback)
 
     @available_if(_solver_is_sgd)
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """One SGD epoch over the given rows (solver="sgd" only).
+        """One SGD epoch over the given rows (solver="sgd" only; each class's model with
+        three classes or more).
 
-        ``classes`` (both labels) is needed on the first call unless ``y`` holds both.
+        ``classes`` (every label) is needed on the first call unless ``y`` holds them all.
         """
         return self._partial_fit(X, y, sample_weight, classes=classes)
+
+
+def _one_vs_rest_targets(y, classes):
+    if classes.shape[0] == 2:
+        return np.where(y == classes[1], 1.0, -1.0)
+    return np.where(y[:, None] == classes[None, :], 1.0, -1.0)

@@ -23,11 +23,13 @@ from sklearn.utils import check_random_state
 
 from .._early_stopping import rule_of_params
 from .._plan import FitPlan
+from ..exceptions import DivergenceError
 from ..kernels.losses import LOSS_CODES
 from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
 from ..solvers.als import ALSSettings
 from ..solvers.mcmc import Chain, MCMCSettings
 from ..solvers.sgd import SGDSettings, sgd_init_stdev
+from ..solvers.vb import VBPosterior, VBSettings
 from ._mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
 
 __all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan", "stopping_rule"]
@@ -40,6 +42,11 @@ MODES = ("fit", "contrasts", "partial_fit", "epochs")
 #: Attributes that only a fit on contrasts sets (a fit on rows removes them).
 CONTRAST_ATTRIBUTES = ("contrasts_fitted_", "intercept_fitted_")
 
+#: Attributes of the variational posterior (``solver="vb"``; a fit by another solver removes
+#: them, a variational fit removes the MCMC chain's).
+VB_ATTRIBUTES = ("w_var_", "V_var_", "vb_")
+MCMC_ATTRIBUTES = ("samples_w0_", "samples_w_", "samples_V_", "chain_")
+
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ClassicFMPlan(FitPlan):
@@ -50,7 +57,7 @@ class ClassicFMPlan(FitPlan):
     mode : str
         One of :data:`MODES`.
     solver : str
-        "sgd", "als" or "mcmc" (``partial_fit``: "sgd").
+        "sgd", "als", "mcmc" or "vb" (``partial_fit``: "sgd").
     classifier : bool
     loss : str
         "squared" or "logistic" (the classifier's SGD and ALS; MCMC's probit is ``probit``).
@@ -65,7 +72,7 @@ class ClassicFMPlan(FitPlan):
         The targets' range a regressor records (``y_range_``; widened by a warm start).
     clip : (float, float)
         The range predictions are clipped to during the fit (the train metric, SGD's steps).
-    sgd, als, mcmc : settings or None
+    sgd, als, mcmc, vb : settings or None
         The solver's settings (only the one of ``solver``).
     state : FMState
         The initial model (a copy of the fitted one for a warm start), updated in place by the
@@ -74,6 +81,9 @@ class ClassicFMPlan(FitPlan):
         Whether ``state`` continues the fitted model.
     chain : Chain or None
         MCMC: the chain to continue (warm start) or a new one.
+    posterior : VBPosterior or None
+        VB: the variational factors besides the means (a copy of the fitted ones for a warm
+        start), updated in place by the solver.
     t : int
         SGD: the steps taken so far (the step size schedule's clock).
     n_jobs : int or None
@@ -99,7 +109,9 @@ class ClassicFMPlan(FitPlan):
     sgd: SGDSettings = None
     als: ALSSettings = None
     mcmc: MCMCSettings = None
+    vb: VBSettings = None
     chain: Chain = None
+    posterior: VBPosterior = None
     t: int = 0
     n_jobs: object = None
     verbose: int = 0
@@ -107,8 +119,9 @@ class ClassicFMPlan(FitPlan):
 
     @property
     def probit(self):
-        """MCMC's probit classifier (the other classifiers minimise the logistic loss)."""
-        return self.classifier and self.solver == "mcmc"
+        """The probit classifier of MCMC and VB (the other classifiers minimise the logistic
+        loss)."""
+        return self.classifier and self.solver in ("mcmc", "vb")
 
     @property
     def n_groups(self):
@@ -137,6 +150,8 @@ class ClassicFMPlan(FitPlan):
         classifier = is_classifier(est)
         loss = "logistic" if classifier else "squared"
         solver = "sgd" if mode == "partial_fit" else p["solver"]
+        if solver == "vb" and mode != "fit":
+            raise ValueError(f"solver='vb' fits rows in memory; {_VB_MODES[mode]}")
         d, k, dtype = summary.n_features, p["n_factors"], np.dtype(summary.dtype)
         first = mode != "partial_fit" or not hasattr(est, "w_")
         groups = None if mode == "partial_fit" else _groups(p, solver, d)
@@ -154,7 +169,8 @@ class ClassicFMPlan(FitPlan):
         elif solver == "sgd":  # from the settings, not X (fit equals partial_fit on batches)
             init_stdev = sgd_init_stdev(p["learning_rate"])
         else:
-            init_stdev = auto_init_stdev(*summary.squares)
+            spread = 1.0 if classifier else summary.y_std  # a unit of log-odds / probit
+            init_stdev = auto_init_stdev(*summary.squares, summary.mean_pairs, k, spread)
         n_iter = p["n_iter"]
         average = p["average_epochs"]
         average = -(-n_iter // 10) if average == "auto" else average  # the last tenth, rounded up
@@ -183,6 +199,10 @@ class ClassicFMPlan(FitPlan):
                 shuffle=p["shuffle"] and mode != "partial_fit", implicit=p["implicit_sgd"],
                 clip_lo=clip[0], clip_hi=clip[1],
                 average=average if mode in ("fit", "contrasts") else 1)
+        elif solver == "vb":
+            kw["vb"] = VBSettings(n_iter=n_iter, probit=classifier, reg_bias=p["reg_bias"],
+                                  groups=groups)
+            kw["posterior"] = _posterior(est, p, state, warm, groups, init_stdev)
         elif solver == "als":
             kw["als"] = ALSSettings(n_iter=n_iter, loss=loss, loss_code=LOSS_CODES[loss],
                                     reg_bias=p["reg_bias"], reg_linear=p["reg_linear"],
@@ -199,7 +219,7 @@ class ClassicFMPlan(FitPlan):
                    stopping=stopping, **kw, **extra)
 
     # -- committing ----------------------------------------------------------------------------
-    def commit(self, est, state, n_done, *, chain=None, t=None, history=None,
+    def commit(self, est, state, n_done, *, chain=None, t=None, history=None, posterior=None,
                best_iteration=None):
         """Write a run's result to the estimator: the model (``w0_``, ``w_``, ``V_``), the
         iterations (``n_iter_``; ``partial_fit`` adds one), SGD's step count ``t_``, MCMC's
@@ -225,6 +245,12 @@ class ClassicFMPlan(FitPlan):
         if chain is not None:
             for name, value in chain_attributes(chain, state).items():
                 setattr(est, name, value)
+        for name in (MCMC_ATTRIBUTES if posterior is not None else VB_ATTRIBUTES):
+            est.__dict__.pop(name, None)
+        if posterior is not None:
+            est.w_var_ = posterior.w_var
+            est.V_var_ = posterior.V_var
+            est.vb_ = posterior.attributes()
         est.init_stdev_ = self.init_stdev
         if history is not None:
             est.history_ = history
@@ -253,8 +279,32 @@ def stopping_rule(est, n_samples, has_eval_set):
                              "R-hat of its predictions in history_['val_rhat'] and choose "
                              "n_iter from it (or use solver='als' or 'sgd')")
         p = dict(p, early_stopping=False)
+    elif p["solver"] == "vb" and p["early_stopping"] == "auto":
+        # VB ascends its bound on every row, as MCMC samples: "auto" is off (True stops on
+        # the validation loss of the posterior means, the means of the best sweep kept)
+        p = dict(p, early_stopping=False)
     return rule_of_params(p, score="log_loss" if classifier else "squared_error",
                           n_samples=n_samples, has_eval_set=has_eval_set)
+
+
+# What to use instead of solver="vb" in the entry points it does not run in.
+_VB_MODES = {"contrasts": "fit(contrasts=C) runs solver='mcmc' (the same posterior, sampled), "
+                          "'als' or 'sgd'",
+             "epochs": "the Dask backend runs solver='als', 'mcmc' or 'sgd'",
+             "partial_fit": "partial_fit runs solver='sgd'"}
+
+
+def _posterior(est, p, state, warm, groups, init_stdev):
+    """The variational factors a VB fit starts from: a copy of the fitted ones when a warm
+    start continues a VB model of the same shape and groups, else variances init_stdev^2."""
+    d, k = state.V.shape
+    n_groups = 1 if groups is None else groups[1].shape[0]
+    vb = getattr(est, "vb_", None)
+    if (warm and vb is not None and getattr(est, "solver_", None) == "vb"
+            and np.shape(vb["lambda_w"]) == (n_groups,)):
+        return VBPosterior.from_attributes(vb, est.w_var_.astype(state.w.dtype),
+                                           est.V_var_.astype(state.V.dtype))
+    return VBPosterior.start(d, k, n_groups, init_stdev ** 2, state.V.dtype)
 
 
 def _groups(p, solver, n_features):
@@ -288,3 +338,9 @@ def _fitted_state(est, solver):
     if hasattr(est, "w_") and getattr(est, "solver_", None) == solver:
         return FMState(float(est.w0_), est.w_.copy(), est.V_.copy())
     return None
+
+
+def raise_diverged(info):
+    """The ``DivergenceError`` of a solver's ``info["diverged"]`` (when set)."""
+    if info["diverged"]:
+        raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")

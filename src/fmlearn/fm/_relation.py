@@ -17,13 +17,19 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._data import to_csr
 from .._plan import DataSummary
-from ..relation import check_relation_data, merge_relation_rows, relation_square_stats
+from ..relation import (
+    check_relation_data,
+    merge_relation_rows,
+    relation_pair_stats,
+    relation_square_stats,
+)
 from ..solvers.relation import (
     relation_als_solver,
     relation_column_data,
     relation_mcmc_solver,
     relation_rows,
 )
+from ._plan import raise_diverged
 
 __all__ = ["LAYOUT", "check_loaded_layout", "check_warm_layout", "checked_predict_input",
            "expanded", "merge", "relation_eval_rows", "relation_predictions", "run_relation",
@@ -100,7 +106,8 @@ def summarize(Xr, sw):
     the caller after the merge, as for a matrix."""
     sum_sq, n_nonzero = relation_square_stats(Xr, sw)
     return DataSummary(int(Xr.shape[0]), int(Xr.shape[1]), np.dtype(Xr.dtype).name,
-                       float(np.sum(sw)), sum_sq=sum_sq, n_nonzero=n_nonzero)
+                       float(np.sum(sw)), sum_sq=sum_sq, n_nonzero=n_nonzero,
+                       sum_pairs=relation_pair_stats(Xr, sw))
 
 
 def merge(Xr, y, sw):
@@ -118,8 +125,6 @@ def run_relation(plan, Xr, y, sw, recorder):
     """ALS or MCMC (``plan.solver``) on merged relational samples: ``(state, n_done,
     result)`` for :meth:`ClassicFMPlan.commit`, as the matrix runs of :mod:`fmlearn.fm`
     return; raises ``DivergenceError`` as they do."""
-    from . import raise_diverged
-
     data = relation_column_data(Xr.X, _blocks(Xr), y, sw)
     callback = recorder.sweep_callback(y, sw, plan.state)
     if plan.solver == "als":

@@ -21,7 +21,9 @@ sets (delta = 10 on MovieLens, 300 on IJCNN1). Two steps, both derived from the 
    so that weights and repeated rows agree), visited in a fixed pseudo-random order (seed 0,
    whatever ``random_state``), and keeping the
    one of the smallest prequential loss on the last three quarters of them (ties: the
-   smallest bound). Fewer rows favour small bounds, which learn faster but less (measured
+   smallest bound). The candidates run from the largest down and the scan stops at the first
+   whose loss rises (the full scan's choice when the loss is unimodal in the bound): the
+   small bounds, whose saturated projections are the costly runs, only run while they help. Fewer rows favour small bounds, which learn faster but less (measured
    on IJCNN1: 2,000 rows chose 16 delta0, 8,000 rows 64 delta0, the better one).
 
 CCFM adds a step 0 (``_column_scaled``): each column is first divided by the root mean square
@@ -225,7 +227,12 @@ class TraceBounded:
         scored = order[rows.shape[0] // 4:]
         loss = "logistic" if classifier else "squared"
         best, best_loss = None, np.inf
-        for cand in auto_candidates(ys, ws, classifier, self._augment):
+        # largest bound first, stopping at the first candidate whose loss rises above the best
+        # so far: the same choice as the full scan when the loss is unimodal over the grid,
+        # and the small bounds, whose saturated projections cost the most (on sparse text,
+        # 8,000 columns, 3,000 rows: 47 and 25 CPU s at delta0 and 4 delta0 against 0.26 s at
+        # 16 delta0 and above), are run only while they still improve the loss
+        for cand in auto_candidates(ys, ws, classifier, self._augment)[::-1]:
             self.trace_bound_ = cand
             learner = self._new_learner(X.shape[1], None)
             out = np.zeros(rows.shape[0])
@@ -237,8 +244,10 @@ class TraceBounded:
             if status != OK:
                 continue
             value = float(np.dot(ws[scored], loss_value_np(loss, out[scored], ys[scored])))
-            if value < best_loss:
+            if value <= best_loss:  # ties: the smaller bound
                 best, best_loss = cand, value
+            else:
+                break
         if best is None:
             raise ValueError("trace_bound='auto': every candidate bound diverged on the first "
                              "rows; rescale X or give trace_bound")

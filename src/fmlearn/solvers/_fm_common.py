@@ -131,6 +131,22 @@ def predict_rows(csr, state):
     return pred
 
 
+def row_state(csr, state, target, loss_code):
+    """The (n, 3) row cache of ``kernels.cd`` on the CSR arrays ``csr``: column 0 is
+    pred - target (squared loss) or pred, columns 1 and 2 the kernels' work space (the
+    ordinal regressor's sweep; the classic FM's uses :meth:`ColumnData.row_state`)."""
+    pred = predict_rows(csr, state)
+    E = np.zeros((pred.shape[0], 3), dtype=np.float64)
+    E[:, 0] = pred - target if loss_code == SQUARED else pred
+    return E
+
+
+def refresh_row_state(E, csr, state, target):
+    """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
+    E[:, 0] = predict_rows(csr, state)
+    E[:, 0] -= target
+
+
 # Entries below which a colour class of the contrast sweep (``fm_contrast``) runs serially: a
 # parallel region costs microseconds, and far more when the machine is oversubscribed.
 MIN_PARALLEL_NNZ = 50_000
@@ -290,22 +306,51 @@ def check_groups(groups, n_features):
     return group_index(np.repeat(np.arange(arr.shape[0]), arr), n_features)
 
 
-def auto_init_stdev(sum_sq, n_nonzero, base=0.1):
-    """``init_stdev="auto"``: ``base`` divided by the root mean square of the non-zero
-    feature values (``base`` itself for one-hot or other unit-valued features), from the
-    weighted squares of the training rows (:func:`fmlearn._plan.square_stats`).
+#: ``init_stdev="auto"``: the initial pairwise term's standard deviation is at most this
+#: share of the targets' (:func:`auto_init_stdev`).
+INIT_PAIRWISE_SHARE = 0.5
 
-    The initial pairwise term <v_j, v_l> x_j x_l and linear term w_j x_j then have the same
-    size whatever the scale of X: with features standardised without centring, one-hot columns
-    of rare users become values of 30-270 on MovieLens-100K, and from N(0, 0.1^2) factors the
-    MCMC chain started from pairwise terms of several hundred and reached a test RMSE of 1.05
-    against the mean's 1.13; from the scaled start it reaches 0.93, as on the raw one-hot data.
+
+def auto_init_stdev(sum_sq, n_nonzero, mean_pairs=None, n_factors=None, spread=None,
+                    base=0.1):
+    """``init_stdev="auto"`` of ALS and MCMC: ``min(base / r, sqrt(c s) / (k q)^(1/4))``, with
+    ``r`` the root mean square of the non-zero feature values, ``q`` the mean over the rows of
+    ``sum_{j<l} x_j^2 x_l^2`` (``mean_pairs``, :func:`fmlearn._plan.pair_stats`), ``k`` the
+    rank, ``s`` the targets' standard deviation (``spread``; 1 for a classifier, a unit of
+    log-odds) and ``c`` = :data:`INIT_PAIRWISE_SHARE`. Without ``q``, ``k`` or ``s``:
+    ``base / r``.
+
+    ``base / r`` makes each pair's initial term <v_j, v_l> x_j x_l the size it has on one-hot
+    rows with libFM's 0.1, whatever the units of X: with features standardised without
+    centring, one-hot columns of rare users become values of 30-270 on MovieLens-100K, and
+    from N(0, 0.1^2) factors the MCMC chain started from pairwise terms of several hundred and
+    reached a test RMSE of 1.05 against the mean's 1.13; from the scaled start it reaches 0.93,
+    as on the raw one-hot data.
+
+    The pairs of a row add up, though. From factors drawn i.i.d. N(0, sigma^2), a row's
+    pairwise term ``sum_{j<l} <v_j, v_l> x_j x_l`` has mean 0 and variance
+    ``k sigma^4 sum_{j<l} x_j^2 x_l^2`` (its terms are uncorrelated), ``k sigma^4 q`` over the
+    rows; the cap keeps its standard deviation under ``c s``, so that the start does not
+    predict noise larger than the signal to be learned. On one-hot user x item rows (q = 1,
+    k = 8, ratings s = 1.1) the cap is 0.28 and ``base / r`` = 0.1 stays; on dense rows the
+    d (d - 1) / 2 pairs matter: on the N(0, 1/d) rows of Lin et al. 2019 (§4.1, Fig. 1(a),
+    d = 100, k = 5, s = 0.11, q = 0.5) ``base / r`` is 1.0, the start's pairwise terms 15
+    times the labels' spread, and ALS ended at a test RMSE of 0.0076 after 100 sweeps against
+    5.9e-4 from 0.1; the cap gives 0.19 (``benchmarks/bench_init_stdev.py``). The cap scales
+    as sqrt(s), as the factors of a model of targets a y scale by sqrt(a).
     """
     if n_nonzero == 0 or not 0.0 < sum_sq < np.inf:
         # No value, or squares that overflow float64: the fit's own products overflow too and
         # its divergence check names the cause; a start scaled to 0 would hide it.
         return base
-    return base / float(np.sqrt(sum_sq / n_nonzero))
+    stdev = base / float(np.sqrt(sum_sq / n_nonzero))
+    if (mean_pairs is not None and n_factors and spread is not None
+            and 0.0 < mean_pairs < np.inf and 0.0 < spread < np.inf):
+        cap = float(np.sqrt(INIT_PAIRWISE_SHARE * spread)
+                    / (float(n_factors) * float(mean_pairs)) ** 0.25)
+        if cap > 0.0:
+            stdev = min(stdev, cap)
+    return stdev
 
 
 def init_state(n_features, n_factors, init_stdev, rng, dtype, random_linear=False):
