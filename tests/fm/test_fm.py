@@ -18,7 +18,7 @@ from fmlearn.kernels.predict import fm_predict_csr, fm_predict_dense
 from fmlearn.kernels.sgd import Params, Rows, SGDConfig, row_facts, sgd_epoch, sgd_work
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.solvers import _fm_common as fm_common
-from fmlearn.solvers._fm_common import FMState, column_data, group_index, row_state
+from fmlearn.solvers._fm_common import FMState, column_data, group_index
 from fmlearn.solvers.als import ALSSettings, als_solver, objective
 from fmlearn.solvers.mcmc import draw_latent
 
@@ -197,11 +197,21 @@ def _onehot_X(n, sizes, rng):
     return to_csr(X)
 
 
+def force_blocks(monkeypatch):
+    """Make every colour class of a small problem blocked (kernels.cd: partial sums of blocks
+    of rows added in block order, blocks in parallel; used on large data)."""
+    monkeypatch.setattr(fm_common, "BLOCKED_MIN_ROWS", 0)
+    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
+    monkeypatch.setattr(fm_common, "BLOCK_ALIGN", 1)
+
+
 def _sweep_case(monkeypatch, layout, seed, shape, density, field_sizes, max_weight):
-    """A coordinate sweep's test problem: rng, X, y and weights in [0.5, max_weight]. X is
-    "sparse" (the column-wise sweep) or "onehot" over fields of ``field_sizes`` features (the
-    row-wise class sweep, kernels.cd._class_rows: used on large one-hot data, here forced on)."""
-    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0)
+    """A coordinate sweep's test problem: rng, X, y and weights in [0.5, max_weight] (all 1
+    when ``max_weight`` is 1). X is "sparse" (classes of real values, a row index per entry)
+    or "onehot" over fields of ``field_sizes`` features (classes with one entry of value 1 in
+    every row, gathered in blocks: used on large data, here forced on)."""
+    if layout == "onehot":
+        force_blocks(monkeypatch)
     rng = np.random.default_rng(seed)
     n, d = shape
     if layout == "sparse":
@@ -209,17 +219,19 @@ def _sweep_case(monkeypatch, layout, seed, shape, density, field_sizes, max_weig
     else:
         X = _onehot_X(n, field_sizes, rng)
     y = rng.normal(size=n)
-    return rng, X, y, rng.uniform(0.5, max_weight, size=n)
+    return rng, X, y, (np.ones(n) if max_weight == 1 else rng.uniform(0.5, max_weight, size=n))
 
 
 @pytest.mark.parametrize("layout", ["sparse", "onehot"])
 @pytest.mark.parametrize("grouped", [False, True])
-def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, monkeypatch):
-    # "onehot" takes the row-wise class sweep (kernels.cd._class_rows, used on large one-hot
-    # data, here forced on small data), "sparse" the column-wise one; "grouped" gives three
-    # groups of features their own penalties.
+@pytest.mark.parametrize("max_weight", [1.0, 2.0])
+def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, max_weight, monkeypatch):
+    # "onehot" takes the blocked sweep of classes with a 1 in every row (kernels.cd, used on
+    # large one-hot data, here forced on small data), "sparse" the serial sweep of classes of
+    # real values; unit weights take the kernels' squared-loss fast paths; "grouped" gives
+    # three groups of features their own penalties.
     n, d, k = 40, 9, 2
-    rng, X, y, sw = _sweep_case(monkeypatch, layout, 3, (n, d), 0.35, [4, 5], 2.0)
+    rng, X, y, sw = _sweep_case(monkeypatch, layout, 3, (n, d), 0.35, [4, 5], max_weight)
     w0, w, V = _random_model(d, k, rng)
     reg, groups, oracle_reg = (0.1, 0.2, 0.3), None, (0.1, 0.2, 0.3)
     if grouped:
@@ -228,7 +240,7 @@ def test_als_sweep_matches_exact_coordinate_minimizer(layout, grouped, monkeypat
         reg, groups, oracle_reg = (0.3, r1, r2), group_index(group, d), (0.3, r1[group],
                                                                           r2[group])
     data = column_data(X, y, sw)
-    assert (data.row_pass is not None) == (layout == "onehot")
+    assert data.blocked.any() == (layout == "onehot")
     state = FMState(w0, w.copy(), V.copy())
     als_solver(data, state, ALSSettings(1, "squared", SQUARED, *reg, groups))
     ew0, ew, eV = ref.als_sweep(X, y, sw, data.order, w0, w, V, oracle_reg)
@@ -300,7 +312,7 @@ def test_mcmc_sweep_draws_from_the_gaussian_full_conditionals(layout, n_groups, 
     mu_v = np.array([[-0.2, 0.5], [0.3, -0.1]])[:, :n_groups]
     z = rng.normal(size=1 + n_groups + d + k * (n_groups + d))
     state = FMState(w0, w.copy(), V.copy())
-    E = row_state(data.csr, state, y, SQUARED)
+    E = data.row_state(state, y)
     prior = Prior(group, size, lam_w.copy(), mu_w.copy(), lam_v.copy(), mu_v.copy())
     model = Model(state.w, state.V, np.array([w0, alpha]))
     cfg = Config(SQUARED, 1.0, True, False, False, reg0, 1.0, 1.0, 1.0, 0.0, relax)
@@ -463,37 +475,23 @@ def test_float32_close_to_float64(planted, solver):
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
-@pytest.mark.parametrize("row_pass", [False, True])
-def test_thread_count_does_not_change_results(solver, row_pass, monkeypatch):
-    # one-hot user x item data: the colouring puts users and items in two parallel classes;
-    # thresholds lowered so that this small problem takes the parallel paths
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
-    monkeypatch.setattr(fm_common, "ROW_PASS_MIN_ROWS", 0 if row_pass else 10**9)
-    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
+@pytest.mark.parametrize("layout,blocked", [("onehot", False), ("onehot", True),
+                                            ("sparse", True)])
+def test_thread_count_does_not_change_results(solver, layout, blocked, monkeypatch):
+    # one-hot user x item data (classes with a 1 in every row) or sparse real values (classes
+    # with a row index per entry); blocked: thresholds lowered so that this small problem
+    # gathers its classes in parallel blocks (kernels.cd)
+    if blocked:
+        force_blocks(monkeypatch)
+    X, y, _ = make_fm(3000, 60, 3, x=layout, n_fields=2, density=0.05, noise=0.2,
+                      random_state=2)
     X = to_csr(X)
     data = column_data(X, y, np.ones(3000))
-    assert data.color_ptr is not None and data.class_parallel.all()
-    assert (data.row_pass is not None) == row_pass
+    assert len(data.color_ptr) > 2 and data.blocked.all() == blocked
     a = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=1).fit(X, y)
     c = FMRegressor(3, solver=solver, n_iter=20, random_state=0, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(a.V_, c.V_)
     np.testing.assert_array_equal(a.predict(X), c.predict(X))
-
-
-@pytest.mark.parametrize("solver", ["als", "mcmc"])
-def test_serial_sweep_equals_parallel_sweep(solver, monkeypatch):
-    # Below the thresholds the sweep runs its serial specialisation (no parallel class sweep
-    # compiled); above them the parallel one. Same visiting order: the same chain, bit for bit.
-    X, y, _ = make_fm(3000, 60, 3, x="onehot", n_fields=2, noise=0.2, random_state=2)
-    X = to_csr(X)
-    serial = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=1).fit(X, y)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
-    assert column_data(X, y, np.ones(3000)).class_parallel.all()
-    par = FMRegressor(3, solver=solver, n_iter=12, random_state=0, n_jobs=2).fit(X, y)
-    np.testing.assert_array_equal(serial.V_, par.V_)
-    np.testing.assert_array_equal(serial.predict(X), par.predict(X))
 
 
 @pytest.mark.parametrize("solver", ["sgd", "als", "mcmc"])
@@ -571,12 +569,12 @@ def test_small_fit_compiles_no_parallel_kernel():
         "from fmlearn.kernels import cd, predict\n"
         "X, y, _ = make_fm(500, 30, 3, x='onehot', n_fields=2, random_state=0)\n"
         "FMRegressor(3, n_iter=3, random_state=0, n_jobs=1).fit(X, y).predict(X)\n"
-        "print(len(cd._class_parallel.signatures), len(cd._class_rows.signatures),\n"
-        "      len(predict._samples_blocks.signatures), len(cd._coordinate_sweep.signatures))\n"
+        "print(len(cd._fused_parallel.signatures), len(predict._samples_blocks.signatures),\n"
+        "      len(cd._coordinate_sweep.signatures))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == ["0", "0", "0", "1"]
+    assert out == ["0", "0", "1"]
 
 
 def test_sgd_fit_equals_partial_fit_on_batches(planted):
@@ -815,8 +813,7 @@ def test_sizes_and_ids_give_the_same_groups():
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
 def test_groups_thread_count_does_not_change_results(solver, monkeypatch):
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    force_blocks(monkeypatch)
     X, y = _user_item(3000)
     kw = dict(solver=solver, n_iter=20, random_state=0, groups=[40, 30])
     if solver == "als":

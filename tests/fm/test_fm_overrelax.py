@@ -115,8 +115,9 @@ def test_auto_is_minus_0_9_for_regression():
 
 
 def test_settling_does_not_depend_on_the_thread_count(monkeypatch):
+    monkeypatch.setattr(fm_common, "BLOCKED_MIN_ROWS", 0)  # classes gathered in blocks
     monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    monkeypatch.setattr(fm_common, "BLOCK_ALIGN", 1)
     X, y = _user_item(3000)
     a = FMRegressor(3, n_jobs=1, groups=[40, 30], **KW).fit(X, y)
     b = FMRegressor(3, n_jobs=2, groups=[40, 30], **KW).fit(X, y)

@@ -7,12 +7,14 @@ import scipy.sparse as sp
 
 import reference as ref
 from fmlearn import FMClassifier, FMRegressor, RelationBlock, RelationData
-from fmlearn.kernels.cd import Config, Model, Plan, Prior
+from fmlearn.kernels.cd_columns import Config, Model, Prior
 from fmlearn.kernels.cd_relation import relation_predict, relation_predict_samples, relation_sweep
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.relation import check_relation_data, merge_relation_rows
-from fmlearn.solvers import _fm_common as fm_common
-from fmlearn.solvers._fm_common import FMState, column_data, group_index
+from fmlearn.solvers import _fm_columns as fm_common
+from fmlearn.solvers import _fm_common as fm_common_flat
+from fmlearn.solvers._fm_common import FMState, group_index
+from fmlearn.solvers._fm_common import column_data as flat_column_data
 from fmlearn.solvers.als import ALSSettings, als_solver
 from fmlearn.solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from fmlearn.solvers.relation import (
@@ -51,14 +53,6 @@ def _case(seed=0, n=60, d0=3, sizes=((9, 5), (7, 4)), weights=True, values="norm
 def _parts(Xr):
     Xr = check_relation_data(Xr)
     return Xr, [(b.indices, b.X) for b in Xr.blocks]
-
-
-def _serial_plan(order):
-    one = np.zeros(1, dtype=np.int64)
-    work = np.zeros((1, 1))
-    d = order.shape[0]
-    return Plan(np.asarray(order, dtype=np.int64), np.array([0, d]), np.zeros(1, bool),
-                np.zeros(1, bool), one, one, work, work, np.zeros(1), np.zeros(1))
 
 
 def _relational_order(data, d):
@@ -161,7 +155,7 @@ def ref_phi(x):
 # -- against the flat solvers -------------------------------------------------------------------
 
 @pytest.mark.parametrize("task", ["regression", "probit", "als"])
-def test_relational_solvers_equal_the_flat_solvers(task):
+def test_relational_solvers_equal_the_flat_solvers(task, monkeypatch):
     # The same rows in the same order, the flat sweep visiting the features in the relational
     # order: the same chain (same random numbers) / the same ALS iterates, up to rounding.
     # (regression with unit weights: the fused pass over the samples of kernels.cd_relation)
@@ -171,9 +165,14 @@ def test_relational_solvers_equal_the_flat_solvers(task):
     d, k = X.shape[1], 3
     if task == "probit":
         y = np.where(y > 0, 1.0, -1.0)
+    # One feature per colour class in index order on both sides: the relational sweep's order
+    # (row-level features, then the blocks') is then the flat sweep's (kernels.cd's class-major
+    # layout builds its own plan, so the flat side cannot take the relational plan's order).
+    monkeypatch.setattr(fm_common, "COLORING_BUDGET", -1)
+    monkeypatch.setattr(fm_common_flat, "COLORING_BUDGET", -1)
     rel = relation_column_data(Xr.X, blocks, y, sw)
-    flat = column_data(X, y, sw)
-    flat = type(flat)(flat.cols, _serial_plan(_relational_order(rel, d)))
+    assert np.array_equal(_relational_order(rel, d), np.arange(d))
+    flat = flat_column_data(X, y, sw)
     groups = group_index(np.repeat([0, 1, 2], [3, 9, 4]), d)
     state = FMState(0.1, 0.1 * rng.normal(size=d), 0.1 * rng.normal(size=(d, k)))
     a, b = state.copy(), state.copy()
@@ -230,6 +229,7 @@ def test_fit_on_relation_data_equals_fit_on_expanded_matrix(solver, monkeypatch)
     # MovieLens with implicit features) both sweeps visit the features in index order: the
     # estimators' fits agree up to rounding, whatever the order of the merged rows.
     monkeypatch.setattr(fm_common, "COLORING_BUDGET", -1)
+    monkeypatch.setattr(fm_common_flat, "COLORING_BUDGET", -1)
     _, Xr, y, sw = _case(5, n=80)
     kw = dict(n_factors=3, solver=solver, n_iter=8, random_state=0, reg_linear=0.2,
               reg_pairwise=0.2) if solver == "als" else dict(n_factors=3, n_iter=8,
@@ -279,7 +279,7 @@ def test_merged_rows_are_order_invariant_and_keep_the_weights():
 def test_threads_do_not_change_the_chain(monkeypatch):
     # row-level one-hot fields whose colour classes are forced parallel (kernels.cd's class
     # sweep); the block passes are serial: the same chain on one thread or two
-    from fmlearn.kernels.cd import _parallel_flag
+    from fmlearn.kernels.cd_columns import _parallel_flag
 
     monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
     monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)

@@ -32,7 +32,7 @@ from .._data import to_csr
 from .._plan import DataSummary
 from ..fm._plan import ClassicFMPlan
 from ..fm._relation import check_warm_layout
-from ..kernels.cd import Columns, _Pass
+from ..kernels.cd_columns import Columns, _Pass
 from ..kernels.cd_relation import (
     N_CACHE,
     Relations,
@@ -223,7 +223,7 @@ class _RelSweeper(_Sweeper):
     def _after_pass(self, cluster, ap, slot, theta, col, cur, nxt, fn, step):
         import time
 
-        from ..kernels.cd import Config
+        from ..kernels.cd_columns import Config
 
         rel = self.rel
         B = rel.boff.shape[0] - 1

@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
-from .._data import merge_duplicate_rows, raw, to_csr
+from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
 from .._docs import fill_doc
 from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import split_rows
@@ -72,8 +72,8 @@ def _run_sgd(plan, X, y, sw, recorder):
     return state, n_done, {"t": t}
 
 
-def _run_als(plan, X, y, sw, recorder):
-    data = column_data(X, y, sw)
+def _run_als(plan, X, y, sw, recorder, rows=(None, None)):
+    data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = als_solver(data, plan.state, plan.als, callback,
                                      plan.context.start_clock)
@@ -81,8 +81,8 @@ def _run_als(plan, X, y, sw, recorder):
     return state, n_done, {}
 
 
-def _run_mcmc(plan, X, y, sw, recorder):
-    data = column_data(X, y, sw)
+def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
+    data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = mcmc_solver(data, plan.state, plan.chain, plan.mcmc, plan.seed,
                                       callback, plan.context.start_clock)
@@ -111,6 +111,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
     rule = stopping_rule(est, X.shape[0], eval_set is not None)
     relational = is_relation_data(X) and est.solver in ("als", "mcmc")
     carved = None
+    rows = ()
     if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
         if rule.split:
             raise ValueError("early stopping on relational data (RelationData) needs an "
@@ -119,12 +120,21 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
         summary = _relation.summarize(X, sw)
         X, y, sw = _relation.merge(X, y, sw)
     else:  # SGD and VB visit the rows of relational data expanded
-        X = _relation.expanded(X, X.dtype) if is_relation_data(X) else to_csr(X, X.dtype)
+        # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through an
+        # index of the merged rows (rows); SGD and VB take them as one array in their order.
+        sweeps = est.solver in ("als", "mcmc")
+        if is_relation_data(X):
+            X = _relation.expanded(X, X.dtype)
+        else:
+            X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
         X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
         summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
-        if est.solver != "sgd" or est.shuffle:
-            # An exact rewriting of the weighted loss; makes the fit independent of row
-            # order.
+        # An exact rewriting of the weighted loss; makes the fit independent of row order.
+        if sweeps:
+            X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+            rows = ((index, keep),)
+        elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
     plan = ClassicFMPlan.build(est, summary.with_targets(y, sw), context=context,
                                stopping=rule)
@@ -138,7 +148,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
     recorder = FitRecorder(plan, bar, evald, eval_sw=eval_sw)
     run = _relation.run_relation if relational else _RUN[plan.solver]
     with bar, n_threads(est.n_jobs):
-        state, n_done, result = run(plan, X, y, sw, recorder)
+        state, n_done, result = run(plan, X, y, sw, recorder, *rows)
     best = recorder.finish(state)
     plan.commit(est, state, n_done, history=recorder.history, best_iteration=best, **result)
     return recorder.history

@@ -23,39 +23,84 @@ l'_i = E[i, 0]) and pred_i for the logistic loss; ``E[i, 1]`` and ``E[i, 2]`` ho
 q_if = sum_j v_jf x_ij of the factor being updated and of the next one. The pass that updates
 factor f visits every entry of X once to write the change of the row state; it adds
 v_j,f+1 x_ij to the next factor's column on the same visit, so the factor sums cost no pass of
-their own (libFM recomputes them with a pass per factor). Keeping a row's state in one short
-row of E means one cache line per visited entry, the cost that dominates a sweep.
+their own (libFM recomputes them with a pass per factor).
 
-Threads: features that never share a row do not interact (their updates touch disjoint rows of
-E), so features are grouped into colour classes of a greedy colouring of the co-occurrence
-graph; classes run one after another, features inside a class in parallel. The serial path
-visits features in exactly the same order, hence the same result for any number of threads.
+Colour classes and the row layout. Features that never share a row do not interact (their
+updates touch disjoint rows of E), so features are grouped into colour classes of a greedy
+colouring of the co-occurrence graph; a pass updates the classes one after another. A row holds
+at most one entry of a class, so a class's entries are stored *by row* (:data:`Columns`: the
+entries of each class in increasing row order, the feature as its place in the class): every
+pass over a class streams its entries and ``E`` in row order, with no jump to a column's rows
+(which on large data cost a cache miss per entry, the cost that dominated a sweep). Updating a
+class takes two visits of its rows: *gather* the sums g_j = sum_i s_i l'_i h_ij and
+hh_j = sum_i s_i h_ij^2 of its features, step them, then *scatter* their changes into E. The
+scatter of class c and the gather of class c + 1 run in one pass over the rows (chunk by chunk
+of :data:`CHUNK_ROWS` rows, so a chunk's E is still in cache for the second visit), and the
+scatter of a pass's last class is run with the gather of the next pass's first class: a pass
+over the parameters of a factor costs one visit of the rows per colour class.
+
+Bytes moved (the model behind the bandwidth bound that ``benchmarks/bench_fit_setup.py`` prints
+under its tables). With n rows, C colour
+classes covering rows r_c times in total (r_c = n for a class with one entry in every row), k
+factors and E of 24 bytes per row, a sweep makes (k + 1) C + 1 fused passes over the classes
+plus two reads of E[:, 0] (alpha and w0) and the write of w0's change; each fused pass reads and
+writes the E rows its two classes touch and reads each entry's place (4 bytes; its row, 4 bytes,
+unless the class covers every row; its value, 8 bytes, unless every value of the class is 1):
+
+    bytes per sweep = (k + 1) * sum_c r_c * (48 + 2 b_c) + 3 * 24 n + small,
+
+where b_c is the bytes stored per entry of class c (4 to 16) and each entry is read twice per
+pass (gather and scatter). For one-hot user x item rows (C = 2, r_c = n, b_c = 4, k = 8) this is
+9 * 2 * n * 56 + 72 n = 1080 n bytes: 2.2 GB per sweep at 2,000,000 rows. Against the copy
+bandwidth of ``np.copyto`` per CPU second on one thread (read + write; 25 GB/s on the AMD EPYC
+the suite runs on) that is a bound of 0.08 s per sweep at 2,000,000 rows and 0.32 s at
+8,000,000; the sweep measured 0.085 and 0.34 CPU s (ALS and MCMC at 2,000,000 rows, ALS at
+8,000,000: about 1.1x the bound; on a loaded machine), where the column-wise sweep this layout
+replaced took 0.40-0.43 and 2.2 s (5-7x).
+
+Threads and summation order. The sums of a class are accumulated in row order. On data of at
+least ``BLOCKED_MIN_ROWS`` rows (``solvers._fm_common``) a class with enough entries is
+*blocked*: its rows are cut into ``plan.bptr.shape[1] - 1`` blocks of ``plan.block_rows`` rows
+(a number fixed by the data, never by the thread count), each block gathers its partial sums,
+and the partial sums are added in block order; the blocks run in parallel. A class that is not
+blocked runs serially with one running sum per feature in row order, which is the order of the
+column-wise sweep this layout replaced. Either way the result does not depend on the number of
+threads.
 """
 
 import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 from numba.core import types
 from numba.extending import overload
 
 from . import compile_for
 from .losses import SQUARED, loss_derivative
 
-Columns = namedtuple("Columns", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
-                                 "y", "sw", "unit"])
-Columns.__doc__ = """Training data of a sweep: CSC arrays (``indptr``, ``indices``, ``data``),
-CSR arrays (``rindptr``, ``rindices``, ``rdata``), targets or labels ``y`` (float64), sample
-weights ``sw`` and ``unit`` (True when every weight is 1: the weights are not read)."""
+Columns = namedtuple("Columns", ["etpos", "erow", "ex", "y", "sw", "unit"])
+Columns.__doc__ = """Training rows of a sweep, stored colour class by colour class (see the
+module docstring): the entries of class c are ``etpos[eptr[c]:eptr[c + 1]]`` (``Plan.eptr``)
+in increasing row order, each the place t of its feature in the class (the feature is
+``order[color_ptr[c] + t]``). The q-th entry of class c lies in row ``erow[roff[c] + q]``, or
+in row q when ``roff[c] < 0`` (the class has one entry in every row); its value is
+``ex[xoff[c] + q]``, or 1 when ``xoff[c] < 0`` (every value of the class is 1). ``etpos``,
+``erow`` int32; ``ex`` the model's dtype. Targets or labels ``y`` (float64, one per row),
+sample weights ``sw`` and ``unit`` (True when every weight is 1: the weights are not read)."""
 
-Plan = namedtuple("Plan", ["order", "color_ptr", "class_parallel", "row_pass", "color", "pos",
-                           "G", "H", "old", "delta"])
-Plan.__doc__ = """Visiting order: features ``order[color_ptr[c]:color_ptr[c + 1]]`` form colour
-class c, run in parallel where ``class_parallel[c]`` and by streaming the rows
-(:func:`_class_rows`) where ``row_pass[c]``; ``color[j]`` and ``pos[j]`` (place of j in its
-class) and the work buffers ``G``, ``H`` (n_blocks, m), ``old``, ``delta`` (m,) serve the
-row-wise sweep (size 1 when unused)."""
+Plan = namedtuple("Plan", ["order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr",
+                           "block_rows", "xone", "G", "H", "old", "delta", "vn", "pend"])
+Plan.__doc__ = """Visiting order and work space of a sweep: features
+``order[color_ptr[c]:color_ptr[c + 1]]`` form colour class c; ``eptr``, ``roff``, ``xoff``
+(C,) locate its entries (:data:`Columns`). A class with ``bidx[c] >= 0`` is blocked: its
+entries of block b (rows ``b * block_rows`` on) start at ``eptr[c] + bptr[bidx[c], b]`` (for a
+class covering every row, ``bidx[c]`` is -2 and block b starts at entry ``b * block_rows``).
+``xone`` (1,) holds 1 in the model's dtype. Work space: the partial sums ``G``, ``H``
+(blocks, m) of the class being gathered; the previous values ``old`` and the changes
+``delta`` (2, m; model dtype) and the next factor's values ``vn`` (2, m; float64) of the two
+classes in flight; ``pend`` (int64, 6) the class whose changes are still to be written to E
+(-1: none), its pass (slot, cur, nxt, fn) and buffer."""
 
 Prior = namedtuple("Prior", ["group", "group_size", "lam_w", "mu_w", "lam_v", "mu_v"])
 Prior.__doc__ = """Per-group priors: ``group[j]`` (int64, d) is feature j's group,
@@ -129,6 +174,8 @@ def _dloss(loss, r, y, i):
     return loss_derivative(loss, r, y[i])
 
 
+
+
 # The scalars of one coordinate update (no arrays: passing records of arrays to a function
 # called once per feature costs a reference count per array and call, measured 2x slower).
 _Step = namedtuple("_Step", ["slot", "col", "cur", "nxt", "fn", "loss", "curv", "alpha",
@@ -141,91 +188,330 @@ def _step_of(pa, cols, cfg):
                  cfg.sample, cols.unit, cfg.relax)
 
 
+# Rows per chunk of a fused pass: the scatter of one class and the gather of the next visit a
+# chunk's rows one after the other, so the second visit finds the chunk's E (96 KB) in cache.
+CHUNK_ROWS = 4096
+
+# One class's side of a fused pass: colour class c (-1: none), its pass (slot, cur, nxt, fn)
+# and the buffer (row of Plan.old / delta / vn) holding its values.
+_Side = namedtuple("_Side", ["c", "slot", "cur", "nxt", "fn", "buf"])
+
+
 @njit(cache=True, nogil=True)
-def _update(j, csc, E, y, sw, theta, V, st, lam, mu, noise):
-    # One coordinate theta[j, st.col] (a w_j when slot == 0, a v_jf when slot == 1); csc is
-    # (indptr, indices, data).
-    indptr, indices, data = csc
-    col = st.col
-    cur = st.cur
-    old = theta[j, col]
-    g = 0.0
-    hh = 0.0
-    if st.unit and st.loss == SQUARED:  # the common case, without per-entry branches
-        if st.slot == 0:
-            for p in range(indptr[j], indptr[j + 1]):
-                x = data[p]
-                g += E[indices[p], 0] * x
-                hh += x * x
+def _class_start(plan, c, b):
+    # Index (within class c) of the first entry of class c in block b, for a blocked class.
+    if plan.bidx[c] == -2:
+        return b * plan.block_rows
+    return plan.bptr[plan.bidx[c], b]
+
+
+@njit(cache=True, nogil=True)
+def _scatter(cols, plan, E, sc, V, q, stop):
+    """Write the changes of class ``sc.c`` to the rows of its entries q, q + 1, ... lying
+    before row ``stop``; returns the index of the first entry not written.
+
+    Row r of an entry of feature place t and value x gains d x (w_j, slot 0) or
+    d x (q_r - old x) in E[r, 0] and d x in its factor sums E[r, cur] (v_jf, slot 1), with
+    d = delta[t] and old the feature's previous value; and v_j,fn x in the next factor's sums
+    E[r, nxt] when fn >= 0."""
+    c = sc.c
+    lo = plan.eptr[c]
+    cnt = plan.eptr[c + 1] - lo
+    roff = plan.roff[c]
+    xoff = plan.xoff[c]
+    old = plan.old[sc.buf]
+    delta = plan.delta[sc.buf]
+    vn = plan.vn[sc.buf]
+    cur = sc.cur
+    nxt = sc.nxt
+    if roff < 0 and xoff < 0:
+        hi = min(cnt, stop)
+        _scatter_unit(E, cols.etpos, lo, q, hi, sc.slot, cur, nxt, sc.fn, old, delta, vn)
+        return max(q, hi)
+    one = plan.xone[0]
+    if roff < 0:
+        cnt = min(cnt, stop)
+    while q < cnt:
+        r = q if roff < 0 else cols.erow[roff + q]
+        if r >= stop:
+            break
+        t = cols.etpos[lo + q]
+        x = one if xoff < 0 else cols.ex[xoff + q]
+        d = delta[t]
+        if sc.slot == 0:
+            E[r, 0] += d * x
         else:
-            for p in range(indptr[j], indptr[j + 1]):
-                i = indices[p]
-                x = data[p]
-                h = x * (E[i, cur] - old * x)
-                g += E[i, 0] * h
-                hh += h * h
-    else:
-        for p in range(indptr[j], indptr[j + 1]):
-            i = indices[p]
-            x = data[p]
-            h = x if st.slot == 0 else x * (E[i, cur] - old * x)
-            s = 1.0 if st.unit else sw[i]
-            g += s * _dloss(st.loss, E[i, 0], y, i) * h
-            hh += s * h * h
-    theta[j, col] = _step(old, g, hh, lam, mu, st.alpha, st.curv, noise, st.sample, st.relax)
-    delta = theta[j, col] - old  # in the model's precision: E stays the model's
-    fn = st.fn
-    if delta == 0.0 and fn < 0:
-        return
-    vn = V[j, fn] if fn >= 0 else 0.0  # adding 0 when there is no next factor costs less
-    nxt = st.nxt if fn >= 0 else 0      # than a branch per entry (column 0 gains 0.0)
-    if st.slot == 0:
-        for p in range(indptr[j], indptr[j + 1]):
-            i = indices[p]
-            x = data[p]
-            E[i, 0] += delta * x
-            E[i, nxt] += vn * x
-    else:
-        for p in range(indptr[j], indptr[j + 1]):
-            i = indices[p]
-            x = data[p]
-            E[i, 0] += delta * x * (E[i, cur] - old * x)
-            E[i, cur] += delta * x
-            E[i, nxt] += vn * x
+            E[r, 0] += d * x * (E[r, cur] - old[t] * x)
+            E[r, cur] += d * x
+        if sc.fn >= 0:
+            E[r, nxt] += vn[t] * x
+        q += 1
+    return q
 
 
 @njit(cache=True, nogil=True)
-def _features(cols, plan, pa, group, E, cfg, lo, hi):
-    # The features order[lo:hi] one after another.
-    csc = (cols.indptr, cols.indices, cols.data)
+def _scatter_unit(E, etpos, lo, a, b, slot, cur, nxt, fn, old, delta, vn):
+    # _scatter on rows a:b of a class with one entry of value 1 in every row (entry r is row
+    # r): the same arithmetic with x = 1 (x * y == y exactly), the branches out of the loops.
+    # Unsigned indices spare numba's negative-index wraparound (1.5 against 2.4 ns per row),
+    # E's rows as 3 consecutive values of its flat view another 15 %.
+    Ef = E.reshape(-1)
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    three = uint64(3)
+    if slot == 0:
+        if fn >= 0:
+            for i in range(a, b):
+                r = three * uint64(i)
+                t = uint64(etpos[uint64(lo + i)])
+                Ef[r] += delta[t]
+                Ef[r + nx] += vn[t]
+        else:
+            for i in range(a, b):
+                Ef[three * uint64(i)] += delta[uint64(etpos[uint64(lo + i)])]
+    elif fn >= 0:
+        for i in range(a, b):
+            r = three * uint64(i)
+            t = uint64(etpos[uint64(lo + i)])
+            d = delta[t]
+            Ef[r] += d * (Ef[r + cu] - old[t])
+            Ef[r + cu] += d
+            Ef[r + nx] += vn[t]
+    else:
+        for i in range(a, b):
+            r = three * uint64(i)
+            t = uint64(etpos[uint64(lo + i)])
+            d = delta[t]
+            Ef[r] += d * (Ef[r + cu] - old[t])
+            Ef[r + cu] += d
+
+
+@njit(cache=True, nogil=True)
+def _gather(cols, plan, E, ga, loss, gb, q, stop):
+    """Add the sums of class ``ga.c`` over its entries q, q + 1, ... lying before row ``stop``
+    to ``G[gb]``, ``H[gb]``; returns the index of the first entry not read."""
+    c = ga.c
+    lo = plan.eptr[c]
+    cnt = plan.eptr[c + 1] - lo
+    roff = plan.roff[c]
+    xoff = plan.xoff[c]
+    old = plan.old[ga.buf]
+    G = plan.G[gb]
+    H = plan.H[gb]
+    cur = ga.cur
     y = cols.y
     sw = cols.sw
-    theta = pa.theta
-    V = pa.V
-    lam = pa.lam
-    mu = pa.mu
-    z = pa.z
-    st = _step_of(pa, cols, cfg)
-    for t in range(lo, hi):
-        j = plan.order[t]
-        noise = z[pa.z0 + j] if cfg.sample else 0.0
-        _update(j, csc, E, y, sw, theta, V, st, lam[group[j]], mu[group[j]], noise)
+    unit = cols.unit
+    fast = unit and loss == SQUARED  # the common case, without per-entry branches
+    if fast and roff < 0 and xoff < 0:
+        hi = min(cnt, stop)
+        _gather_unit(E, cols.etpos, lo, q, hi, ga.slot, cur, old, G, H)
+        return max(q, hi)
+    one = plan.xone[0]
+    if roff < 0:
+        cnt = min(cnt, stop)
+    while q < cnt:
+        r = q if roff < 0 else cols.erow[roff + q]
+        if r >= stop:
+            break
+        t = cols.etpos[lo + q]
+        x = one if xoff < 0 else cols.ex[xoff + q]
+        if fast:
+            if ga.slot == 0:
+                G[t] += E[r, 0] * x
+                H[t] += x * x
+            else:
+                h = x * (E[r, cur] - old[t] * x)
+                G[t] += E[r, 0] * h
+                H[t] += h * h
+        else:
+            h = x if ga.slot == 0 else x * (E[r, cur] - old[t] * x)
+            s = 1.0 if unit else sw[r]
+            G[t] += s * _dloss(loss, E[r, 0], y, r) * h
+            H[t] += s * h * h
+        q += 1
+    return q
+
+
+@njit(cache=True, nogil=True)
+def _gather_unit(E, etpos, lo, a, b, slot, cur, old, G, H):
+    # _gather (unit weights, squared loss) on rows a:b of a class with one entry of value 1
+    # in every row. A feature's consecutive entries (users, when rows are sorted by their
+    # first feature) are summed in registers, in the same order (0.7 against 2.6 ns per row:
+    # a sum kept in memory waits for its own store at every entry).
+    if a >= b:
+        return
+    Ef = E.reshape(-1)
+    cu = uint64(cur)
+    three = uint64(3)
+    tp = uint64(etpos[uint64(lo + a)])
+    g = G[tp]
+    hh = H[tp]
+    for i in range(a, b):
+        r = three * uint64(i)
+        t = uint64(etpos[uint64(lo + i)])
+        if t != tp:
+            G[tp] = g
+            H[tp] = hh
+            tp = t
+            g = G[t]
+            hh = H[t]
+        if slot == 0:
+            g += Ef[r]
+            hh += 1.0
+        else:
+            h = Ef[r + cu] - old[t]
+            g += Ef[r] * h
+            hh += h * h
+    G[tp] = g
+    H[tp] = hh
+
+
+@njit(cache=True, nogil=True)
+def _next_row(cols, plan, sd, q):
+    # Row of entry q of side sd's class (n + 1 past its last entry, or for no class).
+    if sd.c < 0:
+        return np.int64(1) << 62
+    c = sd.c
+    if q >= plan.eptr[c + 1] - plan.eptr[c]:
+        return np.int64(1) << 62
+    if plan.roff[c] < 0:
+        return np.int64(q)
+    return np.int64(cols.erow[plan.roff[c] + q])
+
+
+@njit(cache=True, nogil=True)
+def _fused_rows(cols, plan, E, sc, ga, zero, V, loss, lo_row, hi_row, qs, qg, gb):
+    """One fused pass over rows lo_row:hi_row, chunk by chunk: the scatter of class ``sc.c``
+    (its entries from qs), then ``E[:, zero] = 0`` (``zero`` >= 0: the first pass of a
+    factor), then the gather of class ``ga.c`` (its entries from qg) into ``G[gb]``,
+    ``H[gb]``. Chunks without an entry of either class are skipped unless rows are zeroed."""
+    a = lo_row
+    while a < hi_row:
+        if zero < 0:  # skip to the chunk of the next entry
+            nxt = min(_next_row(cols, plan, sc, qs), _next_row(cols, plan, ga, qg))
+            if nxt >= hi_row:
+                break
+            if nxt > a:
+                a += (nxt - a) // CHUNK_ROWS * CHUNK_ROWS
+        z = min(hi_row, a + CHUNK_ROWS)
+        if sc.c >= 0:
+            qs = _scatter(cols, plan, E, sc, V, qs, z)
+        if zero >= 0:
+            for i in range(a, z):
+                E[i, zero] = 0.0
+        if ga.c >= 0:
+            qg = _gather(cols, plan, E, ga, loss, gb, qg, z)
+        a = z
+
+
+@njit(cache=True, nogil=True)
+def _fused_block(cols, plan, E, sc, ga, zero, V, loss, b):
+    # Block b of a fused pass whose classes are blocked (or absent): partial sums in G[b].
+    n = E.shape[0]
+    lo_row = b * plan.block_rows
+    hi_row = min(n, lo_row + plan.block_rows)
+    qs = _class_start(plan, sc.c, b) if sc.c >= 0 else 0
+    qg = 0
+    if ga.c >= 0:
+        qg = _class_start(plan, ga.c, b)
+        m = plan.color_ptr[ga.c + 1] - plan.color_ptr[ga.c]
+        for t in range(m):
+            plan.G[b, t] = 0.0
+            plan.H[b, t] = 0.0
+    _fused_rows(cols, plan, E, sc, ga, zero, V, loss, lo_row, hi_row, qs, qg, b)
 
 
 @njit(cache=True, parallel=True)
-def _class_parallel(cols, plan, lo, hi, pa, group, E, cfg):
-    # The features of one colour class share no row: their updates are independent. (A call
-    # per feature with the records costs about a microsecond: nothing against the 50,000
-    # entries a class needs to run in parallel.)
-    for t in prange(lo, hi):
-        _features(cols, plan, pa, group, E, cfg, t, t + 1)
+def _fused_parallel(cols, plan, E, sc, ga, zero, V, loss):
+    """A fused pass over every block in parallel (the blocks' rows are disjoint, their
+    partial sums go to their own row of G)."""
+    for b in prange(plan.bptr.shape[1] - 1):
+        _fused_block(cols, plan, E, sc, ga, zero, V, loss, b)
 
 
-# Rows per block of the row-wise class sweep. Fixed (never derived from the thread count), so
-# the order of the floating-point sums, hence the result, is the same for any number of threads.
-ROW_BLOCK = 8192
+@njit(cache=True, nogil=True)
+def _fused(cols, plan, E, sc, ga, zero, V, loss, par):
+    # One fused pass over all rows: in parallel blocks when the gathered class is blocked (or
+    # nothing is gathered) and the plan has blocks, else serially with one running sum per
+    # feature in row order (G[0]). ``par`` is None for plans without blocks: numba then
+    # prunes the parallel branch before typing it (see coordinate_sweep).
+    if par is not None:
+        if plan.bptr.shape[1] > 2 and (ga.c < 0 or plan.bidx[ga.c] != -1) and (
+                sc.c < 0 or plan.bidx[sc.c] != -1):
+            _fused_parallel(cols, plan, E, sc, ga, zero, V, loss)
+            return
+    if ga.c >= 0:
+        m = plan.color_ptr[ga.c + 1] - plan.color_ptr[ga.c]
+        for t in range(m):
+            plan.G[0, t] = 0.0
+            plan.H[0, t] = 0.0
+    _fused_rows(cols, plan, E, sc, ga, zero, V, loss, 0, E.shape[0], 0, 0, 0)
 
 
+@njit(cache=True, nogil=True)
+def _class_step(plan, c, pa, group, cfg, buf, n_parts):
+    # Step every feature of class c from its sums (the partial sums G[:n_parts], H[:n_parts]
+    # added in block order); record its change and the next factor's value in buffer buf.
+    lo = plan.color_ptr[c]
+    old = plan.old[buf]
+    delta = plan.delta[buf]
+    vn = plan.vn[buf]
+    for t in range(plan.color_ptr[c + 1] - lo):
+        g = 0.0
+        hh = 0.0
+        for b in range(n_parts):
+            g += plan.G[b, t]
+            hh += plan.H[b, t]
+        j = plan.order[lo + t]
+        o = old[t]
+        noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
+        gj = group[j]
+        pa.theta[j, pa.col] = _step(o, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, cfg.curv, noise,
+                                    cfg.sample, cfg.relax)
+        delta[t] = pa.theta[j, pa.col] - o  # in the model's precision: E stays the model's
+        if pa.fn >= 0:
+            vn[t] = pa.V[j, pa.fn]
+
+
+@njit(cache=True, nogil=True)
+def _sweep_pass(cols, plan, pa, group, E, cfg, par):
+    """Every feature's theta[:, col] once, colour class after colour class (see the module
+    docstring): one fused pass per class writes the previous class's changes and gathers
+    this class's sums; the changes of the last class are left to the first pass of the next
+    factor (``plan.pend``), or written here when no factor follows (``pa.fn < 0``)."""
+    pend = plan.pend
+    zero = pa.nxt if pa.fn >= 0 else -1
+    n_blocks = plan.bptr.shape[1] - 1
+    n_classes = plan.color_ptr.shape[0] - 1
+    for c in range(n_classes):
+        buf = 1 - pend[5]
+        lo = plan.color_ptr[c]
+        old = plan.old[buf]
+        for t in range(plan.color_ptr[c + 1] - lo):
+            old[t] = pa.theta[plan.order[lo + t], pa.col]
+        sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+        ga = _Side(c, pa.slot, pa.cur, pa.nxt, pa.fn, buf)
+        _fused(cols, plan, E, sc, ga, zero if c == 0 else -1, pa.V, cfg.loss, par)
+        blocked = par is not None and n_blocks > 1 and plan.bidx[c] != -1 and (
+            sc.c < 0 or plan.bidx[sc.c] != -1)
+        _class_step(plan, c, pa, group, cfg, buf, n_blocks if blocked else 1)
+        pend[0] = c
+        pend[1] = pa.slot
+        pend[2] = pa.cur
+        pend[3] = pa.nxt
+        pend[4] = pa.fn
+        pend[5] = buf
+    if pa.fn < 0 or n_classes == 0:
+        sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+        if sc.c >= 0 or (zero >= 0 and n_classes == 0):
+            none = _Side(-1, 0, 0, 0, -1, 0)
+            _fused(cols, plan, E, sc, none, zero if n_classes == 0 else -1, pa.V, cfg.loss,
+                   par)
+        pend[0] = -1
+
+
+# The row-wise steps of the distributed sweep (kernels.cd_rows) on a partition's CSR rows.
 @njit(cache=True, nogil=True)
 def _class_entry(rindptr, rindices, color, c, i):
     # The entry of row i whose feature is in colour class c (a row holds at most one), or -1.
@@ -245,84 +531,6 @@ def scatter_delta(E, i, slot, cur, d, x, old):
     else:
         E[i, 0] += d * x * (E[i, cur] - old * x)
         E[i, cur] += d * x
-
-
-@njit(cache=True, nogil=True)
-def _rows_pass(cols, plan, c, pa, E, cfg, b, scatter):
-    # One block b of rows: gather the class's sums G[b], H[b] (scatter False), or write the
-    # class's changes (plan.delta, plan.old) to the row state (scatter True).
-    n = cols.rindptr.shape[0] - 1
-    if not scatter:
-        for t in range(plan.old.shape[0]):
-            plan.G[b, t] = 0.0
-            plan.H[b, t] = 0.0
-    for i in range(b * ROW_BLOCK, min(n, (b + 1) * ROW_BLOCK)):
-        p = _class_entry(cols.rindptr, cols.rindices, plan.color, c, i)
-        if p < 0:
-            continue
-        j = cols.rindices[p]
-        t = plan.pos[j]
-        x = cols.rdata[p]
-        if not scatter:
-            h = x if pa.slot == 0 else x * (E[i, pa.cur] - pa.theta[j, pa.col] * x)
-            s = 1.0 if cols.unit else cols.sw[i]
-            plan.G[b, t] += s * _dloss(cfg.loss, E[i, 0], cols.y, i) * h
-            plan.H[b, t] += s * h * h
-            continue
-        scatter_delta(E, i, pa.slot, pa.cur, plan.delta[t], x, plan.old[t])
-        if pa.fn >= 0:
-            E[i, pa.nxt] += pa.V[j, pa.fn] * x
-
-
-@njit(cache=True, parallel=True)
-def _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg):
-    """Update every feature of colour class ``c`` with two sequential passes over the rows.
-
-    Same updates as the column-wise sweep of the class (its features share no row, so they are
-    independent), but the sums over each feature's rows are gathered by streaming the CSR rows
-    and ``E`` in order, not by jumping to each column's rows: on large data the column order
-    costs a cache miss per entry. Block partial sums are reduced in block order.
-    """
-    n_blocks = -(-(cols.rindptr.shape[0] - 1) // ROW_BLOCK)
-    for b in prange(n_blocks):
-        _rows_pass(cols, plan, c, pa, E, cfg, b, False)
-    for t in range(hi - lo):
-        g = 0.0
-        hh = 0.0
-        for b in range(n_blocks):
-            g += plan.G[b, t]
-            hh += plan.H[b, t]
-        j = plan.order[lo + t]
-        o = pa.theta[j, pa.col]
-        noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
-        gj = group[j]
-        pa.theta[j, pa.col] = _step(o, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, cfg.curv, noise,
-                                    cfg.sample, cfg.relax)
-        plan.old[t] = o
-        plan.delta[t] = pa.theta[j, pa.col] - o
-    for b in prange(n_blocks):
-        _rows_pass(cols, plan, c, pa, E, cfg, b, True)
-
-
-@njit(cache=True, nogil=True)
-def _sweep_pass(cols, plan, pa, group, E, cfg, par):
-    # Every feature's theta[:, col] once, colour class after colour class. ``par`` is None
-    # when the plan runs every class serially: numba then prunes the branch below before
-    # typing it, so the parallel variants are never compiled (see :func:`coordinate_sweep`).
-    if pa.fn >= 0:
-        for i in range(E.shape[0]):
-            E[i, pa.nxt] = 0.0
-    for c in range(plan.color_ptr.shape[0] - 1):
-        lo = plan.color_ptr[c]
-        hi = plan.color_ptr[c + 1]
-        if par is None:
-            _features(cols, plan, pa, group, E, cfg, lo, hi)
-        elif plan.row_pass[c]:
-            _class_rows(cols, plan, c, lo, hi, pa, group, E, cfg)
-        elif plan.class_parallel[c]:
-            _class_parallel(cols, plan, lo, hi, pa, group, E, cfg)
-        else:
-            _features(cols, plan, pa, group, E, cfg, lo, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -409,11 +617,13 @@ def coordinate_sweep(cols, plan, prior, model, E, z, g, cfg):
     """One sweep of ALS (``cfg.sample`` False) or MCMC over every parameter, in place; see
     :func:`_coordinate_sweep`.
 
-    The compiled sweep comes in two specialisations: one for plans whose colour classes all
-    run serially (every plan below ``MIN_PARALLEL_ROWS`` / ``ROW_PASS_MIN_ROWS`` rows, such as
-    MovieLens-100K), which never references the parallel class sweeps, and one for the others.
-    A first fit on small data therefore compiles no parallel region (numba compiles every
-    function a kernel may call, and a ``parallel=True`` one costs seconds).
+    Bytes moved per sweep and their bandwidth bound: see the module docstring.
+
+    The compiled sweep comes in two specialisations: one for plans without blocked classes
+    (every plan below ``BLOCKED_MIN_ROWS`` rows, such as MovieLens-100K), which never
+    references the parallel fused pass, and one for the others. A first fit on small data
+    therefore compiles no parallel region (numba compiles every function a kernel may call,
+    and a ``parallel=True`` one costs seconds).
     """
     return _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, _parallel_flag(plan))
 
@@ -426,7 +636,7 @@ def compile_sweep(cols, plan, prior, model, E, z, g, cfg):
 
 def _parallel_flag(plan):
     # None selects the serial specialisation of the sweep (see coordinate_sweep).
-    return True if (plan.row_pass.any() or plan.class_parallel.any()) else None
+    return True if plan.bptr.shape[1] > 2 and bool(np.any(plan.bidx != -1)) else None
 
 
 @njit(cache=True)
@@ -440,6 +650,7 @@ def _coordinate_sweep(cols, plan, prior, model, E, z, g, cfg, par):
     docstring); columns 1 and 2 are work space. Returns True when the row state and every
     parameter are finite afterwards.
     """
+    plan.pend[0] = -1
     return gibbs_sweep(cols, plan, prior, model, E, E[:, 0], par, z, g, cfg)
 
 

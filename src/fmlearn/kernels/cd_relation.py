@@ -61,7 +61,7 @@ from numba import njit
 from numba.extending import overload
 
 from . import compile_for
-from .cd import (
+from .cd_columns import (
     _dloss,
     _parallel_flag,
     _step,

@@ -3,9 +3,18 @@
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._data import raw
-from ..kernels.cd import ROW_BLOCK, Columns, Plan, cooccurrence_work, greedy_coloring
+from ..kernels.cd import CHUNK_ROWS, Columns, Plan, greedy_coloring
+from ..kernels.cd_layout import (
+    class_counts,
+    coloring_rounds,
+    fill_classes,
+    fill_dense_classes,
+    predict_rows_at,
+    rows_cooccurrence_work,
+)
 from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr
 
@@ -28,19 +37,23 @@ class FMState:
 
 @dataclass
 class ColumnData:
-    """Training data for the coordinate solvers: the records of ``kernels.cd``.
+    """Training data for the coordinate solvers: the records of ``kernels.cd`` and the rows.
 
-    ``cols`` (:class:`~fmlearn.kernels.cd.Columns`) holds both layouts, the targets and the
-    weights; ``plan`` (:class:`~fmlearn.kernels.cd.Plan`) the visiting order in colour classes
-    of features that never share a row (updated in parallel where large enough).
+    ``cols`` (:class:`~fmlearn.kernels.cd.Columns`) holds the entries of every colour class in
+    row order, the targets and the weights; ``plan`` (:class:`~fmlearn.kernels.cd.Plan`) the
+    visiting order in colour classes of features that never share a row and the sweep's work
+    space. The fit's rows are rows of the CSR arrays ``source`` = (indptr, indices, data)
+    through ``rows``: fit row r is source row ``rows[r]`` (an empty ``rows``: row r), so that
+    a canonical CSR input is never copied (:meth:`predict` reads it for the row state);
+    ``inv`` is the inverse index (source row u is fit row ``inv[u]``, none when -1), through
+    which the set-up and :meth:`predict` read the source rows in their own order.
     """
 
     cols: Columns
     plan: Plan
-
-    @property
-    def csr(self):
-        return self.cols.rindptr, self.cols.rindices, self.cols.rdata
+    source: tuple
+    rows: np.ndarray
+    inv: np.ndarray  # source row u is fit row inv[u] (-1: none); empty when rows is
 
     @property
     def y(self):
@@ -52,7 +65,7 @@ class ColumnData:
 
     @property
     def n_samples(self):
-        return self.cols.rindptr.shape[0] - 1
+        return self.cols.y.shape[0]
 
     @property
     def order(self):
@@ -63,96 +76,55 @@ class ColumnData:
         return self.plan.color_ptr
 
     @property
-    def row_pass(self):
-        """Per colour class: swept by streaming the rows (None when no class is)."""
-        return self.plan.row_pass if self.plan.row_pass.any() else None
+    def blocked(self):
+        """Per colour class: gathered in parallel blocks (see ``kernels.cd``)."""
+        return (self.plan.bidx != -1) & (self.plan.bptr.shape[1] > 2)
 
     @property
-    def class_parallel(self):
-        return self.plan.class_parallel
+    def csr(self):
+        """The fit's rows as CSR arrays (a copy when the rows are indexed: for tests and
+        small data only)."""
+        indptr, indices, data = self.source
+        if self.rows.shape[0] == 0:
+            return (np.ascontiguousarray(indptr, dtype=np.int64), indices, data)
+        X = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1,
+                                                         int(self.plan.order.shape[0])))
+        return raw(X[self.rows])
+
+    def predict(self, state, out=None):
+        """Predictions (float64, n) of ``state`` on the fit's rows."""
+        if out is None:
+            out = np.empty(self.n_samples, dtype=np.float64)
+        indptr, indices, data = self.source
+        if self.rows.shape[0] == 0 and indptr.dtype == np.int64:
+            fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
+        else:
+            predict_rows_at(indptr, indices, data, self.inv, state.w0, state.w, state.V, out)
+        return out
+
+    def row_state(self, state, target, loss_code=SQUARED):
+        """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or
+        pred, columns 1 and 2 are the kernels' work space (factor sums)."""
+        E = np.zeros((self.n_samples, 3), dtype=np.float64)
+        E[:, 0] = self.predict(state)
+        if loss_code == SQUARED:
+            E[:, 0] -= target
+        return E
+
+    def refresh(self, E, state, target):
+        """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
+        E[:, 0] = self.predict(state)
+        E[:, 0] -= target
 
     def with_target(self, y):
         """The same data with other targets (MCMC probit's latent z)."""
-        return ColumnData(self.cols._replace(y=y), self.plan)
-
-
-# Entries below which a colour class (or a pass over the rows) runs serially: a parallel
-# region costs microseconds, and far more when the machine is oversubscribed.
-MIN_PARALLEL_NNZ = 50_000
-# Colour classes and passes over the rows run in parallel only on at least this many rows.
-# While the row cache E fits in the cores' caches, two threads writing it (a class's features
-# touch disjoint rows, but rows of the same cache lines; a row pass hands the lines to the other
-# core before the next serial step reads them) make the sweep slower than on one thread:
-# measured on MovieLens-100K's 75,000 rows, quiet machine, MCMC 46 ms per sweep on 2 threads
-# against 27 ms on one, and 27 ms on 2 threads with this threshold. On 2,000,000 rows two
-# threads are 1.8x faster (benchmarks/RESULTS.md).
-MIN_PARALLEL_ROWS = 500_000
-# Above this many (row, feature, feature) triples the colouring is not worth building.
-COLORING_BUDGET = 200_000_000
-# Row-wise class sweeps are used when there are at most this many colour classes (one-hot
-# fields: users, items, ...), at least ROW_PASS_MIN_ROWS rows (below, the row cache E stays in
-# cache and jumping to each column's rows is cheaper than two full passes: measured 0.5 ms vs
-# 4 ms per class sweep on MovieLens-100K's 75,000 rows) and their block sums fit in
-# ROW_PASS_BUDGET entries.
-ROW_PASS_MAX_COLORS = 4
-ROW_PASS_MIN_ROWS = 250_000
-ROW_PASS_BUDGET = 4_000_000
-
-
-def column_data(X_csr, y, sw):
-    """Build :class:`ColumnData` from a canonical CSR matrix (see ``_data.to_csr``).
-
-    The colouring depends on the data only, never on the thread count, so serial and parallel
-    sweeps visit the features in the same order.
-    """
-    csr = raw(X_csr)
-    csc = raw(X_csr.tocsc())
-    n, d = X_csr.shape
-    order = np.arange(d, dtype=np.int64)
-    color_ptr = np.array([0, d], dtype=np.int64)
-    class_parallel = np.zeros(1, dtype=np.bool_)
-    plan = None
-    if cooccurrence_work(csr[0]) <= COLORING_BUDGET:
-        color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
-        if n_colors < d:  # otherwise every class is a single feature: nothing to run in parallel
-            order = np.argsort(color, kind="stable").astype(np.int64)
-            color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
-            col_nnz = np.diff(csc[0])[order]
-            class_parallel = ((np.add.reduceat(col_nnz, color_ptr[:-1]) >= MIN_PARALLEL_NNZ)
-                              & (n >= MIN_PARALLEL_ROWS))
-            plan = _row_pass_plan(color, order, color_ptr, class_parallel, n)
-    if plan is None:
-        one = np.zeros(1, dtype=np.int64)
-        work = np.zeros((1, 1))
-        plan = Plan(order, color_ptr, class_parallel,
-                    np.zeros(color_ptr.shape[0] - 1, dtype=np.bool_), one, one, work, work,
-                    np.zeros(1), np.zeros(1))
-    sw = np.ascontiguousarray(sw, dtype=np.float64)
-    cols = Columns(*csc, *csr, np.ascontiguousarray(y, dtype=np.float64), sw,
-                   bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan)
-
-
-def _row_pass_plan(color, order, color_ptr, class_parallel, n_rows):
-    """The plan with the colour classes swept row-wise, their index maps and work buffers
-    (None when no class is)."""
-    n_colors = color_ptr.shape[0] - 1
-    if n_colors > ROW_PASS_MAX_COLORS or n_rows < ROW_PASS_MIN_ROWS:
-        return None
-    n_blocks = max(1, -(-n_rows // ROW_BLOCK))
-    sizes = np.diff(color_ptr)
-    row_pass = sizes * n_blocks <= ROW_PASS_BUDGET
-    if not row_pass.any():
-        return None
-    pos = np.empty_like(order)
-    pos[order] = np.arange(order.shape[0]) - np.repeat(color_ptr[:-1], sizes)
-    m = int(sizes[row_pass].max())
-    return Plan(order, color_ptr, class_parallel, row_pass, color.astype(np.int64), pos,
-                np.empty((n_blocks, m)), np.empty((n_blocks, m)), np.empty(m), np.empty(m))
+        return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows,
+                          self.inv)
 
 
 def predict_rows(csr, state):
-    """Predictions (float64, n) of ``state`` on the CSR arrays ``csr``."""
+    """Predictions (float64, n) of ``state`` on the CSR arrays ``csr`` (the Dask workers'
+    row state)."""
     indptr, indices, data = csr
     pred = np.empty(indptr.shape[0] - 1, dtype=np.float64)
     fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, pred)
@@ -160,8 +132,9 @@ def predict_rows(csr, state):
 
 
 def row_state(csr, state, target, loss_code):
-    """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or pred,
-    columns 1 and 2 are the kernels' work space (factor sums)."""
+    """The (n, 3) row cache of ``kernels.cd`` on the CSR arrays ``csr``: column 0 is
+    pred - target (squared loss) or pred, columns 1 and 2 the kernels' work space (the
+    ordinal regressor's sweep; the classic FM's uses :meth:`ColumnData.row_state`)."""
     pred = predict_rows(csr, state)
     E = np.zeros((pred.shape[0], 3), dtype=np.float64)
     E[:, 0] = pred - target if loss_code == SQUARED else pred
@@ -172,6 +145,127 @@ def refresh_row_state(E, csr, state, target):
     """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
     E[:, 0] = predict_rows(csr, state)
     E[:, 0] -= target
+
+
+# Entries below which a colour class of the contrast sweep (``fm_contrast``) runs serially: a
+# parallel region costs microseconds, and far more when the machine is oversubscribed.
+MIN_PARALLEL_NNZ = 50_000
+# Colour classes of the contrast sweep run in parallel only on at least this many targets
+# (measured on MovieLens-100K's rows: two threads writing a cache that fits in the cores'
+# caches made the sweep slower than one; on 2,000,000 rows two threads are 1.8x faster).
+MIN_PARALLEL_ROWS = 500_000
+# Above this many (row, feature, feature) triples the colouring is not worth building.
+COLORING_BUDGET = 200_000_000
+# Rounds of the row-wise colouring (kernels.cd_layout.coloring_rounds) before the column-wise
+# greedy colouring is run instead.
+COLORING_ROUNDS = 8
+# A colour class is gathered in parallel blocks (kernels.cd) on at least this many rows, when
+# it holds at least MIN_PARALLEL_NNZ entries and its block sums fit in BLOCK_BUDGET entries.
+# Below, the row cache E stays in the cores' caches and two threads writing it are slower than
+# one (MovieLens-100K, 75,000 rows: 46 ms per MCMC sweep on 2 threads, 27 ms on one); on
+# 2,000,000 rows two threads are faster. Blocked classes sum in block order (a fixed number of
+# blocks, never the thread count), the others in row order.
+BLOCKED_MIN_ROWS = 250_000
+# Blocks of a blocked plan: enough for the threads to share; their rows a multiple of
+# BLOCK_ALIGN (the kernels' chunk).
+N_BLOCKS = 16
+BLOCK_ALIGN = CHUNK_ROWS
+BLOCK_BUDGET = 1_000_000
+
+
+def column_data(X_csr, y, sw, rows=None, keep=None):
+    """Build :class:`ColumnData` from the canonical CSR rows ``X_csr`` (see ``_data.to_csr``)
+    with targets ``y`` and weights ``sw`` of the fit's rows: fit row r is row ``rows[r]`` of
+    ``X_csr`` (None: the rows of ``X_csr`` in order; see ``_data.merged_rows``). ``keep``
+    (bool, one per row of ``X_csr``) marks the rows the fit uses when ``rows`` leaves some out
+    (for the colouring; None: every row).
+
+    The colouring depends on the data only, never on the thread count, so serial and parallel
+    sweeps visit the features in the same order.
+    """
+    indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
+    n_src, d = X_csr.shape
+    rows = np.zeros(0, dtype=np.int32) if rows is None else rows
+    n = rows.shape[0] if rows.shape[0] else n_src
+    inv = np.zeros(0, dtype=rows.dtype)
+    if rows.shape[0]:
+        inv = np.full(n_src, -1, dtype=rows.dtype)
+        inv[rows] = np.arange(n, dtype=rows.dtype)
+    order, color_ptr, color = _colour_classes(X_csr, inv, keep)
+    n_colors = color_ptr.shape[0] - 1
+    pos = np.empty(d, dtype=np.int32)
+    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    count, ones = class_counts(indptr, indices, data, inv, color, n_colors)
+    eptr = np.zeros(n_colors + 1, dtype=np.int64)
+    np.cumsum(count, out=eptr[1:])
+    dense = count == n
+    roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
+    xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
+    etpos = np.empty(eptr[-1], dtype=np.int32)
+    erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
+    ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
+    if dense.all():  # one entry per class in every row (one-hot fields): in source order
+        fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex)
+    else:
+        fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow,
+                     ex)
+    plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
+    sw = np.ascontiguousarray(sw, dtype=np.float64)
+    cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
+                   bool(np.all(sw == 1.0)))
+    return ColumnData(cols, plan, (indptr, indices, data), rows, inv)
+
+
+def _colour_classes(X_csr, inv, keep):
+    """``(order, color_ptr, color)`` of the fit's rows: the classes of the greedy colouring
+    (by colour, then feature index); d classes of one feature in index order when the
+    colouring is over budget or gives every feature its own colour."""
+    d = X_csr.shape[1]
+    single = (np.arange(d, dtype=np.int64), np.arange(d + 1, dtype=np.int64),
+              np.arange(d, dtype=np.int64))
+    if rows_cooccurrence_work(X_csr.indptr, inv) > COLORING_BUDGET:
+        return single
+    color, n_colors, ok = coloring_rounds(X_csr.indptr, X_csr.indices,
+                                          np.zeros(0, np.bool_) if keep is None else keep, d,
+                                          COLORING_ROUNDS)
+    if not ok:
+        X = X_csr if keep is None else X_csr[np.flatnonzero(keep)]
+        csr = raw(X)
+        csc = raw(X.tocsc())
+        color, n_colors = greedy_coloring(csc[0], csc[1], csr[0], csr[1], d)
+    if n_colors >= d:
+        return single
+    order = np.argsort(color, kind="stable").astype(np.int64)
+    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+    return order, color_ptr, color
+
+
+def _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, dtype):
+    """The :class:`~fmlearn.kernels.cd.Plan`: which classes are blocked, their block starts,
+    the work space."""
+    n_colors = color_ptr.shape[0] - 1
+    sizes = np.diff(color_ptr)
+    m = max(1, int(sizes.max()) if n_colors else 1)
+    per_block = -(-n // N_BLOCKS)
+    block_rows = max(1, -(-per_block // BLOCK_ALIGN) * BLOCK_ALIGN)
+    n_blocks = max(1, -(-n // block_rows))
+    blocked = ((n >= BLOCKED_MIN_ROWS) & (count >= MIN_PARALLEL_NNZ)
+               & (sizes * n_blocks <= BLOCK_BUDGET))
+    if n_blocks < 2 or not blocked.any():
+        n_blocks, blocked = 1, np.zeros(n_colors, dtype=bool)
+    bidx = np.full(n_colors, -1, dtype=np.int64)
+    bidx[blocked & dense] = -2
+    sparse = np.flatnonzero(blocked & ~dense)
+    bptr = np.zeros((max(1, sparse.shape[0]), n_blocks + 1), dtype=np.int64)
+    starts = np.arange(n_blocks + 1) * block_rows
+    for i, c in enumerate(sparse):
+        bidx[c] = i
+        bptr[i] = np.searchsorted(erow[roff[c]:roff[c] + count[c]], starts)
+    G = np.empty((n_blocks, m))
+    return Plan(order, color_ptr, eptr, roff, xoff, bidx, bptr, block_rows,
+                np.ones(1, dtype=dtype), G, np.empty_like(G), np.empty((2, m), dtype=dtype),
+                np.empty((2, m), dtype=dtype), np.empty((2, m)),
+                np.array([-1, 0, 0, 0, -1, 0], dtype=np.int64))
 
 
 def group_index(groups, n_features):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..kernels.cd import Config, Model, Prior, compile_sweep, coordinate_sweep
 from ..kernels.losses import SMOOTHNESS, SQUARED, loss_value_np
-from ._fm_common import group_index, predict_rows, refresh_row_state, row_state
+from ._fm_common import group_index
 
 _EMPTY = np.zeros(0)
 
@@ -45,7 +45,7 @@ def penalty(settings, state):
 
 def objective(data, state, settings):
     """Weighted sum of losses plus the L2 penalties (the quantity ALS never increases)."""
-    pred = predict_rows(data.csr, state)
+    pred = data.predict(state)
     loss = np.dot(data.sw, loss_value_np(settings.loss, pred, data.y))
     return float(loss + penalty(settings, state))
 
@@ -87,14 +87,14 @@ def als_solver(data, state, settings, callback=None, on_start=None):
                  1.0, 1.0, 1.0, 0.0)
     model = Model(state.w, state.V, np.array([state.w0, 1.0]))
     target = y if code == SQUARED else np.zeros_like(y)
-    E = row_state(data.csr, state, target, SQUARED)
+    E = data.row_state(state, target)
     compile_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg)
     if on_start is not None:
         on_start()
     return run_sweeps(
         settings, state, model,
         lambda: coordinate_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg),
-        lambda: refresh_row_state(E, data.csr, state, target),
+        lambda: data.refresh(E, state, target),
         None if callback is None else lambda it: callback(it, E, target))
 
 

@@ -49,7 +49,7 @@ from ..kernels.cd import (
     n_normals,
 )
 from ..kernels.losses import SQUARED
-from ._fm_common import group_index, refresh_row_state, row_state
+from ._fm_common import group_index
 
 
 @dataclass
@@ -205,7 +205,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
     nz = n_normals(d, k, size.shape[0])
     model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
     target = data.y if not settings.probit else np.zeros_like(data.y)
-    E = row_state(data.csr, state, target, SQUARED)  # E[:, 0] = pred - target
+    E = data.row_state(state, target)  # E[:, 0] = pred - target
     _reserve(chain, state, settings)
     compile_sweep(data.cols, data.plan, prior, model, E, np.zeros(nz), shapes, cfg)
     if on_start is not None:
@@ -221,7 +221,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
                                 rs.standard_gamma(shapes), sweep_config(cfg, chain, settings))
 
     return run_chain(settings, seed, chain, state, model, sweep,
-                     lambda: refresh_row_state(E, data.csr, state, target),
+                     lambda: data.refresh(E, state, target),
                      None if callback is None else lambda it: callback(it, E, target))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import Config, Model, Prior, gamma_shapes, n_normals
+from ..kernels.cd_columns import Config, Model, Prior, gamma_shapes, n_normals
 from ..kernels.cd_relation import (
     N_CACHE,
     RelationRows,
@@ -24,7 +24,8 @@ from ..kernels.cd_relation import (
     relation_sweep,
 )
 from ..kernels.losses import SMOOTHNESS, SQUARED
-from ._fm_common import column_data, group_index
+from ._fm_columns import column_data
+from ._fm_common import group_index
 from .als import fixed_prior, run_sweeps
 from .mcmc import _reserve, draw_latent, run_chain, sweep_config
 

@@ -1,0 +1,159 @@
+"""Building the row layout of the coordinate sweep (:data:`fmlearn.kernels.cd.Columns`) from CSR
+rows, without copying them: the colouring of the features, the entries of each colour class
+in row order, and the predictions of the rows for the sweep's row state.
+
+The fit's rows are rows of a *source* CSR matrix (the user's, when it is already canonical)
+through an index: fit row r is source row ``rows[r]`` (an empty ``rows`` means row r itself).
+So the canonical order and the merged duplicates of ``fmlearn._data.merged_rows`` cost an
+index of 4 bytes per row instead of a copy of the matrix.
+"""
+
+import numpy as np
+from numba import njit
+
+from .predict import _row
+
+
+@njit(cache=True, nogil=True)
+def _src(rows, r):
+    return r if rows.shape[0] == 0 else rows[r]
+
+
+@njit(cache=True)
+def rows_cooccurrence_work(indptr, inv):
+    """sum_r nnz_r^2 over the fit rows: the cost of the feature co-occurrence graph. Reads the
+    source rows in order; source row u counts when ``inv[u] >= 0`` (an empty ``inv``: all)."""
+    total = 0
+    for u in range(indptr.shape[0] - 1):
+        if inv.shape[0] and inv[u] < 0:
+            continue
+        m = indptr[u + 1] - indptr[u]
+        total += m * m
+    return total
+
+
+@njit(cache=True)
+def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
+    """The greedy colouring of :func:`fmlearn.kernels.cd.greedy_coloring` (features in index
+    order, each the smallest colour unused by its lower-index neighbours) computed by rounds
+    over the rows instead of a pass over the columns.
+
+    The greedy colouring is the one solution of color[j] = mex {color[l] : l < j shares a row
+    with j} (by induction on j). Each round recomputes every colour from the previous
+    round's by one streaming pass over the rows, a feature's lower neighbours' colours kept
+    as a 64-bit mask; after round t every feature whose chain of lower neighbours is shorter
+    than t has its final colour, and a round that changes nothing has reached the solution.
+    One-hot fields need two rounds (three with a field that follows two others). Rows with
+    ``keep[i]`` False are left out (an empty ``keep``: none).
+
+    Returns ``(color, n_colors, ok)``; ``ok`` is False when a colour reached 64 or
+    ``max_rounds`` rounds did not settle (the caller then runs the column-wise greedy
+    colouring).
+    """
+    color = np.zeros(n_features, dtype=np.int64)
+    mask = np.zeros(n_features, dtype=np.uint64)
+    n = indptr.shape[0] - 1
+    one = np.uint64(1)
+    for _ in range(max_rounds):
+        mask[:] = 0
+        for i in range(n):
+            if keep.shape[0] and not keep[i]:
+                continue
+            for a in range(indptr[i], indptr[i + 1]):
+                bit = one << np.uint64(color[indices[a]])
+                for b in range(a + 1, indptr[i + 1]):
+                    mask[indices[b]] |= bit
+        changed = False
+        n_colors = 0
+        for j in range(n_features):
+            m = mask[j]
+            c = 0
+            while c < 64 and (m >> np.uint64(c)) & one:
+                c += 1
+            if c >= 63:
+                return color, 0, False
+            if c != color[j]:
+                changed = True
+                color[j] = c
+            if c + 1 > n_colors:
+                n_colors = c + 1
+        if not changed:
+            return color, n_colors, True
+    return color, 0, False
+
+
+@njit(cache=True)
+def class_counts(indptr, indices, data, inv, color, n_colors):
+    """Entries per colour class over the fit rows, and whether every value of a class is 1.
+
+    Reads the source rows in their own order (streaming; the fit's order would jump through
+    them): source row u is a fit row when ``inv[u] >= 0`` (an empty ``inv``: every row)."""
+    count = np.zeros(n_colors, dtype=np.int64)
+    ones = np.ones(n_colors, dtype=np.bool_)
+    for u in range(indptr.shape[0] - 1):
+        if inv.shape[0] and inv[u] < 0:
+            continue
+        for p in range(indptr[u], indptr[u + 1]):
+            c = color[indices[p]]
+            count[c] += 1
+            if data[p] != 1.0:
+                ones[c] = False
+    return count, ones
+
+
+@njit(cache=True)
+def fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex):
+    """:func:`fill_classes` when every class has one entry in every fit row: the entry of class
+    c in fit row r goes to place r of the class, so the source rows are read in their own order
+    (streaming) and each entry written to its place (source row u is fit row ``inv[u]``, none
+    when negative; an empty ``inv``: row u itself)."""
+    for u in range(indptr.shape[0] - 1):
+        r = u
+        if inv.shape[0]:
+            r = inv[u]
+            if r < 0:
+                continue
+        for p in range(indptr[u], indptr[u + 1]):
+            j = indices[p]
+            c = color[j]
+            etpos[eptr[c] + r] = pos[j]
+            if xoff[c] >= 0:
+                ex[xoff[c] + r] = data[p]
+
+
+@njit(cache=True)
+def fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow, ex):
+    """Write every entry of the fit rows into its colour class, rows in order (see
+    :data:`fmlearn.kernels.cd.Columns`)."""
+    n_colors = eptr.shape[0] - 1
+    fill = np.zeros(n_colors, dtype=np.int64)
+    for r in range(n):
+        u = _src(rows, r)
+        for p in range(indptr[u], indptr[u + 1]):
+            j = indices[p]
+            c = color[j]
+            q = fill[c]
+            fill[c] = q + 1
+            etpos[eptr[c] + q] = pos[j]
+            if roff[c] >= 0:
+                erow[roff[c] + q] = r
+            if xoff[c] >= 0:
+                ex[xoff[c] + q] = data[p]
+
+
+@njit(cache=True)
+def predict_rows_at(indptr, indices, data, inv, w0, w, V, out):
+    """``out[inv[u]] = f(x)`` of every source row u with ``inv[u] >= 0`` (``out[u]`` of every
+    row when ``inv`` is empty): the prediction of ``fmlearn.kernels.predict.fm_predict_csr``,
+    row for row the same arithmetic, reading the source rows in their own order."""
+    k = V.shape[1]
+    q = np.empty(k)
+    qq = np.empty(k)
+    for u in range(indptr.shape[0] - 1):
+        r = u
+        if inv.shape[0]:
+            r = inv[u]
+            if r < 0:
+                continue
+        out[r] = _row(indptr, indices, data, u, w0, w, V, q, qq)
+    return out

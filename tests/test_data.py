@@ -1,0 +1,112 @@
+"""fmlearn._data: the merged-row index of the coordinate solvers against the merged copy it
+replaces (``merge_duplicate_rows``, the oracle), and the no-copy path of canonical CSR input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fmlearn._data import canonical_csr, merge_duplicate_rows, merged_rows, to_csr
+from fmlearn.kernels.dedup import radix_argsort
+from fmlearn.solvers._fm_common import FMState, column_data
+
+
+def _rows_with_duplicates(dtype, rng, n=600, d=40):
+    """Rows drawn from a small pool (many exact duplicates), some with other targets, some
+    empty, some weights zero; values not all 1."""
+    pool = sp.random(50, d, density=0.08, random_state=3, format="csr", dtype=np.float64)
+    pool.data = np.round(pool.data * 4) / 2 + 0.5  # a few distinct values, no zeros
+    pool = sp.vstack([pool, sp.csr_matrix((1, d))]).tocsr()  # an empty row
+    X = to_csr(pool[rng.integers(0, pool.shape[0], n)], dtype)
+    y = rng.integers(0, 3, n).astype(np.float64)  # duplicates of a row with other targets
+    y[rng.random(n) < 0.05] = -0.0  # -0.0 and 0.0 are one target
+    sw = rng.choice([0.0, 0.5, 1.0, 2.0], n, p=[0.2, 0.2, 0.4, 0.2])
+    return X, y, sw
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("by_first", [True, False])
+@pytest.mark.parametrize("zeros", [True, False, "unit"])
+def test_merged_rows_equals_merge_duplicate_rows(dtype, by_first, zeros):
+    rng = np.random.default_rng(0)
+    X, y, sw = _rows_with_duplicates(dtype, rng)
+    if not zeros:
+        sw[sw == 0] = 1.5
+    elif zeros == "unit":  # unit weights: the summed weights are counted, not added
+        sw[:] = 1.0
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw, group_by_first=by_first)
+    rows, yr, wr, keep = merged_rows(X, y, sw, group_by_first=by_first)
+    assert rows.dtype == np.int32 and Xm.shape[0] < X.shape[0]
+    Xr = X[rows]
+    # the same rows, in the same order, with the same targets and (bit for bit) weights
+    assert np.array_equal(Xr.indptr, Xm.indptr) and np.array_equal(Xr.indices, Xm.indices)
+    assert np.array_equal(Xr.data, Xm.data) and Xr.data.dtype == dtype
+    assert np.array_equal(yr, ym) and np.array_equal(wr.view(np.uint64), wm.view(np.uint64))
+    if zeros is True:
+        assert np.array_equal(keep, sw > 0) and np.all(sw[rows] > 0)
+    else:
+        assert keep is None
+
+
+def test_merged_rows_rejects_all_zero_weights():
+    X = to_csr(sp.eye(4, format="csr"))
+    with pytest.raises(ValueError, match="all sample weights are zero"):
+        merged_rows(X, np.ones(4), np.zeros(4))
+
+
+def test_radix_argsort_is_a_stable_argsort():
+    rng = np.random.default_rng(1)
+    for keys in (rng.integers(0, 2**63, 5000, dtype=np.uint64) * np.uint64(2),  # top bit too
+                 rng.integers(0, 7, 5000).astype(np.uint64) << np.uint64(40),  # ties, one digit
+                 np.zeros(10, dtype=np.uint64), np.zeros(0, dtype=np.uint64)):
+        order, sorted_keys = radix_argsort(keys)
+        assert np.array_equal(order, np.argsort(keys, kind="stable"))
+        assert np.array_equal(sorted_keys, keys[order])
+
+
+def test_canonical_csr_is_not_copied_and_others_are():
+    X = to_csr(sp.random(30, 9, density=0.3, random_state=0, format="csr"))
+    assert canonical_csr(X, np.float64) is X
+    unsorted = X.copy()
+    unsorted.indices[:2] = unsorted.indices[:2][::-1] if X.indptr[1] >= 2 else unsorted.indices[:2]
+    unsorted.has_sorted_indices = False
+    stored_zero = X.copy()
+    stored_zero.data[0] = 0.0
+    wide = X.copy()
+    wide.indices = wide.indices.astype(np.int64)
+    for other, dtype in ((X, np.float32), (unsorted, np.float64), (stored_zero, np.float64),
+                         (wide, np.float64), (X.toarray(), np.float64), (X.tocoo(), np.float64)):
+        got = canonical_csr(other, dtype)
+        assert got is not other and got.has_canonical_format and got.dtype == dtype
+        want = to_csr(other, dtype)
+        assert (got != want).nnz == 0 and np.array_equal(got.indptr, want.indptr)
+
+
+def _one_hot_with_duplicates(dtype, rng, n=800, users=30, items=20):
+    """User x item one-hot rows (every colour class covers every row), repeated pairs, a
+    scaled item value in some rows, some weights zero."""
+    u, i = rng.integers(0, users, n), rng.integers(0, items, n)
+    vals = np.where(rng.random(n) < 0.3, 2.0, 1.0)
+    X = sp.csr_matrix((np.column_stack([np.ones(n), vals]).ravel(),
+                       np.column_stack([u, users + i]).ravel(), np.arange(0, 2 * n + 1, 2)),
+                      shape=(n, users + items))
+    sw = rng.choice([0.0, 1.0, 2.0], n, p=[0.2, 0.5, 0.3])
+    return to_csr(X, dtype), rng.integers(1, 3, n).astype(np.float64), sw
+
+
+@pytest.mark.parametrize("make", [_rows_with_duplicates, _one_hot_with_duplicates])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_column_data_through_a_row_index_equals_the_merged_copy(make, dtype):
+    rng = np.random.default_rng(2)
+    X, y, sw = make(dtype, rng)
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
+    rows, yr, wr, keep = merged_rows(X, y, sw)
+    a, b = column_data(Xm, ym, wm), column_data(X, yr, wr, rows, keep)
+    # one-hot fields take the source-order fill (every class in every row), the others not
+    assert np.all(b.plan.roff < 0) == (make is _one_hot_with_duplicates)
+    for name in a.cols._fields:
+        assert np.array_equal(getattr(a.cols, name), getattr(b.cols, name)), name
+    for name in ("order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr"):
+        assert np.array_equal(getattr(a.plan, name), getattr(b.plan, name)), name
+    V = rng.standard_normal((X.shape[1], 3))
+    state = FMState(0.3, rng.standard_normal(X.shape[1]), V)
+    assert np.array_equal(a.predict(state), b.predict(state))
