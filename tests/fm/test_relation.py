@@ -7,14 +7,12 @@ import scipy.sparse as sp
 
 import reference as ref
 from fmlearn import FMClassifier, FMRegressor, RelationBlock, RelationData
-from fmlearn.kernels.cd_columns import Config, Model, Prior
+from fmlearn.kernels.cd import Config, Model, Prior
 from fmlearn.kernels.cd_relation import relation_predict, relation_predict_samples, relation_sweep
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.relation import check_relation_data, merge_relation_rows
-from fmlearn.solvers import _fm_columns as fm_common
-from fmlearn.solvers import _fm_common as fm_common_flat
-from fmlearn.solvers._fm_common import FMState, group_index
-from fmlearn.solvers._fm_common import column_data as flat_column_data
+from fmlearn.solvers import _fm_common as fm_common
+from fmlearn.solvers._fm_common import FMState, column_data, group_index
 from fmlearn.solvers.als import ALSSettings, als_solver
 from fmlearn.solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from fmlearn.solvers.relation import (
@@ -59,6 +57,19 @@ def _relational_order(data, d):
     """The relational sweep's visiting order: the row-level features in their plan's order,
     then every block feature in index order."""
     return np.concatenate([data.plan.order, np.arange(data.plan.order.shape[0], d)])
+
+
+def _relational_classes(data, d):
+    """``(order, color_ptr, color)`` of the relational sweep (the classes of
+    ``fm_common._colour_classes``): the row-level plan's colour classes, then every block
+    feature as a class of its own, in index order."""
+    order = _relational_order(data, d)
+    d0 = data.plan.order.shape[0]
+    row_ptr = data.plan.color_ptr
+    color_ptr = np.concatenate([row_ptr, row_ptr[-1] + np.arange(1, d - d0 + 1)])
+    color = np.empty(d, dtype=np.int64)
+    color[order] = np.repeat(np.arange(color_ptr.shape[0] - 1), np.diff(color_ptr))
+    return order, color_ptr.astype(np.int64), color
 
 
 # -- the sweep against the oracle ----------------------------------------------------------------
@@ -154,26 +165,37 @@ def ref_phi(x):
 
 # -- against the flat solvers -------------------------------------------------------------------
 
-@pytest.mark.parametrize("task", ["regression", "probit", "als"])
-def test_relational_solvers_equal_the_flat_solvers(task, monkeypatch):
+@pytest.mark.parametrize("task, rows", [("regression", "sparse"), ("probit", "sparse"),
+                                        ("als", "sparse"), ("regression", "onehot"),
+                                        ("als", "onehot")])
+def test_relational_solvers_equal_the_flat_solvers(task, rows, monkeypatch):
     # The same rows in the same order, the flat sweep visiting the features in the relational
     # order: the same chain (same random numbers) / the same ALS iterates, up to rounding.
-    # (regression with unit weights: the fused pass over the samples of kernels.cd_relation)
+    # (regression with unit weights: the fused pass over the samples of kernels.cd_relation;
+    # "onehot": row-level fields whose colour classes hold several features, stored one entry
+    # per row by kernels.cd)
     rng, Xr, y, sw = _case(3, weights=task != "regression")
+    if rows == "onehot":
+        n = Xr.shape[0]
+        onehot = sp.csr_matrix((np.ones(2 * n), np.column_stack(
+            [rng.integers(0, 6, n), 6 + rng.integers(0, 4, n)]).ravel(),
+            np.arange(0, 2 * n + 1, 2)), shape=(n, 10))
+        Xr = RelationData(onehot, Xr.blocks)
     Xr, blocks = _parts(Xr)
     X = Xr.to_csr()
     d, k = X.shape[1], 3
     if task == "probit":
         y = np.where(y > 0, 1.0, -1.0)
-    # One feature per colour class in index order on both sides: the relational sweep's order
-    # (row-level features, then the blocks') is then the flat sweep's (kernels.cd's class-major
-    # layout builds its own plan, so the flat side cannot take the relational plan's order).
-    monkeypatch.setattr(fm_common, "COLORING_BUDGET", -1)
-    monkeypatch.setattr(fm_common_flat, "COLORING_BUDGET", -1)
     rel = relation_column_data(Xr.X, blocks, y, sw)
-    assert np.array_equal(_relational_order(rel, d), np.arange(d))
-    flat = flat_column_data(X, y, sw)
-    groups = group_index(np.repeat([0, 1, 2], [3, 9, 4]), d)
+    if rows == "onehot":  # the row-level plan has classes of several features
+        assert rel.plan.color_ptr.shape[0] - 1 == 2
+    # The flat solver on the expanded rows, its layout built (kernels.cd's class-major rows)
+    # for the relational sweep's classes: the row-level plan's, then one per block feature.
+    classes = _relational_classes(rel, d)
+    monkeypatch.setattr(fm_common, "_colour_classes", lambda *a: classes)
+    flat = column_data(X, y, sw)
+    np.testing.assert_array_equal(flat.plan.order, _relational_order(rel, d))
+    groups = group_index(np.repeat([0, 1, 2], [d - 9, 5, 4]), d)
     state = FMState(0.1, 0.1 * rng.normal(size=d), 0.1 * rng.normal(size=(d, k)))
     a, b = state.copy(), state.copy()
     if task == "als":
@@ -229,7 +251,6 @@ def test_fit_on_relation_data_equals_fit_on_expanded_matrix(solver, monkeypatch)
     # MovieLens with implicit features) both sweeps visit the features in index order: the
     # estimators' fits agree up to rounding, whatever the order of the merged rows.
     monkeypatch.setattr(fm_common, "COLORING_BUDGET", -1)
-    monkeypatch.setattr(fm_common_flat, "COLORING_BUDGET", -1)
     _, Xr, y, sw = _case(5, n=80)
     kw = dict(n_factors=3, solver=solver, n_iter=8, random_state=0, reg_linear=0.2,
               reg_pairwise=0.2) if solver == "als" else dict(n_factors=3, n_iter=8,
@@ -277,12 +298,13 @@ def test_merged_rows_are_order_invariant_and_keep_the_weights():
 
 
 def test_threads_do_not_change_the_chain(monkeypatch):
-    # row-level one-hot fields whose colour classes are forced parallel (kernels.cd's class
-    # sweep); the block passes are serial: the same chain on one thread or two
-    from fmlearn.kernels.cd_columns import _parallel_flag
+    # row-level one-hot fields whose colour classes are forced into blocks gathered in
+    # parallel (kernels.cd); the block passes are serial: the same chain on one thread or two
+    from fmlearn.kernels.cd import _parallel_flag
 
+    monkeypatch.setattr(fm_common, "BLOCKED_MIN_ROWS", 0)
     monkeypatch.setattr(fm_common, "MIN_PARALLEL_NNZ", 0)
-    monkeypatch.setattr(fm_common, "MIN_PARALLEL_ROWS", 0)
+    monkeypatch.setattr(fm_common, "BLOCK_ALIGN", 1)
     rng, Xr, y, _ = _case(8, n=200)
     n = Xr.shape[0]
     onehot = sp.csr_matrix((np.ones(2 * n), np.column_stack(

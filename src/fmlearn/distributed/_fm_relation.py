@@ -32,7 +32,7 @@ from .._data import to_csr
 from .._plan import DataSummary
 from ..fm._plan import ClassicFMPlan
 from ..fm._relation import check_warm_layout
-from ..kernels.cd_columns import Columns, _Pass
+from ..kernels.cd import Columns, Config, _Pass
 from ..kernels.cd_relation import (
     N_CACHE,
     Relations,
@@ -223,8 +223,6 @@ class _RelSweeper(_Sweeper):
     def _after_pass(self, cluster, ap, slot, theta, col, cur, nxt, fn, step):
         import time
 
-        from ..kernels.cd_columns import Config
-
         rel = self.rel
         B = rel.boff.shape[0] - 1
         if B == 0:
@@ -257,9 +255,8 @@ def _client_relations(blocks, d0, dtype, wsum):
     the workers: ``rows`` and ``ix`` are empty)."""
     boff, foff, bptr, bidx, bval, cptr, cidx, cval = _stack(blocks, d0, dtype)
     R = max(1, int(boff[-1]))
-    i64, i32 = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    rows = Columns(i64, i32, np.zeros(0, dtype=dtype), i64, i32, np.zeros(0, dtype=dtype),
-                   np.zeros(0), np.zeros(0), True)
+    i32 = np.zeros(0, dtype=np.int32)
+    rows = Columns(i32, i32, np.zeros(0, dtype=dtype), np.zeros(0), np.zeros(0), True)
     w = np.zeros(R)
     if wsum.shape[0]:
         w[:wsum.shape[0]] = wsum

@@ -6,8 +6,9 @@ row-level features, then the row b_r(i) of each block r (see :mod:`fmlearn.relat
 Features are numbered in that order: the row-level ones 0..d0-1, then block r's
 ``foff[r]..foff[r+1]-1``. The sweep is :func:`fmlearn.kernels.cd.gibbs_sweep`'s, in its draw
 order; this module supplies its two steps for the :data:`Relations` record: w0's step, and a
-pass that runs the row-level features with :mod:`fmlearn.kernels.cd`'s column pass, then each
-block's features, block after block, each in index order.
+pass that runs the row-level features with :mod:`fmlearn.kernels.cd`'s pass over its colour
+classes (class-major row layout), then each block's features, block after block, each in
+index order.
 
 A block feature j of block r touches every sample of every block row b that holds it, and the
 samples of one block row differ only in their other parts. With e_i the row state of
@@ -38,15 +39,16 @@ recomputes each derivative exactly). A last pass over the samples writes the blo
 to each row state: the block row's own share of the prediction moved by DY (the sum of the
 delta a_b), its cross term by qm_i DQ (DQ the change of qB), so
 e_i += DY[b] + qm_i DQ[b] and q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds
-the block row's sum of the next factor to the next factor's column, as the column pass does for
-its features.
+the block row's sum of the next factor to the next factor's column, as the row-level pass does
+for its features.
 
 Per sweep the cost is O(k (nnz(X^0) + sum_r nnz(X_r) + B n)) against O(k nnz(expanded)) for the
 flat sweep. The result is that of the flat sweep over the expanded matrix visiting the
-features in the same order (row-level in the plan's order, then the blocks' in index order)
-up to the order of the floating-point sums (ALS with the squared loss, MCMC), tested against
-a NumPy oracle and against the flat sweep. The block passes run serially (their sums are
-scattered into the block rows); nothing depends on the number of threads.
+features in the same order (the row-level plan's colour classes, then every block feature as a
+class of its own, in index order) up to the order of the floating-point sums (ALS with the
+squared loss, MCMC), tested against a NumPy oracle and against the flat sweep. The block
+passes run serially (their sums are scattered into the block rows); nothing depends on the
+number of threads.
 
 Prediction (:func:`relation_predict`, :func:`relation_predict_samples`): the block rows'
 linear terms, factor sums and squared factor sums are tabled once per call for the block rows
@@ -61,9 +63,11 @@ from numba import njit
 from numba.extending import overload
 
 from . import compile_for
-from .cd_columns import (
+from .cd import (
     _dloss,
+    _fused,
     _parallel_flag,
+    _Side,
     _step,
     _sweep_pass,
     bias_step,
@@ -340,14 +344,31 @@ def _block_features(rel, r, pa, group, cfg):
 
 
 @njit(cache=True, nogil=True)
+def _flush(cols, plan, V, E, loss, par):
+    """Write the changes of the row-level pass's last colour class to the row states.
+
+    :func:`kernels.cd._sweep_pass` leaves them to the first fused pass of the next factor
+    (``plan.pend``) when a factor follows; the block passes read the row states (E[:, 0] and
+    the factor sums), so they are written here first, by the same scatter of ``kernels.cd``
+    (its :func:`~fmlearn.kernels.cd._fused` pass with nothing gathered)."""
+    pend = plan.pend
+    if pend[0] < 0:
+        return
+    sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+    _fused(cols, plan, E, sc, _Side(-1, 0, 0, 0, -1, 0), -1, V, loss, par)
+    pend[0] = -1
+
+
+@njit(cache=True, nogil=True)
 def _relation_pass(rel, plan, pa, group, E, cfg, par):
-    # The row-level features with kernels.cd's column pass (which clears and starts the next
+    # The row-level features with kernels.cd's pass (which clears and starts the next
     # factor's column), then block after block: gather its caches, update its features, write
     # its changes (and its share of the next factor's sums) back to the row states.
     _sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
     B = rel.ix.shape[0]
     if B == 0:
         return
+    _flush(rel.rows, plan, pa.V, E, cfg.loss, par)
     fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
     _prepare(rel, 0, pa)
     _gather(rel, 0, pa, E, cfg)
@@ -394,6 +415,7 @@ def compile_relation_sweep(rel, plan, prior, model, E, z, g, cfg):
 
 @njit(cache=True)
 def _relation_sweep(rel, plan, prior, model, E, z, g, cfg, par):
+    plan.pend[0] = -1  # no class's changes pending (see kernels.cd._coordinate_sweep)
     return gibbs_sweep(rel, plan, prior, model, E, E[:, 0], par, z, g, cfg)
 
 

@@ -6,15 +6,15 @@ Same settings, same chain, same random numbers, same loop (:func:`~fmlearn.solve
 run_sweeps`, :func:`~fmlearn.solvers.mcmc.run_chain`): only the data record, the sweep and the
 prediction that rebuilds the row states differ. With the rows of the expanded matrix in the
 same order and the flat sweep visiting the features in the relational order (the row-level
-features in their plan's order, then each block's in index order), the ALS iterates and the
-MCMC chain equal the flat solvers' up to the order of floating-point summation.
+features in their plan's colour classes, then each block's in index order), the ALS iterates
+and the MCMC chain equal the flat solvers' up to the order of floating-point summation.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd_columns import Config, Model, Prior, gamma_shapes, n_normals
+from ..kernels.cd import Config, Model, Prior, gamma_shapes, n_normals
 from ..kernels.cd_relation import (
     N_CACHE,
     RelationRows,
@@ -24,8 +24,7 @@ from ..kernels.cd_relation import (
     relation_sweep,
 )
 from ..kernels.losses import SMOOTHNESS, SQUARED
-from ._fm_columns import column_data
-from ._fm_common import group_index
+from ._fm_common import column_data, group_index
 from .als import fixed_prior, run_sweeps
 from .mcmc import _reserve, draw_latent, run_chain, sweep_config
 
@@ -56,11 +55,7 @@ class RelationColumnData:
 
     @property
     def n_samples(self):
-        return self.rel.rows.rindptr.shape[0] - 1
-
-    def with_plan(self, plan):
-        """The same data visiting the row-level features in another order (tests)."""
-        return RelationColumnData(self.rel, plan, self.rows)
+        return self.rel.rows.y.shape[0]
 
 
 def _stack(blocks, d0, dtype):
