@@ -303,8 +303,8 @@ def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
     assert "2000 rows, 30 features, read in chunks" in out
     got = load(model)
     Est = FMRegressor if task == "r" else FMClassifier
-    # the CLI keeps libFM's -init_stdev default of 0.1 (the API's default is "auto")
-    ref = Est(n_factors=3, solver="sgd", n_iter=2, init_stdev=0.1, random_state=0)
+    # the CLI's --init-stdev defaults to the API's "auto" (libFM's flag mode keeps its 0.1)
+    ref = Est(n_factors=3, solver="sgd", n_iter=2, random_state=0)
     X, y = load_svmlight(sgd_files[task], n_features=30, zero_based=True)
     Xt, yt = load_svmlight(sgd_files[task + "_test"], n_features=30, zero_based=True)
     kw = {"classes": [-1.0, 1.0]} if task == "c" else {}
@@ -317,7 +317,7 @@ def test_cli_fit_stream_equals_fit_stream(sgd_files, tmp_path, capsys, task):
     # --log holds the real train metric of every epoch (the model after 1 epoch, then 2)
     rows = [line.split("\t") for line in open(log).read().splitlines()]
     assert len(rows) == 3  # header + one row per epoch
-    one = Est(n_factors=3, solver="sgd", n_iter=1, init_stdev=0.1, random_state=0)
+    one = Est(n_factors=3, solver="sgd", n_iter=1, random_state=0)
     fit_stream(one, [(X, y)], n_epochs=1, batch_size=300, **kw)
     for row, m in zip(rows[1:], (one, ref), strict=True):
         pred = m.predict(X)
