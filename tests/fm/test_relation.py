@@ -16,7 +16,6 @@ from fmlearn.solvers._fm_common import FMState, column_data, group_index
 from fmlearn.solvers.als import ALSSettings, als_solver
 from fmlearn.solvers.mcmc import Chain, MCMCSettings, mcmc_solver
 from fmlearn.solvers.relation import (
-    _row_state,
     relation_als_solver,
     relation_column_data,
     relation_mcmc_solver,
@@ -93,7 +92,7 @@ def test_relation_sweep_matches_full_conditional_oracle(sample, relax):
     lam_v, mu_v = np.array([[1.5, 0.6], [0.7, 2.0]]), np.array([[-0.2, 0.5], [0.3, -0.1]])
     z = rng.normal(size=1 + 2 + d + k * (2 + d))
     state = FMState(w0, w.copy(), V.copy())
-    E = _row_state(data, state, y)
+    E = data.row_state(state, y)
     prior = Prior(group, size, lam_w.copy(), mu_w.copy(), lam_v.copy(), mu_v.copy())
     model = Model(state.w, state.V, np.array([w0, alpha]))
     cfg = Config(SQUARED, 1.0, sample, False, False, reg0, 1.0, 1.0, 1.0, 0.0, relax)

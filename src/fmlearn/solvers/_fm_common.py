@@ -6,7 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._data import raw
-from ..kernels.cd import CHUNK_ROWS, Columns, Plan, greedy_coloring
+from ..kernels.cd import (
+    CHUNK_ROWS,
+    Columns,
+    Plan,
+    compile_sweep,
+    coordinate_sweep,
+    greedy_coloring,
+)
 from ..kernels.cd_layout import (
     class_counts,
     coloring_rounds,
@@ -115,6 +122,16 @@ class ColumnData:
         """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
         E[:, 0] = self.predict(state)
         E[:, 0] -= target
+
+    def compile_sweep(self, prior, model, E, z, g, cfg):
+        """Compile (or load from numba's cache) :meth:`sweep`'s kernel for these arguments."""
+        compile_sweep(self.cols, self.plan, prior, model, E, z, g, cfg)
+
+    def sweep(self, prior, model, E, z, g, cfg):
+        """One coordinate sweep (:func:`~fmlearn.kernels.cd.coordinate_sweep`) in place; the
+        ALS and MCMC solvers call the data's sweep, so relational data
+        (:class:`~fmlearn.solvers.relation.RelationColumnData`) runs through the same solvers."""
+        return coordinate_sweep(self.cols, self.plan, prior, model, E, z, g, cfg)
 
     def with_target(self, y):
         """The same data with other targets (MCMC probit's latent z)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import Config, Model, Prior, compile_sweep, coordinate_sweep
+from ..kernels.cd import Config, Model, Prior
 from ..kernels.losses import SMOOTHNESS, SQUARED, loss_value_np
 from ._fm_common import group_index
 
@@ -65,7 +65,7 @@ def als_solver(data, state, settings, callback=None, on_start=None):
 
     Parameters
     ----------
-    data : ColumnData
+    data : ColumnData or RelationColumnData (relation blocks)
     state : FMState
     settings : ALSSettings
     callback : callable(iteration, E, target) -> bool, optional
@@ -88,12 +88,12 @@ def als_solver(data, state, settings, callback=None, on_start=None):
     model = Model(state.w, state.V, np.array([state.w0, 1.0]))
     target = y if code == SQUARED else np.zeros_like(y)
     E = data.row_state(state, target)
-    compile_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg)
+    data.compile_sweep(prior, model, E, _EMPTY, _EMPTY, cfg)
     if on_start is not None:
         on_start()
     return run_sweeps(
         settings, state, model,
-        lambda: coordinate_sweep(data.cols, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg),
+        lambda: data.sweep(prior, model, E, _EMPTY, _EMPTY, cfg),
         lambda: data.refresh(E, state, target),
         None if callback is None else lambda it: callback(it, E, target))
 

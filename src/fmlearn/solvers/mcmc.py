@@ -43,8 +43,6 @@ from ..kernels.cd import (
     Config,
     Model,
     Prior,
-    compile_sweep,
-    coordinate_sweep,
     gamma_shapes,
     n_normals,
 )
@@ -175,7 +173,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
 
     Parameters
     ----------
-    data : ColumnData
+    data : ColumnData or RelationColumnData (relation blocks)
         ``data.y`` holds regression targets, or labels in {-1, +1} when ``settings.probit``.
     state : FMState
         The current sample.
@@ -207,7 +205,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
     target = data.y if not settings.probit else np.zeros_like(data.y)
     E = data.row_state(state, target)  # E[:, 0] = pred - target
     _reserve(chain, state, settings)
-    compile_sweep(data.cols, data.plan, prior, model, E, np.zeros(nz), shapes, cfg)
+    data.compile_sweep(prior, model, E, np.zeros(nz), shapes, cfg)
     if on_start is not None:
         on_start()
 
@@ -217,8 +215,8 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
             pred = E[:, 0] + target
             target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
             E[:, 0] = pred - target
-        return coordinate_sweep(data.cols, data.plan, prior, model, E, rs.standard_normal(nz),
-                                rs.standard_gamma(shapes), sweep_config(cfg, chain, settings))
+        return data.sweep(prior, model, E, rs.standard_normal(nz), rs.standard_gamma(shapes),
+                          sweep_config(cfg, chain, settings))
 
     return run_chain(settings, seed, chain, state, model, sweep,
                      lambda: data.refresh(E, state, target),

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd import Config, Model, Prior, gamma_shapes, n_normals
 from ..kernels.cd_relation import (
     N_CACHE,
     RelationRows,
@@ -23,10 +22,9 @@ from ..kernels.cd_relation import (
     relation_predict,
     relation_sweep,
 )
-from ..kernels.losses import SMOOTHNESS, SQUARED
-from ._fm_common import column_data, group_index
-from .als import fixed_prior, run_sweeps
-from .mcmc import _reserve, draw_latent, run_chain, sweep_config
+from ._fm_common import column_data
+from .als import als_solver
+from .mcmc import mcmc_solver
 
 __all__ = ["RelationColumnData", "relation_column_data", "relation_rows", "predict_relation",
            "relation_als_solver", "relation_mcmc_solver"]
@@ -56,6 +54,27 @@ class RelationColumnData:
     @property
     def n_samples(self):
         return self.rel.rows.y.shape[0]
+
+    # the interface of solvers._fm_common.ColumnData that the ALS and MCMC solvers use
+    def row_state(self, state, target):
+        """The (n, 3) row cache: column 0 is pred - target, columns 1 and 2 work space."""
+        E = np.zeros((self.n_samples, 3), dtype=np.float64)
+        E[:, 0] = predict_relation(self.rows, state) - target
+        return E
+
+    def refresh(self, E, state, target):
+        """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
+        E[:, 0] = predict_relation(self.rows, state)
+        E[:, 0] -= target
+
+    def compile_sweep(self, prior, model, E, z, g, cfg):
+        compile_relation_sweep(self.rel, self.plan, prior, model, E, z, g, cfg)
+
+    def sweep(self, prior, model, E, z, g, cfg):
+        """One block-aware sweep (:func:`~fmlearn.kernels.cd_relation.relation_sweep`): with
+        the logistic loss each block's pass is a majorization step, so ALS's objective still
+        never increases."""
+        return relation_sweep(self.rel, self.plan, prior, model, E, z, g, cfg)
 
 
 def _stack(blocks, d0, dtype):
@@ -137,68 +156,8 @@ def predict_relation(rows, state):
     return out
 
 
-def _row_state(data, state, target):
-    E = np.zeros((data.n_samples, 3), dtype=np.float64)
-    E[:, 0] = predict_relation(data.rows, state) - target
-    return E
-
-
-def _refresh(E, data, state, target):
-    E[:, 0] = predict_relation(data.rows, state)
-    E[:, 0] -= target
-
-
-def relation_als_solver(data, state, settings, callback=None, on_start=None):
-    """:func:`fmlearn.solvers.als.als_solver` on :class:`RelationColumnData` (same arguments
-    and result). With the logistic loss each block's pass is a majorization step (see
-    :mod:`fmlearn.kernels.cd_relation`): the objective still never increases."""
-    d, k = state.V.shape
-    y = data.y
-    code = settings.loss_code
-    prior = fixed_prior(settings.groups, d, k, settings.reg_linear, settings.reg_pairwise)
-    cfg = Config(code, float(SMOOTHNESS[code]), False, False, False, float(settings.reg_bias),
-                 1.0, 1.0, 1.0, 0.0)
-    model = Model(state.w, state.V, np.array([state.w0, 1.0]))
-    target = y if code == SQUARED else np.zeros_like(y)
-    E = _row_state(data, state, target)
-    compile_relation_sweep(data.rel, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg)
-    if on_start is not None:
-        on_start()
-    return run_sweeps(
-        settings, state, model,
-        lambda: relation_sweep(data.rel, data.plan, prior, model, E, _EMPTY, _EMPTY, cfg),
-        lambda: _refresh(E, data, state, target),
-        None if callback is None else lambda it: callback(it, E, target))
-
-
-def relation_mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None):
-    """:func:`fmlearn.solvers.mcmc.mcmc_solver` on :class:`RelationColumnData` (same arguments
-    and result): the same chain, drawn from the same random numbers."""
-    d, k = state.V.shape
-    group, size = settings.groups if settings.groups is not None else group_index(None, d)
-    prior = Prior(group, size, chain.lambda_w, chain.mu_w, chain.lambda_v, chain.mu_v)
-    cfg = Config(SQUARED, 1.0, True, True, not settings.probit, float(settings.reg_bias),
-                 settings.alpha_0, settings.beta_0, settings.gamma_0, settings.mu_0,
-                 float(settings.relax))
-    shapes = gamma_shapes(d, k, size, cfg, float(data.sw.sum()))
-    nz = n_normals(d, k, size.shape[0])
-    model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
-    target = data.y if not settings.probit else np.zeros_like(data.y)
-    E = _row_state(data, state, target)
-    _reserve(chain, state, settings)
-    compile_relation_sweep(data.rel, data.plan, prior, model, E, np.zeros(nz), shapes, cfg)
-    if on_start is not None:
-        on_start()
-
-    def sweep(rs):
-        nonlocal target
-        if settings.probit:
-            pred = E[:, 0] + target
-            target = draw_latent(pred, data.y, 1.0 - rs.random(pred.shape[0]))
-            E[:, 0] = pred - target
-        return relation_sweep(data.rel, data.plan, prior, model, E, rs.standard_normal(nz),
-                              rs.standard_gamma(shapes), sweep_config(cfg, chain, settings))
-
-    return run_chain(settings, seed, chain, state, model, sweep,
-                     lambda: _refresh(E, data, state, target),
-                     None if callback is None else lambda it: callback(it, E, target))
+# The ALS and MCMC solvers run on RelationColumnData as they do on ColumnData (the data object
+# carries its sweep kernel): these names are those solvers, kept for the callers that say
+# "relational" (same arguments and result, the same chain from the same random numbers).
+relation_als_solver = als_solver
+relation_mcmc_solver = mcmc_solver
