@@ -411,9 +411,9 @@ class FMRegressor(ClassicFMContrastMixin, FMRegressorMixin, _BaseClassicFM):
         non-zero training feature values, so the initial terms do not depend on the scale of X
         (0.1 on one-hot data), and at most the value at which the initial pairwise term's
         spread is half the targets' (dense rows have many pairs: Lin et al. 2019, Fig. 1(a));
-        the rule is in docs/parameters.md; for SGD ``min(0.1, sqrt(learning_rate / 2))``, the spread of
-        constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K test RMSE
-        -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
+        the rule is in docs/parameters.md; for SGD ``min(0.1, sqrt(learning_rate / 2))``, the
+        spread of constant-step SGD's own iterates (0.05 at libFM's step 0.005; MovieLens-100K
+        test RMSE -0.002 against 0.1, benchmarks/RESULTS.md), from the settings only so that ``fit``
         equals ``partial_fit`` on batches. The value used is recorded in ``init_stdev_``.
     reg_bias, reg_linear, reg_pairwise : float, default=0.0
         L2 penalties on w0, w and V for ALS and SGD (libFM ``-regular r0,r1,r2``); for MCMC,

@@ -23,9 +23,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import failure_atomic, progress, store_params
+from .._data import to_csr
 from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import EarlyStopping, rule_of_params
-from .._data import to_csr
 from ..exceptions import ConvergenceWarning, DivergenceError, SmallBatchWarning
 from ..linalg import symmetric_low_rank
 from ..solvers.one_pass import (

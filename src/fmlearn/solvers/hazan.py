@@ -330,7 +330,7 @@ def hazan_solver(data, state, settings, rng, eval_data=None, callback=None, pre_
         gap = eta * max(rho, 0.0) - 2.0 * gq
         record = {"objective": obj, "gap": gap, "step": 0.0, "train": train,
                   "val_pred": None if qv is None else linear.predict_eval(eval_data[0]) + qv,
-                  "snapshot": lambda: _snapshot(linear, buf, lam, t, v0, settings)}
+                  "snapshot": lambda lam=lam, t=t: _snapshot(linear, buf, lam, t, v0, settings)}
         if pre_step is not None:
             pre_step(it, record)
         # Every iterate certifies J* >= J(W_t) - gap_t (convexity), so J(W) - J* is at most
