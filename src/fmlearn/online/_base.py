@@ -14,9 +14,10 @@ import numbers
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, progress
@@ -138,8 +139,91 @@ def check_loaded_float(est, name, required):
         raise ValueError(f"{name} = {value!r} must be a positive finite float")
 
 
+def column_scale(X, sw, what="trace_bound='auto'", param="trace_bound"):
+    """The root mean square of each column's non-zero values (weighted by the rows' weights),
+    1 for a column without one: a divisor of the column (a division, so that a one-hot column
+    times f, whose scale is f exactly, gives back exactly 1). Computed relative to each
+    column's largest |value| so that neither the squares nor their sums under- or overflow."""
+    d = X.shape[1]
+    nz = X.data != 0
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[nz]
+    cols, vals = X.indices[nz], np.abs(X.data[nz])
+    w = sample_weights(sw)[rows]
+    top = np.zeros(d)
+    np.maximum.at(top, cols, vals)
+    count = np.bincount(cols, weights=w, minlength=d)
+    seen = (count > 0) & (top > 0)
+    rel = vals / np.where(top > 0, top, 1.0)[cols]
+    mean2 = np.bincount(cols, weights=w * rel ** 2, minlength=d)
+    scale = np.ones(d)
+    with np.errstate(over="ignore"):
+        scale[seen] = top[seen] * np.sqrt(mean2[seen] / count[seen])
+    if not np.all(np.isfinite(scale) & (scale > 1 / MAX_SCALE) & (scale < MAX_SCALE)):
+        raise ValueError(f"{what}: a column's values are too large or too small to be "
+                         f"rescaled in float64; rescale X or give {param}")
+    return scale
+
+
+STANDARDIZE_CONSTRAINT = ["boolean", StrOptions({"auto"})]
+
+
+def standardizer(X, sw, centre):
+    """``(mean_, scale_)`` of ``standardize`` from the first batch X (CSR, the rows' weights
+    ``sw``): with ``centre`` the weighted mean and standard deviation of each column (1 for a
+    constant column, as scikit-learn's ``StandardScaler``), else zeros and the root mean
+    square of each column's non-zero values (:func:`column_scale`: sparse rows stay sparse,
+    a one-hot column keeps its values)."""
+    d = X.shape[1]
+    if not centre:
+        return np.zeros(d), column_scale(X, sw, "standardize", "standardize=False")
+    p = sample_weights(sw)
+    dense = X.toarray()
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = p @ dense
+        dense -= mean
+        top = np.abs(dense).max(axis=0) if dense.shape[0] else np.zeros(d)
+        top[~(top > 0)] = 1.0
+        scale = top * np.sqrt(p @ (dense / top) ** 2)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
+        raise ValueError("feature values are too large to be standardised in float64; "
+                         "rescale X or set standardize=False")
+    scale[~(scale > 1 / MAX_SCALE)] = 1.0  # a constant column: centred to 0, not divided
+    return mean, scale
+
+
+def standardized(X, mean, scale):
+    """The CSR rows (X - mean) / scale (X itself without ``scale``); with a mean the rows
+    become dense (a sparse X of a centred model is densified)."""
+    if scale is None:
+        return X
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.any(mean):
+            out = to_csr((X.toarray() - mean) / scale, np.float64)
+        else:
+            out = X.copy()
+            out.data = out.data / scale[out.indices]
+    if out.nnz and not np.all(np.isfinite(out.data)):
+        raise ValueError("standardised feature values overflow float64 (values far beyond "
+                         "those of the first batch); rescale X")
+    return out
+
+
+def input_coordinates(b, w, times_W, mean, factor):
+    """The constant and linear terms in the coordinates of X of the model
+    b + <w, z> + 1/2 z' W z on z = factor o (x - mean) (W the symmetric matrix of the
+    interactions the model uses, its diagonal included only when the model has x_j^2 terms;
+    ``times_W(u)`` = W u): with u = factor o mean, b - <w, u> + 1/2 u' W u and
+    factor o (w - W u); the matrix in the coordinates of X is diag(factor) W diag(factor)."""
+    u = factor * mean
+    Wu = times_W(u)
+    return float(b - w @ u + 0.5 * u @ Wu), factor * (w - Wu)
+
+
 class _OnlineBase(BaseFM):
     """Validation, the live learner, fit / partial_fit and prequential predictions."""
+
+    # a model file of fmlearn 0.2 (before ``standardize``) was fitted on X as given
+    _params_before = {"standardize": False}
 
     _common_constraints = {
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -147,6 +231,7 @@ class _OnlineBase(BaseFM):
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "standardize": STANDARDIZE_CONSTRAINT,
         **STOPPING_CONSTRAINTS,
     }
 
@@ -233,12 +318,15 @@ class _OnlineBase(BaseFM):
 
     # -- validation -------------------------------------------------------------------------
     def _validate(self, X, y, sample_weight, reset, classes=None):
+        """The rows as the model sees them (CSR, standardised with the first batch's
+        statistics, which a ``reset`` call derives), float64 targets and weights."""
         fast = None if reset else self._validate_train_fast(X, y, sample_weight)
         if fast is not None:
             X, y, sw = fast
         else:
             kw = {"classes": classes} if self._is_classifier() else {}
             X, y, sw = self._validate_train(X, y, sample_weight, reset=reset, **kw)
+        sparse_input = sp.issparse(X)
         if sw.shape[0] and sw.max() > MAX_WEIGHT:
             raise ValueError(f"sample_weight above {MAX_WEIGHT:.0f}: a row of weight s is "
                              f"learned as ceil(s) rounds; rescale the weights")
@@ -253,8 +341,29 @@ class _OnlineBase(BaseFM):
         if np.any(np.abs(y) > 1e150):
             raise ValueError("targets above 1e150 in magnitude would overflow the learners' "
                              "squared terms; rescale y")
+        if reset:
+            self._fit_standardize(X, sw, sparse_input)
+        X = self._standardized(X)
         self._check_scale(X)
         return X, np.ascontiguousarray(y, dtype=np.float64), sw
+
+    def _fit_standardize(self, X, sw, sparse_input):
+        """``standardize``: ``mean_`` and ``scale_`` from the first batch X (CSR), frozen
+        afterwards (later batches, ``partial_fit`` after ``fit`` and predictions apply them).
+        ``"auto"``: a dense X is centred and divided by its columns' standard deviations, a
+        sparse X only divided by the root mean square of each column's non-zero values (it
+        stays sparse; one-hot columns are unchanged); True: centred and scaled whatever its
+        kind (a sparse X becomes dense); False: X as given (no ``mean_``, ``scale_``)."""
+        self.__dict__.pop("mean_", None)
+        self.__dict__.pop("scale_", None)
+        if self.standardize is False:
+            return
+        centre = self.standardize is True or not sparse_input
+        self.mean_, self.scale_ = standardizer(X, sw, centre)
+
+    def _standardized(self, X):
+        """The CSR rows X (as given) standardised with the fitted ``mean_``, ``scale_``."""
+        return standardized(X, self.__dict__.get("mean_"), self.__dict__.get("scale_"))
 
     def _check_scale(self, X):
         """Hook: refuse inputs whose scale would overflow a bounded model."""
@@ -350,7 +459,7 @@ class _OnlineBase(BaseFM):
         Xv, yv, sw, carved = split_rows(Xv, yv, sw, rule, self.random_state, classifier)
         if carved is None and eval_set is not None:
             Xe, ye = self._validate_eval_set(eval_set)
-            carved = (to_csr(Xe, np.float64), ye, None)
+            carved = (self._standardized(to_csr(Xe, np.float64)), ye, None)
         return Xv, yv, sw, rule, carved
 
     def _pass_monitor(self, learner, rule, validation, y_train, callback):
@@ -396,6 +505,8 @@ class _OnlineBase(BaseFM):
                 self.__dict__.pop("learning_rate_", None)
                 self.__dict__.pop("calibration_scale_", None)
                 self.__dict__.pop("calibration_offset_", None)
+                self.__dict__.pop("mean_", None)
+                self.__dict__.pop("scale_", None)
             Xv, yv, sw = self._validate(X, y, sample_weight, reset=not warm, classes=classes)
             Xv, yv, sw, rule, validation = self._validation(Xv, yv, sw, eval_set)
             rng = check_random_state(self.random_state)
@@ -490,7 +601,11 @@ class _OnlineBase(BaseFM):
 
     # -- prediction -------------------------------------------------------------------------
     def _raw_predict(self, X):
-        scores = self._learner().predict(self._rows(to_csr(X, np.float64)))
+        return self._learned_scores(self._standardized(to_csr(X, np.float64)))
+
+    def _learned_scores(self, X):
+        """The scores of the rows X as the model sees them (standardised CSR)."""
+        scores = self._learner().predict(self._rows(X))
         if self._intercept_outside():
             scores += intercept_of(self._intercept_stats(), self._is_classifier())
         return scores
@@ -523,6 +638,7 @@ class _OnlineBase(BaseFM):
         indices within bounds, finiteness), then a prediction of a row touching every
         feature: a crafted file fails here, never in a kernel."""
         check_loaded_float(self, "x_scale_", False)
+        self._check_loaded_standardize()
         learner = self._learner()
         template = self._new_learner(int(self.n_features_in_), None)
         learner.check_state(template)
@@ -538,6 +654,33 @@ class _OnlineBase(BaseFM):
         scores = learner.predict(raw(to_csr(probe[None, :], np.float64)))
         if not np.all(np.isfinite(scores)):
             raise ValueError("model parameters give a non-finite prediction")
+
+
+    def _check_loaded_standardize(self):
+        """``mean_`` and ``scale_`` of a loaded model: both or neither, float64 of the width
+        of X, finite, the scales positive."""
+        mean, scale = self.__dict__.get("mean_"), self.__dict__.get("scale_")
+        if mean is None and scale is None:
+            return
+        d = int(self.n_features_in_)
+        for name, a in (("mean_", mean), ("scale_", scale)):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape == (d,)
+                    and np.all(np.abs(a) < MAX_SCALE)):
+                raise ValueError(f"{name} must be {d} finite float64 values")
+        if not np.all(scale > 1 / MAX_SCALE):
+            raise ValueError("scale_ must be positive")
+
+    def _coordinates(self):
+        """(mean, factor): the learner's rows are factor o (x - mean) (mean 0 and the factor
+        ``x_scale_`` without ``standardize``)."""
+        d = int(self.n_features_in_)
+        c = self._x_scale()
+        mean, scale = self.__dict__.get("mean_"), self.__dict__.get("scale_")
+        factor = np.full(d, c) if scale is None else c / scale
+        s = self.__dict__.get("col_scale_")
+        if s is not None:
+            factor = factor / s
+        return (np.zeros(d) if mean is None else mean), factor
 
 
 def is_online(estimator):
@@ -607,15 +750,28 @@ def fitted_array(est, name):
 
 
 class _LinearPart:
-    """``w0_`` and ``w_`` of a learner with a linear part (the fitted named arrays)."""
+    """``w0_`` and ``w_`` of a learner with a linear part (the fitted named arrays), in the
+    coordinates of X."""
+
+    def _times_interactions(self, u):  # pragma: no cover - abstract
+        """W u, W the learner's interaction matrix as the model uses it."""
+        raise NotImplementedError
+
+    def _input_linear(self):
+        w0, w = float(fitted_array(self, "w0")[0]), fitted_array(self, "w")
+        mean, factor = self._coordinates()
+        if np.any(mean):
+            return input_coordinates(w0, w, self._times_interactions, mean, factor)
+        return w0, (w if np.all(factor == 1.0) else w * factor)
 
     @property
     def w0_(self):
-        return float(fitted_array(self, "w0")[0])
+        """The bias in the coordinates of X (the learner's, less what centring moved into
+        it with ``standardize``)."""
+        return self._input_linear()[0]
 
     @property
     def w_(self):
-        """The linear weights of the original features (the learner's times ``x_scale_``)."""
-        w = fitted_array(self, "w")
-        c = self._x_scale()
-        return w * c if c != 1.0 else w
+        """The linear weights of the original features (the learner's times ``x_scale_`` /
+        ``scale_``, and with centring the part of the interactions that is linear in x)."""
+        return self._input_linear()[1]

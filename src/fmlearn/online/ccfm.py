@@ -21,6 +21,7 @@ from ._base import (
     _OnlineClassifier,
     _RegressorRange,
     check_loaded_float,
+    input_coordinates,
     sample_weights,
 )
 from ._platt import platt_link
@@ -88,7 +89,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  warm_start=False,
                  random_state=None, verbose=0):
@@ -107,6 +108,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         self.max_rank = max_rank
         self.sketch_size = sketch_size
         self.memory_budget_mb = memory_budget_mb
+        self.standardize = standardize
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.early_stopping = early_stopping
@@ -241,13 +243,16 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         ``intercept_``."""
         check_is_fitted(self)
         M = self._learner().matrix()
-        c = self._x_scale()
-        s = self._col_scale()
-        if c != 1.0 or s is not None:
-            f = c / (s if s is not None else np.ones(M.shape[0] - 1))
-            M = np.array(M, copy=True)
-            M[:-1, :] *= f[:, None]
-            M[:, :-1] *= f[None, :]
+        mean, f = self._coordinates()
+        if np.all(f == 1.0) and not np.any(mean):
+            return M
+        M = np.array(M, copy=True)
+        Z, w, w0 = M[:-1, :-1], M[:-1, -1], M[-1, -1] / 2.0
+        diag = np.diag(Z) if self.self_interaction else np.zeros(Z.shape[0])
+        w0, w = input_coordinates(w0, w, lambda u: Z @ u - diag * u, mean, f)
+        M[:-1, :-1] *= np.outer(f, f)
+        M[:-1, -1] = M[-1, :-1] = w
+        M[-1, -1] = 2.0 * w0
         return M
 
     def trace_norm(self):
@@ -439,7 +444,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
@@ -490,12 +495,13 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
     _parameter_constraints = {**_CCFMBase._parameter_constraints,
                               "calibration": [StrOptions({"platt"}), None]}
     # model files written before the link existed were fitted without it (fmlearn.io)
-    _params_before = {"calibration": None}
+    _params_before = {"calibration": None, "standardize": False}
 
     def __init__(self, learner="ocg", *, trace_bound="auto", learning_rate=1.0, gamma_power=1.0,
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
-                 sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto",
+                 n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  calibration="platt", warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
@@ -508,7 +514,7 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
             self.__dict__.pop("calibration_scale_", None)
             self.__dict__.pop("calibration_offset_", None)
             return
-        link = platt_link(super()._raw_predict(X), y, sw)
+        link = platt_link(self._learned_scores(X), y, sw)
         if link is None:
             link = (self.__dict__.get("calibration_scale_", 1.0),
                     self.__dict__.get("calibration_offset_", 0.0))
