@@ -63,7 +63,6 @@ from ..kernels.losses import loss_value_np
 from ..kernels.steps import OK
 from ._base import (
     MAX_SCALE,
-    column_scale,
     intercept_of,
     inverse_root,
     running_intercepts,
@@ -102,6 +101,32 @@ def row_norms2(X, col_scale=None):
     with np.errstate(over="ignore"):
         return np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)),
                            weights=data ** 2, minlength=X.shape[0])
+
+
+def column_scale(X, sw):
+    """The root mean square of each column's non-zero values (weighted by the rows' weights),
+    1 for a column without one: the divisor of the column (module docstring, step 0; a
+    division, so that a one-hot column times f, whose scale is f exactly, gives back exactly
+    1). Computed relative to each column's largest |value| so that neither the squares nor
+    their sums under- or overflow."""
+    d = X.shape[1]
+    nz = X.data != 0
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[nz]
+    cols, vals = X.indices[nz], np.abs(X.data[nz])
+    w = sample_weights(sw)[rows]
+    top = np.zeros(d)
+    np.maximum.at(top, cols, vals)
+    count = np.bincount(cols, weights=w, minlength=d)
+    seen = (count > 0) & (top > 0)
+    rel = vals / np.where(top > 0, top, 1.0)[cols]
+    mean2 = np.bincount(cols, weights=w * rel ** 2, minlength=d)
+    scale = np.ones(d)
+    with np.errstate(over="ignore"):
+        scale[seen] = top[seen] * np.sqrt(mean2[seen] / count[seen])
+    if not np.all(np.isfinite(scale) & (scale > 1 / MAX_SCALE) & (scale < MAX_SCALE)):
+        raise ValueError("trace_bound='auto': a column's values are too large or too small to "
+                         "be rescaled in float64; rescale X or give trace_bound")
+    return scale
 
 
 def scale_columns(X, col_scale):

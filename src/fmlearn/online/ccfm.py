@@ -239,8 +239,9 @@ class _CCFMBase(TraceBounded, _OnlineBase):
 
         Meant for small d (it allocates (d+1)^2 floats). In the coordinates of X: the
         learner's matrix with its rows and columns of the features times ``x_scale_`` (and
-        feature j's divided by ``col_scale_[j]``); with ``fit_intercept`` the prediction adds
-        ``intercept_``."""
+        feature j's divided by ``col_scale_[j]`` and ``scale_[j]``; with a centring ``mean_``,
+        w and w0 take the terms the centring moved: 1/2 x^' C x^ is the prediction on X as
+        given); with ``fit_intercept`` the prediction adds ``intercept_``."""
         check_is_fitted(self)
         M = self._learner().matrix()
         mean, f = self._coordinates()
@@ -248,7 +249,8 @@ class _CCFMBase(TraceBounded, _OnlineBase):
             return M
         M = np.array(M, copy=True)
         Z, w, w0 = M[:-1, :-1], M[:-1, -1], M[-1, -1] / 2.0
-        diag = np.diag(Z) if self.self_interaction else np.zeros(Z.shape[0])
+        # the terms Z_jj z_j^2 are in the model only with self_interaction
+        diag = np.zeros(Z.shape[0]) if self.self_interaction else np.diag(Z).copy()
         w0, w = input_coordinates(w0, w, lambda u: Z @ u - diag * u, mean, f)
         M[:-1, :-1] *= np.outer(f, f)
         M[:-1, -1] = M[-1, :-1] = w

@@ -5,7 +5,6 @@
 import numbers
 
 import numpy as np
-
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
