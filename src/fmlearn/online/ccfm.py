@@ -355,6 +355,12 @@ _CCFM_DOC = """
     memory_budget_mb : float, default=256
         Memory the basis of C, the tracked subspace and S may take; the rank cap and the sketch
         are lowered to fit, and a ``MemoryError`` names the need when even the smallest do not.
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (fmlearn 0.2). The other parameters apply to the standardised rows (docs/online.md).
     n_iter : int, default=1
         Passes over the data in ``fit``.
     shuffle : bool, default=True
@@ -387,6 +393,9 @@ _CCFM_ATTRS = """
         The bound in use (``trace_bound``, or the value "auto" chose).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``trace_bound="auto"``).
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     learning_rate_ : float
         ``CCFMClassifier("ocg", learning_rate="auto")`` only: the step in use.
     col_scale_ : ndarray of shape (n_features_in_,)

@@ -154,6 +154,12 @@ _CFM_DOC = """
         residual whose eigenvalue error (its square) is far below the model's; 10 and 1e-6
         (the earlier defaults) cost about 3 times the CPU on MovieLens-100K for the
         same RMSE to 4 digits (benchmarks/RESULTS.md).
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (fmlearn 0.2). The other parameters apply to the standardised rows (docs/online.md).
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -162,6 +168,9 @@ _CFM_DOC = """
     Attributes
     ----------
     w0_, w_ : float, ndarray of shape (n_features,)
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     trace_bound_, x_scale_ : float
         As in :class:`CCFMRegressor` (``w_`` and :meth:`interaction_matrix` are in the
         coordinates of X).

@@ -233,6 +233,12 @@ _FM_DOC = """
         ``"ogd"``: divide each step by 1 + eta L ||grad f(x)||^2 (the implicit update of the
         linearized loss, as :class:`FMRegressor`'s SGD), which does not overshoot whatever the
         feature scale; for small steps it is the plain gradient step (``False``).
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (fmlearn 0.2). The other parameters apply to the standardised rows (docs/online.md).
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -242,6 +248,9 @@ _FM_DOC = """
     ----------
     w0_, w_, V_ : float, ndarray (n_features,), ndarray (n_features, n_factors)
         The model on the features of X (the learner's w and V times ``x_scale_``).
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``learning_rate="auto"``
         with ``"ftrl"``).
