@@ -144,9 +144,9 @@ STANDARDIZE_CONSTRAINT = ["boolean", StrOptions({"auto"})]
 
 def standardizer(X, sw):
     """``(mean_, scale_)`` of ``standardize`` from the first batch X (CSR, the rows' weights
-    ``sw``): the weighted mean and standard deviation of each column (1 for a constant
-    column, as scikit-learn's ``StandardScaler``; computed relative to the column's largest
-    |deviation| so that the squares do not overflow)."""
+    ``sw``): the weighted mean and standard deviation of each column (0 and 1 for a column
+    constant in the batch; computed relative to the column's largest |deviation| so that the
+    squares do not overflow)."""
     d = X.shape[1]
     p = sample_weights(sw)
     dense = X.toarray()
@@ -159,7 +159,10 @@ def standardizer(X, sw):
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
         raise ValueError("feature values are too large to be standardised in float64; "
                          "rescale X or set standardize=False")
-    scale[~(scale > 1 / MAX_SCALE)] = 1.0  # a constant column: centred to 0, not divided
+    # a column constant in the first batch (every column of a one-row batch) is left as given:
+    # centring would zero it, and a stream started one row at a time keeps 0.2's rows
+    const = ~(scale > 1 / MAX_SCALE)
+    mean[const], scale[const] = 0.0, 1.0
     return mean, scale
 
 
@@ -331,7 +334,10 @@ class _OnlineBase(BaseFM):
         self.__dict__.pop("scale_", None)
         if self.standardize is False or (self.standardize == "auto" and sparse_input):
             return
-        self.mean_, self.scale_ = standardizer(X, sw)
+        # from the merged rows (an exact rewriting of the weighted stream, in an order of
+        # their values): weights and repeated rows give the same statistics to the last bit
+        Xm, _, swm = merge_duplicate_rows(X, np.zeros(X.shape[0]), sw)
+        self.mean_, self.scale_ = standardizer(Xm, swm)
 
     def _standardized(self, X):
         """The CSR rows X (as given) standardised with the fitted ``mean_``, ``scale_``."""
