@@ -14,6 +14,15 @@ seconds, median and min-max over ``--reps``; the 1-minute load average is printe
 
 ``--ab`` adds the recommend kernel before and after its rewrite (the former one-chain-per-pair
 kernel, kept here as the reference) on the MCMC model's embeddings, alternated.
+
+``--compress`` measures instead the accuracy and serving cost of
+``FMRegressor.compress_posterior`` on MovieLens-100K (``--data``: a folder or ratings file,
+default the fmlearn cache; the project's split ``movielens_split(n, 0)``): the default MCMC
+model (``n_factors=8``) with all its kept samples and compressed to ``--keep`` samples, and an
+ALS model for reference; test RMSE, ``predict`` on the test rows and top-10 recommendations,
+alternated over the variants::
+
+    python benchmarks/bench_serving.py --compress [--reps 3] [--keep 30 10 5 1]
 """
 
 import argparse
@@ -59,7 +68,12 @@ def main(argv=None):
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--ab", action="store_true")
+    ap.add_argument("--compress", action="store_true")
+    ap.add_argument("--keep", type=int, nargs="*", default=[30, 10, 5, 1])
+    ap.add_argument("--data", default=None)
     args = ap.parse_args(argv)
+    if args.compress:
+        return _compress(args)
     data = make_recommendation(943, 1682, 100_000, random_state=0)
     X, y = data.X.tocsr(), data.y
     n_users, n_items = data.n_users, data.n_items
@@ -138,6 +152,59 @@ def _ab(model, users, n_users, n_items, reps):
           f"(MCMC posterior mean), bit-identical; load {os.getloadavg()[0]:.2f}")
     for name, (c, w) in times.items():
         print(f"  {name}: CPU s {_summary(c)}, wall s {_summary(w)}")
+
+
+def _compress(args):
+    """Test RMSE and serving cost of the MCMC model with all / fewer kept samples (MovieLens)."""
+    import copy
+
+    from fmlearn.datasets import load_movielens_100k, movielens_split
+
+    ml = load_movielens_100k(args.data)
+    train, test = movielens_split(ml.X.shape[0], 0)
+    X, y = ml.X[train].tocsr(), ml.y[train]
+    Xt, yt = ml.X[test].tocsr(), ml.y[test]
+    n_users, n_items = ml.n_users, ml.n_items
+    users = np.arange(min(args.users, n_users))
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    c, w = _timed(lambda: None)
+    t0c, t0w = time.process_time(), time.perf_counter()
+    mcmc = FMRegressor(8, solver="mcmc", random_state=0).fit(X, y)
+    fit = (time.process_time() - t0c, time.perf_counter() - t0w)
+    S = mcmc.samples_w0_.shape[0]
+    variants = {f"FM mcmc, all {S} samples": mcmc}
+    for n in args.keep:
+        if n < S:
+            variants[f"FM mcmc, compress_posterior({n})"] = \
+                copy.deepcopy(mcmc).compress_posterior(n)
+    variants["FM als"] = FMRegressor(8, solver="als", random_state=0).fit(X, y)
+    blocks = dict(user_block=(0, n_users), item_block=(n_users, n_users + n_items))
+    for m in variants.values():  # warm up: compile outside the timings
+        m.predict(Xt[:10])
+        recommend(m, users[:2], None, k=10, **blocks)
+    rmse = {name: float(np.sqrt(np.mean((m.predict(Xt) - yt) ** 2)))
+            for name, m in variants.items()}
+    res = {name: {"pc": [], "pw": [], "rc": [], "rw": []} for name in variants}
+    for _ in range(args.reps):
+        for name, m in variants.items():
+            c, w = _timed(lambda m=m: m.predict(Xt))
+            res[name]["pc"].append(c)
+            res[name]["pw"].append(w)
+            c, w = _timed(lambda m=m: recommend(m, users, None, k=10, **blocks))
+            res[name]["rc"].append(c * 1000 / len(users))
+            res[name]["rw"].append(w * 1000 / len(users))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"\nMovieLens-100K, split seed 0 ({X.shape[0]} train / {Xt.shape[0]} test rows); MCMC "
+          f"fit {fit[0]:.1f} CPU s / {fit[1]:.1f} wall s; predict on the test rows and top 10 of "
+          f"{n_items} items for {len(users)} users, {args.reps} alternated repetitions: median "
+          "(min-max)\n")
+    print("| model | test RMSE | predictions per CPU s | predict wall s | top-10 CPU s per 1,000 "
+          "users | top-10 wall s per 1,000 users |")
+    print("|---|---|---|---|---|---|")
+    for name, r in res.items():
+        rate = [Xt.shape[0] / max(c, 1e-9) for c in r["pc"]]
+        print(f"| {name} | {rmse[name]:.4f} | {_summary(rate)} | {_summary(r['pw'])} | "
+              f"{_summary(r['rc'])} | {_summary(r['rw'])} |")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from sklearn.base import _fit_context, is_classifier
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
@@ -345,6 +346,46 @@ class _BaseClassicFM(BaseFM):
                     for c in range(self.w_.shape[0])])
         lo, hi = self._clip_range()
         return np.clip(out, lo, hi)
+
+    def compress_posterior(self, n_samples):
+        """Keep only ``n_samples`` of an MCMC model's kept posterior samples, evenly spaced
+        along the chain and ending with its last sample; return ``self``.
+
+        Opt-in compression for serving: ``predict`` and :func:`fmlearn.recommend` of an MCMC
+        model cost in proportion to the number of kept samples S (the posterior mean is an
+        average over them), so keeping n of them divides both costs by about S / n. The
+        prediction is still an exact average of (clipped) sample predictions, over fewer
+        samples: a Monte Carlo estimate of the posterior mean with more variance. Its accuracy
+        cost, measured on MovieLens-100K (``benchmarks/bench_serving.py --compress``), is in
+        docs/serving.md. ``n_samples`` at least S keeps every sample (the model is unchanged).
+        The model saves and loads as any other; a ``warm_start`` fit continues the chain from
+        the compressed samples.
+
+        Parameters
+        ----------
+        n_samples : int
+            Samples to keep (at least 1).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        if getattr(self, "solver_", None) != "mcmc" or not hasattr(self, "samples_V_"):
+            raise ValueError("compress_posterior needs a model fitted with solver='mcmc' "
+                             f"(this one: solver={getattr(self, 'solver_', None)!r})")
+        if (isinstance(n_samples, (bool, np.bool_))
+                or not isinstance(n_samples, (numbers.Integral, np.integer)) or n_samples < 1):
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        axis = 1 if np.ndim(self.w_) == 2 else 0  # one chain per class: (C, S, ...)
+        S = self.samples_w0_.shape[axis]
+        if n_samples >= S:
+            return self
+        keep = np.round(np.linspace(S - 1, 0, int(n_samples)))[::-1].astype(np.intp)
+        for name in ("samples_w0_", "samples_w_", "samples_V_"):
+            setattr(self, name, np.ascontiguousarray(np.take(getattr(self, name), keep,
+                                                             axis=axis)))
+        return self
 
     def _check_loaded_state(self):
         d = int(self.n_features_in_)
