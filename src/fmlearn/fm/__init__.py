@@ -35,8 +35,6 @@ from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
-from ..solvers.sgd import sgd_solver
-from ..solvers.vb import vb_data, vb_solver
 from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
@@ -50,8 +48,6 @@ from ._multiclass import (
     stack_views,
 )
 from ._plan import ClassicFMPlan, raise_diverged, stopping_rule
-from ._vb import check_loaded_posterior
-from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
 
 
 def _solver_is_sgd(est):
@@ -64,6 +60,8 @@ def _solver_is_sgd(est):
 
 
 def _run_sgd(plan, X, y, sw, recorder):
+    from ..solvers.sgd import sgd_solver
+
     csr = raw(X)
     state = plan.state
     state, t, n_done, info = sgd_solver(csr, y, sw, state, plan.t, plan.sgd, plan.seed,
@@ -92,6 +90,8 @@ def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
 
 
 def _run_vb(plan, X, y, sw, recorder):
+    from ..solvers.vb import vb_data, vb_solver
+
     data = vb_data(X, y, sw)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = vb_solver(data, plan.state, plan.posterior, plan.vb, callback,
@@ -158,6 +158,8 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
 def _partial_fit_rows(est, X, y, sw):
     """One SGD epoch over validated rows (``y`` targets or labels in {-1, +1}), committed to
     ``est`` (the estimator, or a class's view of a multiclass one)."""
+    from ..solvers.sgd import sgd_solver
+
     plan = ClassicFMPlan.build(est, DataSummary.of_rows(X, y, sw, squares=False),
                                mode="partial_fit")
     with n_threads(est.n_jobs):
@@ -388,6 +390,8 @@ class _BaseClassicFM(BaseFM):
         return self
 
     def _check_loaded_state(self):
+        from ._vb import check_loaded_posterior
+
         d = int(self.n_features_in_)
         k = self.n_factors
         groups = check_groups(self.groups, d)
@@ -781,3 +785,13 @@ def _one_vs_rest_targets(y, classes):
     if classes.shape[0] == 2:
         return np.where(y == classes[1], 1.0, -1.0)
     return np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+
+
+def __getattr__(name):
+    # The ordinal FM (its own solver and kernels) is imported on first use, not with the
+    # classic FM's estimators: ``from fmlearn.fm import FMOrdinalRegressor`` still works.
+    if name == "FMOrdinalRegressor":
+        from .ordinal import FMOrdinalRegressor
+
+        return FMOrdinalRegressor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
