@@ -117,3 +117,18 @@ def test_compress_posterior_refuses_bad_input_and_leaves_the_model():
     X, y, _ = make_fm(100, 10, 2, random_state=0)
     with pytest.raises(ValueError, match="mcmc"):
         FMRegressor(2, solver="als", n_iter=2, random_state=0).fit(X, y).compress_posterior(1)
+
+
+def test_batched_samples_kernel_is_the_same_in_row_blocks():
+    # more rows than one chunk: the parallel kernel's blocks give the one-block result bitwise
+    from fmlearn.kernels.predict import CHUNK
+
+    rng = np.random.default_rng(8)
+    n, d, k, S = 2 * CHUNK + 7, 30, 2, 3
+    X = to_csr(sp.random(n, d, density=0.1, random_state=2, format="csr"))
+    W0s, Ws, Vs = rng.normal(size=S), rng.normal(size=(S, d)), rng.normal(size=(S, d, k))
+    one = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, False, (-1.0, 1.0), 1, np.empty(n))
+    three = fm_predict_samples_csr(*raw(X), W0s, Ws, Vs, False, (-1.0, 1.0), 3, np.empty(n))
+    np.testing.assert_array_equal(three, one)
+    np.testing.assert_allclose(one, _oracle(X, W0s, Ws, Vs, False, -1.0, 1.0), rtol=1e-12,
+                               atol=1e-12)
