@@ -13,7 +13,9 @@ the models (A B C ... A B C ...): ``predict`` on ``--rows`` rows (rows per CPU s
 seconds, median and min-max over ``--reps``; the 1-minute load average is printed.
 
 ``--ab`` adds the recommend kernel before and after its rewrite (the former one-chain-per-pair
-kernel, kept here as the reference) on the MCMC model's embeddings, alternated.
+kernel, kept here as the reference) on the MCMC model's embeddings, and the MCMC ``predict``
+kernel before (one sample at a time over every row, kept here) and after (every sample of a
+row at once, ``fmlearn.kernels.predict.fm_predict_samples_csr``), one thread, alternated.
 
 ``--compress`` measures instead the accuracy and serving cost of
 ``FMRegressor.compress_posterior`` on MovieLens-100K (``--data``: a folder or ratings file,
@@ -109,6 +111,50 @@ def main(argv=None):
               f"{_summary(r['rw'])} |")
     if args.ab and "FM mcmc (default)" in fitted:
         _ab(fitted["FM mcmc (default)"], users, n_users, n_items, args.reps)
+        _ab_predict(fitted["FM mcmc (default)"], rows, args.reps)
+
+
+def _ab_predict(model, rows, reps):
+    """The posterior-mean predict kernel before (samples outer) and after (batched), one thread."""
+    from numba import njit
+
+    from fmlearn._data import raw
+    from fmlearn.kernels.predict import _row, fm_predict_samples_csr
+
+    @njit(nogil=True)
+    def before(indptr, indices, data, W0s, Ws, Vs, lo, hi, out):
+        S, k = W0s.shape[0], Vs.shape[2]
+        q, qq = np.empty(k), np.empty(k)
+        for i in range(out.shape[0]):
+            out[i] = 0.0
+        for s in range(S):
+            for i in range(out.shape[0]):
+                f = _row(indptr, indices, data, i, W0s[s], Ws[s], Vs[s], q, qq)
+                out[i] += min(max(f, lo), hi)
+        for i in range(out.shape[0]):
+            out[i] /= S
+        return out
+
+    a, b, c = raw(rows)
+    samples = (model.samples_w0_, model.samples_w_, model.samples_V_)
+    lo, hi = model.y_range_
+    out = {"before": np.empty(rows.shape[0]), "after": np.empty(rows.shape[0])}
+    kern = {"before": lambda: before(a, b, c, *samples, lo, hi, out["before"]),
+            "after": lambda: fm_predict_samples_csr(a, b, c, *samples, False, (lo, hi), 1,
+                                                    out["after"])}
+    for name in kern:
+        kern[name]()
+    assert np.array_equal(out["before"], out["after"])
+    times = {name: ([], []) for name in kern}
+    for _ in range(reps):
+        for name in kern:
+            cpu, wall = _timed(kern[name])
+            times[name][0].append(cpu)
+            times[name][1].append(wall)
+    print(f"\nMCMC predict kernel, {rows.shape[0]} rows, S = {samples[0].shape[0]} samples, "
+          f"k = {samples[2].shape[2]}, one thread, bit-identical; load {os.getloadavg()[0]:.2f}")
+    for name, (cpu, wall) in times.items():
+        print(f"  {name}: CPU s {_summary(cpu)}, wall s {_summary(wall)}")
 
 
 def _ab(model, users, n_users, n_items, reps):
