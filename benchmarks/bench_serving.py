@@ -36,6 +36,7 @@ import numpy as np
 
 from fmlearn import (
     ConvexFMRegressor,
+    FMClassifier,
     FMRegressor,
     GFMRegressor,
     OnlineFMRegressor,
@@ -46,6 +47,8 @@ from fmlearn.datasets import make_recommendation
 MODELS = {
     "FM mcmc (default)": lambda: FMRegressor(8, solver="mcmc", random_state=0),
     "FM als": lambda: FMRegressor(8, solver="als", random_state=0),
+    # labels: the rating above its median (fitted on y > median(y))
+    "FMClassifier mcmc (default)": lambda: FMClassifier(8, solver="mcmc", random_state=0),
     "FM sgd": lambda: FMRegressor(8, solver="sgd", random_state=0),
     "GFM one_pass": lambda: GFMRegressor(8, random_state=0),
     "ConvexFM": lambda: ConvexFMRegressor(max_iter=30, random_state=0),
@@ -84,7 +87,8 @@ def main(argv=None):
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     fitted = {}
     for name in args.models:
-        fitted[name] = MODELS[name]().fit(X, y)
+        target = (y > np.median(y)).astype(int) if name.startswith("FMClassifier") else y
+        fitted[name] = MODELS[name]().fit(X, target)
         # warm up: compile the kernels outside the timings
         fitted[name].predict(rows[:10])
         recommend(fitted[name], users[:2], None, k=10, user_block=(0, n_users),
