@@ -110,3 +110,34 @@ def test_column_data_through_a_row_index_equals_the_merged_copy(make, dtype):
     V = rng.standard_normal((X.shape[1], 3))
     state = FMState(0.3, rng.standard_normal(X.shape[1]), V)
     assert np.array_equal(a.predict(state), b.predict(state))
+
+
+@pytest.mark.parametrize("make", [_rows_with_duplicates, _one_hot_with_duplicates])
+@pytest.mark.parametrize("drop", [True, False])
+def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop):
+    # The row cache is filled by predicting the source rows in their order and gathering them
+    # in the fit's: bit for bit fm_predict_csr on the merged copy (the oracle), less the
+    # target; the work columns zero. With drop=False every weight is positive and no row
+    # repeats, so the fit rows are a permutation of the source rows (E is its own scratch).
+    from fmlearn._data import raw
+    from fmlearn.kernels.predict import fm_predict_csr
+
+    rng = np.random.default_rng(4)
+    X, y, sw = make(np.float64, rng)
+    if not drop:
+        _, first = np.unique(X.toarray(), axis=0, return_index=True)
+        X, y, sw = X[np.sort(first)], y[np.sort(first)], np.full(first.shape[0], 2.0)
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
+    rows, yr, wr, keep = merged_rows(X, y, sw)
+    assert (rows.shape[0] == X.shape[0]) == (not drop)
+    data = column_data(X, yr, wr, rows, keep)
+    state = FMState(0.3, rng.standard_normal(X.shape[1]), rng.standard_normal((X.shape[1], 3)))
+    pred = np.empty(Xm.shape[0])
+    fm_predict_csr(*raw(Xm), state.w0, state.w, state.V, pred)
+    E = data.row_state(state, ym)
+    assert np.array_equal(E[:, 0], pred - ym) and not E[:, 1:].any()
+    assert np.array_equal(data.predict(state), pred)
+    E[:, 0] = 7.0
+    E[:, 1:] = 5.0  # refresh rewrites the residuals only
+    data.refresh(E, state, ym)
+    assert np.array_equal(E[:, 0], pred - ym) and np.all(E[:, 1:] == 5.0)
