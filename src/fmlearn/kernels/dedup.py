@@ -57,16 +57,18 @@ def group_sorted(order, h, indptr, indices, data, y):
     return group, reps[: g + 1]
 
 
-# Bits per digit of the radix sort: 2048 buckets, six passes over 64-bit keys.
-_DIGIT = 11
+# Bits per digit of the radix sort: 256 buckets, eight passes over 64-bit keys. On 8,000,000
+# keys (one thread, loaded machine) 8 bits took 0.26-0.33 CPU s, 7 bits 0.28-0.34, 9 bits
+# 0.37-0.39, 11 bits 0.48: a pass's 256 write streams stay in the L1/L2 caches and TLB.
+_DIGIT = 8
 
 
 @njit(cache=True)
 def radix_argsort(keys):
     """``(order, sorted keys)`` of uint64 ``keys``: ``order`` (int32) is what
     ``np.argsort(keys, kind="stable")`` returns, by a least-significant-digit radix sort
-    (6 passes of 11 bits; a pass whose digit is the same for every key is skipped): 0.3
-    against 1.1 CPU s on 8,000,000 keys."""
+    (8 passes of 8 bits; a pass whose digit is the same for every key is skipped): 0.26-0.33
+    CPU s on 8,000,000 keys against 1.2-1.3 for ``np.argsort``."""
     n = keys.shape[0]
     nb = 1 << _DIGIT
     mask = np.uint64(nb - 1)
