@@ -147,7 +147,7 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
     sample_weight : ndarray of shape (n_samples,)
     group_by_first : bool, default=True
     """
-    from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys
+    from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys, take
 
     sw = np.asarray(sample_weight, dtype=np.float64)
     keep = sw > 0
@@ -182,7 +182,10 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
         w = group_weights(group, order, src, sw, reps.shape[0])
     rows = reps if src.shape[0] == 0 else src[reps]
     rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64)
-    return rows, np.asarray(y)[rows], w, keep
+    y = np.asarray(y)
+    if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
+        return rows, take(y, rows), w, keep
+    return rows, y[rows], w, keep
 
 
 def to_csr(X, dtype=None):
