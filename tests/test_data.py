@@ -141,3 +141,37 @@ def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop):
     E[:, 1:] = 5.0  # refresh rewrites the residuals only
     data.refresh(E, state, ym)
     assert np.array_equal(E[:, 0], pred - ym) and np.all(E[:, 1:] == 5.0)
+
+
+@pytest.mark.parametrize("solver", ["als"])
+@pytest.mark.parametrize("kind", ["one_hot", "real", "weighted", "classifier"])
+def test_a_split_read_through_an_index_fits_what_the_copied_rows_fit(solver, kind):
+    # Early stopping's training rows are read in place through an index (no copy of X): the
+    # fit is bit for bit the fit on the copied training rows with the carved-out rows as its
+    # eval_set (the same seed draws the same split), whatever the summary's route (exact sums
+    # of integer values, NumPy's sums of real ones).
+    from sklearn.utils import check_random_state
+
+    from fmlearn import FMClassifier, FMRegressor
+    from fmlearn._early_stopping import validation_split
+
+    rng = np.random.default_rng(7)
+    X, y, sw = _one_hot_with_duplicates(np.float64, rng)
+    sw = np.ones(X.shape[0]) if kind != "weighted" else sw + 0.5
+    if kind == "real":
+        X = X.copy()
+        X.data = rng.uniform(0.5, 2.0, X.nnz)
+    if kind == "classifier":
+        y = np.where(y > 1.5, 1, 0)
+    Est = FMClassifier if kind == "classifier" else FMRegressor
+    params = dict(solver=solver, n_factors=3, n_iter=6, random_state=3, early_stopping=True,
+                  n_iter_no_change=2)
+    seed = int(check_random_state(3).randint(np.iinfo(np.int32).max))
+    train, val = validation_split(X.shape[0], Est().validation_fraction, seed,
+                                  y if kind == "classifier" else None)
+    sw[val] = 1.0  # an eval_set has no weights: the carved-out rows weigh 1 on both sides
+    a = Est(**params).fit(X, y, sample_weight=sw)
+    b = Est(**params).fit(X[train], y[train], sample_weight=sw[train],
+                          eval_set=(X[val], y[val]))
+    assert a.n_iter_ == b.n_iter_ and a.init_stdev_ == b.init_stdev_
+    assert a.w0_ == b.w0_ and np.array_equal(a.w_, b.w_) and np.array_equal(a.V_, b.V_)

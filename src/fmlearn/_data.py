@@ -132,13 +132,15 @@ def canonical_csr(X, dtype):
     return to_csr(X, dtype)
 
 
-def merged_rows(X, y, sample_weight, group_by_first=True):
+def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     """:func:`merge_duplicate_rows` as an index into ``X``'s rows: ``(rows, y, sample_weight,
     keep)`` where the merged data set's row r is row ``rows[r]`` of ``X`` (int32), with target
     ``y[r]`` and the summed weight ``sample_weight[r]``; ``keep`` (bool per row of ``X``) marks
-    the rows of positive weight, or is None when every row has one. The same rows in the same
-    order as :func:`merge_duplicate_rows` (bit for bit: the same keys, sorted stably by a radix
-    sort), without a copy of ``X``: 4 bytes per row instead of the rows.
+    the rows of positive weight (within ``subset``), or is None when every row has one. The
+    same rows in the same order as :func:`merge_duplicate_rows` (bit for bit: the same keys,
+    sorted stably by a radix sort), without a copy of ``X``: 4 bytes per row instead of the
+    rows. With ``subset`` (sorted row indices), those of ``merge_duplicate_rows(X[subset],
+    y[subset], sample_weight[subset])``, as indices into ``X``.
 
     Parameters
     ----------
@@ -146,11 +148,18 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
     y : ndarray of shape (n_samples,)
     sample_weight : ndarray of shape (n_samples,)
     group_by_first : bool, default=True
+    subset : ndarray of sorted row indices, optional
+        Only these rows (the training part of an early-stopping split, not copied).
     """
     from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys, take
 
     sw = np.asarray(sample_weight, dtype=np.float64)
     keep = sw > 0
+    if subset is not None:  # only these rows (the training part of a split)
+        inside = np.zeros(X.shape[0], dtype=bool)
+        inside[subset] = True
+        keep &= inside
+        del inside
     src = np.zeros(0, dtype=np.int32)
     n = X.shape[0]
     if not keep.all():

@@ -173,6 +173,29 @@ class DataSummary:
         return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
                    float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs, y_sum, y_sum_sq)
 
+    @classmethod
+    def of_rows_subset(cls, X, sw, subset):
+        """``of_rows(X[subset], None, sw[subset])`` (``subset`` sorted row indices), the same
+        doubles, without copying the rows when the square sums are exact (integer values and
+        weights): then the other rows count with weight 0, which adds exact zeros; otherwise
+        the rows are copied for the NumPy sums and freed."""
+        sw = np.asarray(sw, dtype=np.float64)
+        sw_sub = sw[subset]
+        masked = np.zeros_like(sw)
+        masked[subset] = sw_sub
+        sums = None
+        if X.indptr.dtype == np.int32 and X.data.dtype == np.float64:
+            from .kernels.dedup import exact_square_sums  # numba only when a fit runs
+
+            ok, sum_sq, n_nonzero, sum_pairs = exact_square_sums(X.indptr, X.data, masked)
+            if ok:
+                sums = float(sum_sq), float(n_nonzero), float(sum_pairs)
+        del masked
+        if sums is None:
+            return cls.of_rows(X[subset], None, sw_sub)
+        return cls(int(subset.shape[0]), int(X.shape[1]), np.dtype(X.data.dtype).name,
+                   float(np.sum(sw_sub)), math.nan, math.nan, *sums)
+
     def with_targets(self, y, sw=None):
         """The same summary with the range (and, given their weights ``sw``, the spread) of
         the targets ``y`` (rows may have been merged or dropped since the squares were
