@@ -79,6 +79,12 @@ def test_canonical_csr_is_not_copied_and_others_are():
         assert got is not other and got.has_canonical_format and got.dtype == dtype
         want = to_csr(other, dtype)
         assert (got != want).nnz == 0 and np.array_equal(got.indptr, want.indptr)
+        assert got.indices.dtype == want.indices.dtype and got.indptr.dtype == want.indptr.dtype
+    # canonical but with int64 indices (a file reader's): only the index arrays are narrowed,
+    # the values are the user's (not copied)
+    wide.indptr = wide.indptr.astype(np.int64)
+    got = canonical_csr(wide, np.float64)
+    assert got.data is wide.data and got.indices.dtype == got.indptr.dtype == np.int32
 
 
 def _one_hot_with_duplicates(dtype, rng, n=800, users=30, items=20):
