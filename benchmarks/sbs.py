@@ -109,9 +109,9 @@ SCENARIOS = [
              ("libfm", "fmlearn"), dict(method="mcmc", epochs=3)),
     Scenario("8m-als", "epochs", "8,000,000 distinct one-hot rows, ALS sweep (reg (0, 5, 10)), "
              "k = 8: peak memory and set-up", ("libfm", "fmlearn"),
-             dict(method="als", epochs=2, reg=(0.0, 5.0, 10.0), rows=8_000_000)),
+             dict(method="als", epochs=4, reg=(0.0, 5.0, 10.0), rows=8_000_000)),
     Scenario("8m-mcmc", "epochs", "8,000,000 distinct one-hot rows, MCMC sweep, k = 8: peak "
-             "memory and set-up", ("libfm", "fmlearn"), dict(method="mcmc", epochs=2,
+             "memory and set-up", ("libfm", "fmlearn"), dict(method="mcmc", epochs=4,
                                                               rows=8_000_000)),
     Scenario("online-ml100k", "online", "Online learners, MovieLens-100K stream (100,000 "
              "one-hot rows, d = 2625, squared loss)", ("fmlearn", "river", "vw"),
