@@ -27,7 +27,7 @@ from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic,
 from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
 from .._docs import fill_doc
 from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
-from .._early_stopping import split_rows
+from .._early_stopping import split_index, split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
@@ -128,12 +128,17 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             X = _relation.expanded(X, X.dtype)
         else:
             X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
-        X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
-        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+        if sweeps and rule.split:  # the training rows stay where they are, as an index
+            train, carved = split_index(X, y, sw, rule, est.random_state, is_classifier(est))
+            summary = DataSummary.of_rows_subset(X, sw, train)
+        else:
+            train = None
+            X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
+            summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
-            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train)
             rows = ((index, keep),)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
