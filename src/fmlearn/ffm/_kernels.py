@@ -682,21 +682,33 @@ def ffm_predict(indptr, indices, data, fields, model, normalize, out, parallel=T
     max_nnz = max(1, int(np.max(np.diff(indptr)))) if n else 1
     kernel = _predict_parallel if parallel and n >= PARALLEL_MIN_ROWS else _predict_serial
     args = (indptr, indices, data, fields, model, bool(normalize), max_nnz, out)
-    compile_vectorized(kernel, (data.dtype.char, model.W.dtype.char), *args)
-    return kernel(*args)
+    return call_vectorized(kernel, _array_key(data, model.W, fields), *args)
 
 
 def run_epoch(rows, model, visit, order, block, cfg, work):
     """:func:`ffm_epoch`, compiled (or loaded from numba's cache) by
     :func:`compile_vectorized` first: the only way the package calls it."""
     args = (rows, model, visit, order, int(block), cfg, work)
-    compile_vectorized(ffm_epoch, (rows.data.dtype.char, model.W.dtype.char), *args)
-    return ffm_epoch(*args)
+    return call_vectorized(ffm_epoch, epoch_key(rows, model), *args)
+
+
+def _array_key(data, W, fields):
+    return (data.dtype.char, W.dtype.char, fields.flags.writeable)
+
+
+def epoch_key(rows, model):
+    """The cheap key of :func:`ffm_epoch`'s signature for :func:`compile_vectorized`: the
+    dtypes and the read-only flags of the arrays that vary between callers (``fit`` passes
+    a read-only field map, ``partial_fit`` a writable one; targets may be read-only)."""
+    return (*_array_key(rows.data, model.W, rows.fields), rows.y.flags.writeable,
+            rows.sw.flags.writeable)
 
 
 # the kernels' signatures compiled by compile_vectorized, by the caller's cheap key (a one-row
 # partial_fit must not pay numba's typeof of every array of the records on each call)
 _COMPILED = set()
+# (python function, signature) of every compilation :func:`compile_vectorized` made
+SLP_SIGNATURES = set()
 
 
 def compile_vectorized(kernel, key, *args):
@@ -705,11 +717,29 @@ def compile_vectorized(kernel, key, *args):
     module docstring for the measured gain). numba reads ``config.SLP_VECTORIZE`` when it
     optimises a module; it is set only while holding numba's compiler lock, so no other
     compilation sees it. ``key`` (hashable) identifies the signature for the caller: the
-    dtypes of the arrays that vary (every array the package passes is C-contiguous, of fixed
-    dimension); once compiled, a call costs a set lookup."""
+    dtypes and read-only flags of the arrays that vary (every array the package passes is
+    C-contiguous, of fixed dimension); once compiled, a call costs a set lookup."""
     key = (kernel.py_func, key)
     if key in _COMPILED:
         return
+    _compile_slp(kernel, args)
+    _COMPILED.add(key)
+
+
+def call_vectorized(kernel, key, *args):
+    """``kernel(*args)``, compiled by :func:`compile_vectorized` first. A signature that
+    ``key`` did not tell apart from a compiled one (the kernels never compile by themselves:
+    see :data:`VECTORIZED`) is compiled with the vectorizer on the first call that needs
+    it."""
+    compile_vectorized(kernel, key, *args)
+    try:
+        return kernel(*args)
+    except TypeError:  # numba: "No matching definition for argument type(s) ..."
+        _compile_slp(kernel, args)
+        return kernel(*args)
+
+
+def _compile_slp(kernel, args):
     from numba import typeof
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
@@ -718,8 +748,24 @@ def compile_vectorized(kernel, key, *args):
     with global_compiler_lock:
         old = config.SLP_VECTORIZE
         config.SLP_VECTORIZE = 1
+        kernel._can_compile = True
         try:
             kernel.compile(sig)
+            SLP_SIGNATURES.add((kernel.py_func, sig))
         finally:
+            kernel._can_compile = False
             config.SLP_VECTORIZE = old
-    _COMPILED.add(key)
+
+
+#: The kernels compiled only by :func:`compile_vectorized`. numba compiles a dispatcher for
+#: each new signature at its first call (a read-only array is another type than a writable
+#: one) with the vectorizer off, and stores that code in its cache, where the next process's
+#: :func:`compile_vectorized` of the same signature finds it: a test suite that had called
+#: ``fit`` after ``partial_fit`` in one process left Frappe's epoch at 2x its time (k=4,
+#: float32: 47 ms against 25 ms per epoch, same weights) for every later process. These
+#: dispatchers never compile by themselves: a call of a signature not compiled here is a
+#: ``TypeError``, which :func:`call_vectorized` answers by compiling it here.
+VECTORIZED = (ffm_epoch, _predict_serial, _predict_parallel)
+for _kernel in VECTORIZED:
+    _kernel._can_compile = False
+del _kernel
