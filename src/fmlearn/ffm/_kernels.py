@@ -773,7 +773,9 @@ def call_vectorized(kernel, key, *args):
     compile_vectorized(kernel, key, *args)
     try:
         return kernel(*args)
-    except TypeError:  # numba: "No matching definition for argument type(s) ..."
+    except (TypeError, RuntimeError):
+        # numba: "No matching definition for argument type(s) ...", or "compilation
+        # disabled" when another thread's _compile_slp let this call through its check
         _compile_slp(kernel, args)
         return kernel(*args)
 
