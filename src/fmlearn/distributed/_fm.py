@@ -60,7 +60,7 @@ from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
-from ._fm_worker import _build, _drop
+from ._fm_worker import Rounds, StateLost, _build, _drop
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -156,10 +156,23 @@ def _color_task(pairs, d):
 
 class _Cluster:
     """Runs the partitions' tasks: on the workers of a distributed client, or in this process
-    (no client: the registry of this process, tasks called directly)."""
+    (no client: the registry of this process, tasks called directly).
 
-    def __init__(self, client, parts, prefix, color, pos):
+    With ``direct=True`` (the classic FM's sweeps) a round is not a Dask task per partition:
+    each worker holding partitions gets one :class:`~fmlearn.distributed._fm_worker.Rounds`
+    actor, and a round is one message per worker, sent straight from the client to the worker
+    over a connection kept open for the fit (the message the actor proxy sends), which runs
+    the round's function for all the worker's partitions and returns their results. The
+    scheduler is not involved in a round: measured on a 2-worker LocalCluster under load 8,
+    a round trip of two small calls took 2.5-15 ms this way against 34-49 ms as two tasks
+    (submit + gather). Results are still returned per partition and added on the client in
+    partition order, so the fit does not depend on which worker holds what."""
+
+    def __init__(self, client, parts, prefix, color, pos, direct=False):
         self.client = client
+        self.direct = direct and client is not None
+        self.actors = {}  # worker address -> the future of its Rounds actor
+        self.comms = {}  # worker address -> an open connection to it
         self.color = color
         self.pos = pos
         self.prefix = prefix
@@ -199,17 +212,89 @@ class _Cluster:
                     for p, r in enumerate(self.rows)]
             out = self.client.gather(futs)
         self.where = list(out)
+        if self.direct:
+            self._actors()
+
+    def _actors(self):
+        """A Rounds actor on every worker that holds a partition (created once per worker and
+        fit; a worker that disappeared lost its actor, see :meth:`_lost`)."""
+        for addr in sorted(set(self.where) - set(self.actors)):
+            fut = self.client.submit(Rounds, actor=True, workers=[addr],
+                                     allow_other_workers=False,
+                                     key=f"fd-{self.prefix}-rounds-{uuid.uuid4().hex}")
+            fut.result()
+            self.actors[addr] = fut
 
     def map(self, fn, *args):
         """``fn(key, *args)`` on every partition; results in partition order."""
         self.rounds += 1
-        self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
-        return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
+        if not self.direct:
+            self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
+            return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
+        groups = {}
+        for p, addr in enumerate(self.where):
+            groups.setdefault(addr, []).append(p)
+        self.sent += sum(a.nbytes for a in _arrays(args)) * len(groups)
+        done = self.client.sync(self._calls, fn, groups, args)
+        out = [None] * len(self.rows)
+        for ps, res in zip(groups.values(), done, strict=True):
+            for p, r in zip(ps, res, strict=True):
+                out[p] = r
+        return out
+
+    async def _calls(self, fn, groups, args):
+        import asyncio
+
+        from distributed.core import send_recv
+        from distributed.protocol import to_serialize
+
+        pool = self.client.rpc
+
+        async def one(addr, ps):
+            comm = self.comms.pop(addr, None)
+            if comm is None or comm.closed():
+                comm = await pool.connect(addr)
+            reply = await send_recv(comm, op="actor_execute", actor=self.actors[addr].key,
+                                    function="run", args=[to_serialize(fn), to_serialize(
+                                        [self._key(p) for p in ps]), to_serialize(args)],
+                                    kwargs={}, serializers=pool.serializers,
+                                    deserializers=pool.deserializers)
+            # Back in the pool of this fit only once the reply is read (a failed call's
+            # connection is dropped, never reused with a reply in flight).
+            self.comms[addr] = comm
+            if reply["status"] != "OK":
+                raise reply["exception"]
+            return reply["result"]
+
+        done = await asyncio.gather(*[one(a, ps) for a, ps in groups.items()],
+                                    return_exceptions=True)
+        for addr, res in zip(groups, done, strict=True):
+            if isinstance(res, OSError):  # the connection failed: the worker is gone
+                self._lost(addr)
+                raise StateLost(f"the worker {addr} holding partitions of the fit was lost "
+                                f"({type(res).__name__}: {res})") from res
+        for res in done:
+            if isinstance(res, BaseException):
+                raise res
+        return done
+
+    def _lost(self, addr):
+        fut = self.actors.pop(addr, None)
+        if fut is not None:
+            fut.release()
 
     def close(self):
         if self.client is None:
             _drop(self.prefix)
             return
+        for addr, comm in self.comms.items():
+            try:
+                self.client.rpc.reuse(addr, comm)
+            except Exception:  # noqa: BLE001 - cleanup on a cluster that may be failing
+                pass
+        self.comms = {}
+        for addr in list(self.actors):
+            self._lost(addr)
         try:
             self.client.run(_drop, self.prefix)
         except Exception:  # noqa: BLE001 - cleanup on a cluster that may be failing
@@ -466,7 +551,7 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     found = ck.resume()
     if found is not None:
         start = sweeper.resume(found[0], found[1])
-    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos)
+    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos, direct=True)
     history = {"metric": plan.metric, "train": [], "val": [], "iter_time": [], "train_avg": [],
                "val_avg": []}
     try:

@@ -96,6 +96,19 @@ def _class_round(key, ap, ga, m):
     return G.copy(), H.copy(), time.process_time() - t0
 
 
+class Rounds:
+    """A Dask actor on each worker that holds partitions of a fit: runs a round's task for all
+    of that worker's partitions in one call (:class:`fmlearn.distributed._fm._Cluster`).
+
+    It holds no state of its own: the row caches stay in this process's registry, so a
+    partition rebuilt by a task (after a lost worker) is found by the actor of its new
+    worker."""
+
+    def run(self, fn, keys, args):
+        """``fn(key, *args)`` for every partition key, in order."""
+        return [fn(key, *args) for key in keys]
+
+
 def _drop(prefix):
     with _LOCK:
         for key in [k for k in _REGISTRY if k[0] == prefix]:
