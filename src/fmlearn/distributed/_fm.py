@@ -60,7 +60,7 @@ from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
-from ._fm_worker import Rounds, StateLost, _build, _drop
+from ._fm_worker import Rounds, StateLost, _build, _drop, nodelay
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -172,7 +172,9 @@ class _Cluster:
         self.client = client
         self.direct = direct and client is not None
         self.actors = {}  # worker address -> the future of its Rounds actor
-        self.comms = {}  # worker address -> an open connection to it
+        self.comms = {}  # worker address -> an open Dask connection to it
+        self.socks = {}  # worker address -> a socket to its Rounds actor's listener
+        self.authkey = None
         self.color = color
         self.pos = pos
         self.prefix = prefix
@@ -222,8 +224,28 @@ class _Cluster:
             fut = self.client.submit(Rounds, actor=True, workers=[addr],
                                      allow_other_workers=False,
                                      key=f"fd-{self.prefix}-rounds-{uuid.uuid4().hex}")
-            fut.result()
+            actor = fut.result()
             self.actors[addr] = fut
+            self._connect(addr, actor)
+
+    def _connect(self, addr, actor):
+        """A socket straight to the worker's Rounds actor (see ``Rounds.serve``): a round
+        then wakes only the client's thread and the worker's serving thread. Measured on a
+        2-worker LocalCluster under load 12: 1.7-2.6 ms per round trip of two calls, against
+        8-11 ms through Dask's connection (its event loops on both sides). Without it (a TLS
+        cluster, a listener that cannot be reached) the rounds go through Dask."""
+        import os
+        from multiprocessing.connection import Client as Connect
+
+        if self.authkey is None:
+            self.authkey = os.urandom(32)
+        try:
+            where = actor.serve(self.authkey).result()
+            if where is not None:
+                self.socks[addr] = conn = Connect(tuple(where), authkey=self.authkey)
+                nodelay(conn)
+        except (OSError, EOFError, ValueError):  # not reachable: Dask carries the rounds
+            pass
 
     def map(self, fn, *args):
         """``fn(key, *args)`` on every partition; results in partition order."""
@@ -235,12 +257,50 @@ class _Cluster:
         for p, addr in enumerate(self.where):
             groups.setdefault(addr, []).append(p)
         self.sent += sum(a.nbytes for a in _arrays(args)) * len(groups)
-        done = self.client.sync(self._calls, fn, groups, args)
+        sock = {a: ps for a, ps in groups.items() if a in self.socks}
+        rest = {a: ps for a, ps in groups.items() if a not in self.socks}
+        done = {}
+        lost = None
+        for addr, ps in sock.items():
+            try:
+                self.socks[addr].send((fn, [self._key(p) for p in ps], args))
+            except (OSError, EOFError) as exc:
+                lost = lost or (addr, exc)
+                self._lost(addr)
+        if rest:
+            done.update(zip(rest, self.client.sync(self._calls, fn, rest, args),
+                            strict=True))
+        for addr in sock:
+            if addr in self.socks:
+                try:
+                    done[addr] = self._recv(addr)
+                except (OSError, EOFError) as exc:
+                    lost = lost or (addr, exc)
+                    self._lost(addr)
+        if lost is not None:
+            addr, exc = lost
+            raise StateLost(f"the worker {addr} holding partitions of the fit was lost "
+                            f"({type(exc).__name__}: {exc})") from exc
+        for addr in groups:
+            if not done[addr][0]:
+                raise done[addr][1]
         out = [None] * len(self.rows)
-        for ps, res in zip(groups.values(), done, strict=True):
-            for p, r in zip(ps, res, strict=True):
+        for addr, ps in groups.items():
+            for p, r in zip(ps, done[addr][1], strict=True):
                 out[p] = r
         return out
+
+    def _recv(self, addr):
+        """The reply of the worker ``addr``; waits while the scheduler still knows the worker
+        and its actor (a worker that died without closing the socket, e.g. a lost machine,
+        raises StateLost after at most about a second of silence past its loss)."""
+        conn = self.socks[addr]
+        while not conn.poll(1.0):
+            fut = self.actors.get(addr)
+            if fut is None or fut.status != "finished" or \
+                    addr not in self.client.scheduler_info().get("workers", {}):
+                raise EOFError("the worker left the cluster")
+        return conn.recv()
 
     async def _calls(self, fn, groups, args):
         import asyncio
@@ -257,14 +317,15 @@ class _Cluster:
             reply = await send_recv(comm, op="actor_execute", actor=self.actors[addr].key,
                                     function="run", args=[to_serialize(fn), to_serialize(
                                         [self._key(p) for p in ps]), to_serialize(args)],
-                                    kwargs={}, serializers=pool.serializers,
+                                    kwargs={"separate_thread": False},
+                                    serializers=pool.serializers,
                                     deserializers=pool.deserializers)
             # Back in the pool of this fit only once the reply is read (a failed call's
             # connection is dropped, never reused with a reply in flight).
             self.comms[addr] = comm
             if reply["status"] != "OK":
-                raise reply["exception"]
-            return reply["result"]
+                return False, reply["exception"]
+            return True, reply["result"]
 
         done = await asyncio.gather(*[one(a, ps) for a, ps in groups.items()],
                                     return_exceptions=True)
@@ -279,6 +340,12 @@ class _Cluster:
         return done
 
     def _lost(self, addr):
+        conn = self.socks.pop(addr, None)
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
         fut = self.actors.pop(addr, None)
         if fut is not None:
             fut.release()
@@ -293,7 +360,7 @@ class _Cluster:
             except Exception:  # noqa: BLE001 - cleanup on a cluster that may be failing
                 pass
         self.comms = {}
-        for addr in list(self.actors):
+        for addr in list(self.actors) + list(self.socks):
             self._lost(addr)
         try:
             self.client.run(_drop, self.prefix)
