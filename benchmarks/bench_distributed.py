@@ -34,10 +34,12 @@
    difference: each mode runs a fit of 1 sweep and a fit of 1 + ``--sweeps`` sweeps (both
    alternated); per sweep wall = (wall(long) - wall(short)) / sweeps, and likewise the CPU
    seconds of the client process (which runs the LocalCluster's scheduler too) and of the
-   workers (``getrusage`` in each worker). So the set-up (validation, colouring, cache
-   build) and the first sweep are excluded; the median of the long fit's ``iter_time`` after
-   its first sweep is printed too. Prints one JSON line per run and a summary table with the
-   median and min-max of the ratio dask / memory and the load average.
+   workers (``getrusage`` in each worker). The wall seconds per sweep of the table are the
+   median of the long fit's ``history_["iter_time"]`` after its first sweep (so the set-up --
+   validation, colouring, the first cache build -- and the first sweep are excluded; no
+   sweep of the long fit rebuilds the caches); the ratio by difference is printed next to it
+   (noisier under load: it subtracts two fits' set-ups). Prints one JSON line per run and a
+   summary table with the median and min-max over the repetitions and the load average.
 
 Run under the benchmark lock, e.g.::
 
@@ -258,20 +260,21 @@ def sweep_bar(n, k, sweeps, repeat, parts):
                     runs[mode].append(row)
                     out.append(row)
             m, dk = runs["mem"], runs["dask"]
-            ratio = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
+            it = "iter_time_median_s"
+            ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
+            ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
             cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
                    / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
             diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
 
-            def med(v):
-                return f"{np.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+            def med(v, f=3):
+                return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
 
-            print(f"| {solver} | {n:,} | {parts} | "
-                  f"{med([r['sweep_wall_s'] for r in m])} | "
-                  f"{med([r['sweep_wall_s'] for r in dk])} | {med(ratio)} | "
+            print(f"| {solver} | {n:,} | {parts} | {med([r[it] for r in m])} | "
+                  f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
                   f"{med([r['sweep_cpu_client_s'] for r in m])} | "
                   f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
-                  f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu)} | "
+                  f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
                   f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
                   f" | {diff:.1e} |", flush=True)
     return out
@@ -427,11 +430,12 @@ def main(argv=None):
     if args.part == 4:
         n = args.rows or (60_000 if args.quick else 600_000)
         print("| solver | rows | partitions | memory 2 threads, s/sweep | 2 workers, s/sweep | "
-              "ratio | memory CPU s/sweep | dask CPU s/sweep (client + workers) | CPU ratio | "
-              "load | train RMSE diff |\n|---|---|---|---|---|---|---|---|---|---|---|")
+              "ratio | ratio (by difference) | memory CPU s/sweep | dask CPU s/sweep (client "
+              "+ workers) | CPU ratio | load | train RMSE diff |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sweep_bar(n, 8, args.sweeps or (2 if args.quick else 4), max(3, args.repeat),
+            sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
                       args.parts)
     if args.part in (None, 3):
         n = 20_000 if args.quick else (args.rows or 2_000_000)

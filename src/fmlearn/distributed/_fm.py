@@ -10,7 +10,12 @@ updated last and the current values of the next class; every worker applies the 
 its rows' cache and returns the next class's sums (:func:`fmlearn.kernels.cd_rows.
 class_round`); the client adds the sums in partition order and steps the class. A round
 moves O(class size) numbers each way per partition, never a row; a sweep is one round for
-w0 (and the noise precision), then one per colour class for w and for each factor.
+w0 (and the noise precision), then one per colour class for w and for each factor. A round is
+one message per worker (not a task per partition): each worker holding partitions has a
+:class:`~fmlearn.distributed._fm_worker.Rounds` actor that runs the round on all of them, and
+the client reaches it over a socket of its own (authenticated, kept open for the fit) or, when
+there is none, through Dask's connection to the worker; the scheduler is not involved in a
+round (see :class:`_Cluster`).
 
 Where the state lives. Each partition's validated rows are a persisted Dask future (its
 lineage goes back to the source: a Dask array, dataframe or files, so Dask recomputes it when
@@ -175,6 +180,7 @@ class _Cluster:
         self.comms = {}  # worker address -> an open Dask connection to it
         self.socks = {}  # worker address -> a socket to its Rounds actor's listener
         self.authkey = None
+        self.messages = {"socket": 0, "dask": 0, "tasks": 0}  # worker messages of the rounds
         self.color = color
         self.pos = pos
         self.prefix = prefix
@@ -252,6 +258,7 @@ class _Cluster:
         self.rounds += 1
         if not self.direct:
             self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
+            self.messages["tasks"] += len(self.rows)
             return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
         groups = {}
         for p, addr in enumerate(self.where):
@@ -259,6 +266,8 @@ class _Cluster:
         self.sent += sum(a.nbytes for a in _arrays(args)) * len(groups)
         sock = {a: ps for a, ps in groups.items() if a in self.socks}
         rest = {a: ps for a, ps in groups.items() if a not in self.socks}
+        self.messages["socket"] += len(sock)
+        self.messages["dask"] += len(rest)
         done = {}
         lost = None
         for addr, ps in sock.items():
@@ -659,4 +668,4 @@ def _report(cluster, sweeper, start):
     return {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
             "seconds_rounds": sweeper.t_wait, "seconds_rounds_compute": sweeper.t_compute,
             "seconds_client": sweeper.t_client, "restarts": sweeper.restarts,
-            "resumed_at": start}
+            "resumed_at": start, "messages": dict(cluster.messages)}
