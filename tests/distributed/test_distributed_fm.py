@@ -152,10 +152,14 @@ def test_classifier(client, tmp_path):
     np.testing.assert_array_equal(load(path).predict_proba(X), mc.predict_proba(X))
 
 
-def test_killed_worker_does_not_change_the_result(client, monkeypatch):
+@pytest.mark.parametrize("channel", ["socket", "dask"])
+def test_killed_worker_does_not_change_the_result(client, monkeypatch, channel):
     """A worker process killed (SIGKILL) in sweep 4: its partitions' rows are recomputed from
     the source, every cache rebuilt from the model of the sweep's start, the sweep rerun with
-    the same random numbers; the chain equals the in-memory one to 1e-8."""
+    the same random numbers; the chain equals the in-memory one to 1e-8. Whether the rounds
+    go over the sockets to the workers or through Dask's connections."""
+    if channel == "dask":
+        monkeypatch.setattr(_fm._Cluster, "_connect", lambda self, addr, actor: None)
     X, y = one_hot(2000, seed=5)
     Xd, yd = dask_rows(X, y, (500, 500, 500, 500))
     kw = dict(n_factors=2, solver="mcmc", n_iter=8, n_burn_in=2, random_state=1)
@@ -170,6 +174,7 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
     monkeypatch.setattr(_fm._Sweeper, "_sweep", sweep)
     m = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
     assert killed and m.distributed_["restarts"] >= 1
+    assert m.distributed_["messages"][channel] > 0
     assert_same_model(m, FMRegressor(**kw).fit(X, y))
     client.wait_for_workers(2, timeout=60)
 
