@@ -276,9 +276,13 @@ class _Cluster:
             except (OSError, EOFError) as exc:
                 lost = lost or (addr, exc)
                 self._lost(addr)
-        if rest:
-            done.update(zip(rest, self.client.sync(self._calls, fn, rest, args),
-                            strict=True))
+        failed = None
+        if rest:  # workers without a socket (mixed only if some listener was unreachable)
+            try:
+                done.update(zip(rest, self.client.sync(self._calls, fn, rest, args),
+                                strict=True))
+            except BaseException as exc:  # raised once the sockets' replies are read
+                failed = exc
         for addr in sock:
             if addr in self.socks:
                 try:
@@ -286,6 +290,8 @@ class _Cluster:
                 except (OSError, EOFError) as exc:
                     lost = lost or (addr, exc)
                     self._lost(addr)
+        if failed is not None:
+            raise failed
         if lost is not None:
             addr, exc = lost
             raise StateLost(f"the worker {addr} holding partitions of the fit was lost "
