@@ -1,5 +1,5 @@
 """The online learners' defaults on raw, unscaled real data: ``standardize="auto"`` (the
-default since 0.3) against the 0.2 defaults (``standardize=False``), against the 0.2 defaults
+the default) against the previous defaults (``standardize=False``), against the previous defaults
 on features standardised by hand (scikit-learn's ``StandardScaler`` fitted on the training
 rows; sparse sets are left as given), and against a linear baseline (``Ridge`` /
 ``LogisticRegression`` on standardised features), with the trivial predictor (training mean,
@@ -154,8 +154,8 @@ def main():
         yw = Xw[:, 0] if name in REGRESSORS else (Xw[:, 0] > 0).astype(int)
         getattr(fmlearn, name)(random_state=0).fit(Xw, yw)
         getattr(fmlearn, name)(random_state=0, standardize=False).fit(sp.csr_matrix(Xw), yw)
-    print("| set | task | estimator | 0.2 default | 0.3 default | 0.2 on StandardScaler "
-          "| linear | trivial | CPU s 0.2 / 0.3 / by hand (median, min-max) | wall s 0.3 |")
+    print("| set | task | estimator | before (standardize=False) | default | before, on StandardScaler "
+          "| linear | trivial | CPU s before / default / by hand (median, min-max) | wall s default |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for set_name, (task, Xtr, ytr, Xte, yte) in sets.items():
         lin, trivial = baselines(task, Xtr, ytr, Xte, yte)

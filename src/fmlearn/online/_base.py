@@ -160,7 +160,7 @@ def standardizer(X, sw):
         raise ValueError("feature values are too large to be standardised in float64; "
                          "rescale X or set standardize=False")
     # a column constant in the first batch (every column of a one-row batch) is left as given:
-    # centring would zero it, and a stream started one row at a time keeps 0.2's rows
+    # centring would zero it, and a stream started one row at a time keeps its rows as given
     const = ~(scale > 1 / MAX_SCALE)
     mean[const], scale[const] = 0.0, 1.0
     return mean, scale
@@ -192,7 +192,7 @@ def input_coordinates(b, w, times_W, mean, factor):
 class _OnlineBase(BaseFM):
     """Validation, the live learner, fit / partial_fit and prequential predictions."""
 
-    # a model file of fmlearn 0.2 (before ``standardize``) was fitted on X as given
+    # a model file written before ``standardize`` existed was fitted on X as given
     _params_before = {"standardize": False}
 
     _common_constraints = {
