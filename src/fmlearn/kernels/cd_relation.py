@@ -298,9 +298,11 @@ def _block_features(rel, r, pa, group, cfg):
     # sums are written with u = qB[b] - v_jf x_bj (a_b = x_bj u): g = sum_b x_bj (u SE[b] +
     # SEQ[b]), hh = sum_b x_bj^2 (u (u N[b] + 2 SQ[b]) + SQQ[b]), and the changes
     # SE += c delta x_bj (u N + SQ), SEQ += c delta x_bj (u SQ + SQQ), DY += delta x_bj u:
-    # the module docstring's sums, factored (13 against 19 floating-point operations per
-    # entry over both visits; the sweep of MovieLens-100K's relation blocks 5-9 % less CPU,
-    # benchmarks/bench_relation.py --baseline-src), rounded otherwise by an ulp or so.
+    # the module docstring's sums, factored: 31 against 36 floating-point operations per
+    # entry over both visits; with the aligned caches (block_caches) the MCMC fit of
+    # MovieLens-100K's relation blocks took 7 % less CPU (3.06 against 3.28 s, median of 3,
+    # benchmarks/bench_relation.py --baseline-src, load 13). The sums round otherwise (by
+    # ulps of their terms), so the chain is not bit for bit the one of the unfactored sums.
     C = rel.C
     qn = rel.qn
     d0 = rel.foff[0]
