@@ -78,6 +78,13 @@ def test_inactive_rule_only_records_and_callback_can_stop():
     assert mon.history["metric"] == "log_loss" and len(mon.history["train"]) == 3
 
 
+def test_callback_stops_on_a_numpy_true():
+    # a comparison of numpy scores returns numpy's bool_, which is not the object True
+    n, _ = _run(_rule(early_stopping=False), [0.5, 0.4, 0.3, 0.2],
+                callback=lambda it, h: np.float64(h["val"][-1]) < 0.35)
+    assert n == 3
+
+
 def test_non_finite_score_counts_as_no_improvement():
     n, mon = _run(_rule(n_iter_no_change=2), [0.5, np.nan, np.inf, 0.1])
     assert n == 3 and mon.best_iteration == 0

@@ -289,7 +289,8 @@ class EarlyStopping:
             h["val"].append(val)
             if self.rule.active:
                 stop = self._apply_rule(iteration, val)
-        if self.callback is not None and self.callback(iteration, h) is True:
+        # truthy, as every family's callback (numpy's True_ from a comparison stops too)
+        if self.callback is not None and bool(self.callback(iteration, h)):
             stop = True
         return stop
 

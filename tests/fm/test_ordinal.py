@@ -143,3 +143,48 @@ def test_warm_start_continues_the_chain():
     # other levels: a new chain, not the old one continued
     fresh = warm.fit(X, np.minimum(y, 3))
     assert fresh.chain_["t"] == 15 and fresh.levels_.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_eval_set_history_reports_the_chain_without_changing_it(planted_fit):
+    from fmlearn.solvers.ordinal import ordinal_proba
+
+    model, X, y, _, tr = planted_fit
+    Xv, yv = X[~tr], y[~tr]
+    m = FMOrdinalRegressor(2, n_iter=150, random_state=0).fit(X[tr], y[tr], eval_set=(Xv, yv))
+    np.testing.assert_array_equal(m.samples_V_, model.samples_V_)  # scoring draws nothing
+    h = m.history_
+    assert len(h["val"]) == len(h["val_avg"]) == len(h["train"]) == len(h["iter_time"]) == 150
+    # the last "val" is the RMSE of the expected label under the last sample
+    last = ordinal_proba(Xv.indptr, Xv.indices, Xv.data, (np.zeros(1), m.w_[None], m.V_[None]),
+                         m.cut_points_[None]) @ m.levels_
+    np.testing.assert_allclose(h["val"][-1], np.sqrt(np.mean((last - yv) ** 2)), rtol=1e-12)
+    # the running average of 150 samples' probabilities predicts better than the first sample
+    assert h["val_avg"][-1] < h["val"][0]
+    assert np.isfinite(h["val_rhat"]) and h["val_rhat_median"] <= h["val_rhat"]
+
+
+def test_callback_ends_the_chain_as_a_shorter_run():
+    X, y = _small()
+    seen = []
+
+    def stop_at_five(i, history):
+        seen.append(len(history["train"]))
+        return np.int64(i) == 4  # numpy's True_ stops as True does
+
+    a = FMOrdinalRegressor(2, n_iter=30, n_burn_in=2, random_state=2).fit(X, y,
+                                                                           callback=stop_at_five)
+    b = FMOrdinalRegressor(2, n_iter=5, n_burn_in=2, random_state=2).fit(X, y)
+    assert a.n_iter_ == 5 and seen == [1, 2, 3, 4, 5] and "val" not in a.history_
+    np.testing.assert_array_equal(a.samples_V_, b.samples_V_)
+    np.testing.assert_array_equal(a.samples_cut_points_, b.samples_cut_points_)
+
+
+def test_bad_eval_set_is_refused_and_changes_nothing():
+    X, y = _small()
+    model = FMOrdinalRegressor(2, n_iter=10, random_state=0).fit(X, y)
+    V = model.V_.copy()
+    with pytest.raises(ValueError, match="features"):
+        model.fit(X, y, eval_set=(X[:, :-1], y))
+    with pytest.raises(TypeError, match="callback must be callable"):
+        model.fit(X, y, callback=3)
+    np.testing.assert_array_equal(model.V_, V)

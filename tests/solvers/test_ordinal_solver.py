@@ -11,6 +11,7 @@ from scipy.special import log_ndtr as scipy_log_ndtr
 from scipy.special import ndtri
 
 from fmlearn.kernels.ordinal import _ndtri_lower, log_interval, log_ndtr
+from fmlearn.kernels.predict import fm_predict_csr
 from fmlearn.solvers._fm_common import column_data, init_state
 from fmlearn.solvers.mcmc import Chain, MCMCSettings
 from fmlearn.solvers.ordinal import (
@@ -160,8 +161,11 @@ def test_kept_cut_points_follow_the_chain_reservoir():
     cuts = CutPoints(np.array([-1.0, 0.0, 1.0]))
     seen = []
 
-    def record(it):
+    def record(it, f):
         seen.append((state.w.copy(), cuts.value.copy()))
+        direct = np.empty(n)
+        fm_predict_csr(X.indptr, X.indices, X.data, 0.0, state.w, state.V, direct)
+        np.testing.assert_allclose(f, direct, rtol=1e-9, atol=1e-9)  # the sweep's scores
         return False
 
     state, n_done, info = ordinal_solver(data, state, chain, cuts, settings, seed=5,

@@ -10,6 +10,7 @@ parameters (``solver``, the SGD settings) would mean nothing for it. The sampler
 """
 
 import numbers
+import time
 
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
@@ -19,7 +20,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._base import BaseFM, check_sample_weight, failure_atomic
 from .._data import merge_duplicate_rows, raw, to_csr
 from .._docs import fill_doc
-from .._plan import square_stats
+from .._early_stopping import split_rhat
+from .._plan import check_callback, square_stats
 from .._threads import n_threads
 from ..exceptions import DivergenceError
 from ..solvers._fm_common import (
@@ -29,11 +31,13 @@ from ..solvers._fm_common import (
     column_data,
     init_state,
 )
+from ..kernels.predict import fm_predict_csr
 from ..solvers.mcmc import Chain
 from ..solvers.ordinal import (
     W0_PRECISION,
     CutPoints,
     initial_cut_points,
+    level_proba,
     ordinal_proba,
     ordinal_solver,
 )
@@ -131,6 +135,16 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         As in :class:`FMRegressor` (``w0_`` is 0).
     cut_point_acceptance_ : float
         Share of the cut-points' Metropolis-Hastings proposals accepted during the fit.
+    history_ : dict
+        ``"iter_time"``: seconds of every sweep; with an ``eval_set`` or a ``callback`` of
+        :meth:`fit` also ``"train"`` (the RMSE of the sweep's sample's expected label on the
+        training rows; ``"metric"`` is ``"rmse"``), and with an ``eval_set`` ``"val"`` (the
+        same on the validation rows), ``"val_avg"`` (the RMSE of the running average of the
+        class probabilities over all sweeps so far, libFM's report) and ``"val_rhat"`` /
+        ``"val_rhat_median"``: the largest and the median over the validation rows of the
+        split R-hat of the expected label after burn-in (Gelman et al. 2013; values near 1
+        say the chain has settled; NaN with fewer than 4 kept sweeps). MCMC has no early
+        stop: a callback may end the chain.
     n_features_in_ : int
 
     References
@@ -187,16 +201,25 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
     @fill_doc
     @failure_atomic
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, eval_set=None, callback=None):
         """Fit the model by ``n_iter`` Gibbs sweeps.
 
         Parameters
         ----------
         %(fit_data)s
+        eval_set : (X_val, y_val), optional
+            Held-out rows scored after every sweep (``history_``: the RMSE of the expected
+            label, its running average and the chain's split R-hat). Labels outside the
+            training levels are allowed (they only enter the RMSE).
+        callback : callable, optional
+            ``callback(i, history)`` after sweep ``i`` (from 0); returning True ends the
+            chain there (``n_iter_`` says how many sweeps ran).
         """
+        callback = check_callback(callback)
         X, y = self._validate_X_y(X, y, reset=True, y_numeric=True)
         levels, yi = ordinal_levels(y)
         sw = check_sample_weight(sample_weight, X.shape[0])
+        ev = self._validate_eval_set(eval_set)
         X = to_csr(X, X.dtype)
         d, k, dtype = X.shape[1], self.n_factors, X.dtype
         groups = check_groups(self.groups, d)
@@ -232,11 +255,15 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
             chain = Chain.start(k, n_groups)
             cuts = CutPoints(initial_cut_points(yi, sw, levels.shape[0]))
         data = column_data(X, yi_f, sw)
+        recorder = _SweepHistory(levels, levels[yi], sw, ev, dtype, state, cuts, chain,
+                                 burn, callback)
         with n_threads(self.n_jobs):
-            state, n_done, info = ordinal_solver(data, state, chain, cuts, settings, seed)
+            state, n_done, info = ordinal_solver(data, state, chain, cuts, settings, seed,
+                                                 recorder)
         if info["diverged"]:
             raise DivergenceError(info["diverged"] + "; the estimator keeps its previous state")
         self._store(levels, dtype, n_done, init_stdev, state, chain, cuts)
+        self.history_ = recorder.finish()
         return self
 
     def _store(self, levels, dtype, n_done, init_stdev, state, chain, cuts):
@@ -308,3 +335,58 @@ class FMOrdinalRegressor(RegressorMixin, BaseFM):
         if not (np.all(np.isfinite(self.w_)) and np.all(np.isfinite(self.V_))
                 and np.all(np.isfinite(cuts))):
             raise ValueError("model parameters contain NaN or infinity")
+
+
+class _SweepHistory:
+    """``history_`` of one :meth:`FMOrdinalRegressor.fit` and its user callback: the solver's
+    ``callback(it, f)`` (``f`` the training rows' scores of the sweep's sample); the metrics
+    are computed only with an eval set or a user callback."""
+
+    def __init__(self, levels, y, sw, ev, dtype, state, cuts, chain, burn, callback):
+        self.levels, self.y, self.sw = levels, y, sw
+        self.state, self.cuts, self.chain, self.burn = state, cuts, chain, burn
+        self.callback = callback
+        self.val = None
+        self.history = {"metric": "rmse", "iter_time": []}
+        if ev is not None or callback is not None:
+            self.history["train"] = []
+        if ev is not None:
+            X_val, y_val = ev
+            self.val = (to_csr(X_val, dtype), y_val)
+            self.val_sum = np.zeros((y_val.shape[0], levels.shape[0]))
+            self.chain_expected = []
+            self.history.update(val=[], val_avg=[])
+        self.clock = time.perf_counter()
+
+    def _rmse(self, proba, y, sw=None):
+        return float(np.sqrt(np.average((proba @ self.levels - y) ** 2, weights=sw)))
+
+    def __call__(self, it, f):
+        h = self.history
+        h["iter_time"].append(time.perf_counter() - self.clock)
+        if "train" in h:
+            h["train"].append(self._rmse(level_proba(f, self.cuts.value), self.y, self.sw))
+        if self.val is not None:
+            X_val, y_val = self.val
+            f_val = np.empty(X_val.shape[0])
+            fm_predict_csr(X_val.indptr, X_val.indices, X_val.data, 0.0, self.state.w,
+                           self.state.V, f_val)
+            p = level_proba(f_val, self.cuts.value)
+            self.val_sum += p
+            h["val"].append(self._rmse(p, y_val))
+            h["val_avg"].append(self._rmse(self.val_sum / self.val_sum.sum(axis=1,
+                                                                           keepdims=True), y_val))
+            if self.chain.t > self.burn:
+                self.chain_expected.append(p @ self.levels)
+        stop = self.callback is not None and bool(self.callback(it, h))
+        self.clock = time.perf_counter()
+        return stop
+
+    def finish(self):
+        if self.val is not None:
+            rows = (split_rhat(np.array(self.chain_expected)) if self.chain_expected
+                    else np.array([np.nan]))
+            some = len(rows) and not np.isnan(rows).all()
+            self.history["val_rhat"] = float(np.nanmax(rows)) if some else float("nan")
+            self.history["val_rhat_median"] = float(np.nanmedian(rows)) if some else float("nan")
+        return self.history

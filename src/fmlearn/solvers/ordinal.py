@@ -161,21 +161,31 @@ def initial_cut_points(y, sw, n_classes):
     return ndtri(cum)
 
 
+def level_proba(f, cut_points):
+    """Class probabilities (n, K) of the scores ``f`` (n,) under one sample's cut-points (K-1,):
+    Phi(t_c - f) - Phi(t_{c-1} - f), the differences of a cumulative distribution clipped at 0
+    (so each row sums to 1)."""
+    K1 = cut_points.shape[0]
+    cdf = ndtr(cut_points[None, :] - f[:, None])
+    cdf = np.maximum.accumulate(cdf, axis=1)
+    out = np.empty((f.shape[0], K1 + 1))
+    out[:, 0] = cdf[:, 0]
+    out[:, 1:K1] = np.diff(cdf, axis=1)
+    out[:, K1] = 1.0 - cdf[:, -1]
+    return out
+
+
 def ordinal_proba(indptr, indices, data, samples, cut_samples):
     """Posterior mean class probabilities (n, K): the average over the kept samples
-    (w0 (S,), w (S, d), V (S, d, k)) and cut-points (S, K-1) of Phi(t_c - f) - Phi(t_{c-1} - f).
-    Each row sums to 1 (the differences of a cumulative distribution, clipped at 0)."""
+    (w0 (S,), w (S, d), V (S, d, k)) and cut-points (S, K-1) of :func:`level_proba`.
+    Each row sums to 1."""
     n = indptr.shape[0] - 1
     S, K1 = cut_samples.shape
     out = np.zeros((n, K1 + 1))
     f = np.empty(n)
     for s in range(S):
         fm_predict_csr(indptr, indices, data, samples[0][s], samples[1][s], samples[2][s], f)
-        cdf = ndtr(cut_samples[s][None, :] - f[:, None])
-        cdf = np.maximum.accumulate(cdf, axis=1)
-        out[:, 0] += cdf[:, 0]
-        out[:, 1:K1] += np.diff(cdf, axis=1)
-        out[:, K1] += 1.0 - cdf[:, -1]
+        out += level_proba(f, cut_samples[s])
     out /= S
     return out / out.sum(axis=1, keepdims=True)
 
@@ -187,7 +197,8 @@ def ordinal_solver(data, state, chain, cuts, settings, seed, callback=None):
     ``data`` (:class:`~fmlearn.solvers._fm_common.ColumnData`) holds the class indices
     0..K-1 as ``y``; ``settings`` an :class:`~fmlearn.solvers.mcmc.MCMCSettings` with
     ``probit=True`` and ``reg_bias`` = :data:`W0_PRECISION`. Sweep t draws from
-    ``default_rng([seed, t])``. ``callback(it)`` returning True stops. Returns
+    ``default_rng([seed, t])``. ``callback(it, f)``, with ``f`` the training rows' scores of
+    the sweep's sample, returning True stops. Returns
     ``(state, n_iter, info)`` as :func:`~fmlearn.solvers.mcmc.mcmc_solver`.
     """
     d, k = state.V.shape
@@ -225,7 +236,7 @@ def ordinal_solver(data, state, chain, cuts, settings, seed, callback=None):
 
     def after(it):
         _mirror_keep(cuts, chain, before["n"], before["stride"])
-        return callback is not None and callback(it)
+        return callback is not None and callback(it, E[:, 0] + target)
 
     return run_chain(settings, seed, chain, state, model, sweep,
                      lambda: refresh_row_state(E, data.csr, state, target), after)
