@@ -123,10 +123,14 @@ def mode_epochs(a):
     params = json.loads(a.params)
     _estimator({**params, "n_iter": 1}).fit(X[:200], y[:200]).predict(X[:10])
     rec["kernels_cpu"] = clock.lap()[0]
+    rec["hwm_read_mb"] = _status_mb("VmHWM")  # the peak so far (the reset below drops it)
+    rss = _reset_peak()
     _estimator({**params, "n_iter": 1}).fit(X, y)
     one_cpu, one_wall = clock.lap()
     est = _estimator({**params, "n_iter": 1 + a.epochs}).fit(X, y)
     more_cpu, more_wall = clock.lap()
+    if rss is not None:  # the fits' peak above the process with its rows (Linux)
+        rec["fit_peak_mb"] = _status_mb("VmHWM") - rss
     rec["epoch_cpu"] = (more_cpu - one_cpu) / a.epochs
     rec["epoch_wall"] = (more_wall - one_wall) / a.epochs
     rec["setup_cpu"] = one_cpu - rec["epoch_cpu"]
@@ -230,11 +234,28 @@ def mode_compile(a):
 
 # -- memory above the baseline ----------------------------------------------------------------
 def _status_mb(key):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024.0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
     return None
+
+
+def _reset_peak():
+    """Reset the process's peak resident size (``VmHWM := VmRSS``, Linux) after a garbage
+    collection; returns the resident MB (None where this is not available)."""
+    import gc
+
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status_mb("VmRSS")
 
 
 def mode_memory(a):

@@ -26,6 +26,21 @@
    the bytes sent per round; then the client's peak traced memory (``tracemalloc``) of a
    distributed fit at two widths d (200,000 rows; users = items = 2000 and 20,000).
 
+4. ``--part 4``: the bar of the exact distributed sweep (one command): ``fd.fit`` on a
+   LocalCluster of 2 worker processes x 1 thread against ``FMRegressor(n_jobs=2).fit`` in
+   memory, ALS and MCMC, ``--rows`` (default here 600,000) distinct one-hot (user, item)
+   rows, k = 8, ``--parts`` partitions (default 4) persisted on the workers before timing,
+   alternated (mem, dask, mem, dask, ...) ``--repeat`` times (>= 3). Set-up is excluded by
+   difference: each mode runs a fit of 1 sweep and a fit of 1 + ``--sweeps`` sweeps (both
+   alternated); per sweep wall = (wall(long) - wall(short)) / sweeps, and likewise the CPU
+   seconds of the client process (which runs the LocalCluster's scheduler too) and of the
+   workers (``getrusage`` in each worker). The wall seconds per sweep of the table are the
+   median of the long fit's ``history_["iter_time"]`` after its first sweep (so the set-up --
+   validation, colouring, the first cache build -- and the first sweep are excluded; no
+   sweep of the long fit rebuilds the caches); the ratio by difference is printed next to it
+   (noisier under load: it subtracts two fits' set-ups). Prints one JSON line per run and a
+   summary table with the median and min-max over the repetitions and the load average.
+
 Run under the benchmark lock, e.g.::
 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed.py
@@ -185,6 +200,86 @@ def dask_sweeps(n, k, sweeps, repeat, parts=4):
     return out
 
 
+def sweep_bar(n, k, sweeps, repeat, parts):
+    """Part 4: per-sweep wall and CPU, fd.fit on 2 workers x 1 thread vs in memory n_jobs=2."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    out = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+        yd = da.from_array(y, chunks=rows)
+        Xd, yd = client.persist([Xd, yd])  # the rows live on the workers before timing
+        for solver in ("als", "mcmc"):
+            def make(n_iter, solver=solver, n_jobs=None):
+                return FMRegressor(k, solver=solver, n_iter=n_iter, random_state=0,
+                                   n_jobs=n_jobs, **kw[solver])
+            # warm-up: compile / load the kernels in every process
+            make(2, n_jobs=2).fit(X[:5000], y[:5000])
+            fd.fit(make(2), Xd[:5000], yd[:5000], client=client)
+            runs = {"mem": [], "dask": []}
+            for rep in range(repeat):
+                fits = {}
+                for n_iter in (1, 1 + sweeps):
+                    for mode in ("mem", "dask"):
+                        load = os.getloadavg()[0]
+                        w0 = _cpu_of_workers(client)
+                        cpu0 = time.process_time()
+                        t0 = time.perf_counter()
+                        if mode == "mem":
+                            est = make(n_iter, n_jobs=2).fit(X, y)
+                        else:
+                            est = fd.fit(make(n_iter), Xd, yd, client=client)
+                        wall = time.perf_counter() - t0
+                        cpu = time.process_time() - cpu0
+                        wcpu = _cpu_of_workers(client) - w0
+                        fits[mode, n_iter] = (wall, cpu, wcpu, load, est)
+                for mode in ("mem", "dask"):
+                    (w1, c1, x1, _, _), (w2, c2, x2, load, est) = (fits[mode, 1],
+                                                                  fits[mode, 1 + sweeps])
+                    row = {"solver": solver, "mode": mode, "rep": rep, "rows": n, "k": k,
+                           "parts": parts, "load": load,
+                           "sweep_wall_s": (w2 - w1) / sweeps,
+                           "sweep_cpu_client_s": (c2 - c1) / sweeps,
+                           "sweep_cpu_workers_s": (x2 - x1) / sweeps,
+                           "iter_time_median_s": float(np.median(est.history_["iter_time"][1:])),
+                           "fit_wall_s": w2,
+                           "train_rmse": float(np.sqrt(np.mean((est.predict(X) - y) ** 2)))}
+                    if mode == "dask":
+                        info = est.distributed_
+                        row.update(rounds_per_sweep=info["rounds"] / est.n_iter_,
+                                   bytes_per_sweep=info["bytes_sent"] / est.n_iter_)
+                    print(json.dumps(row), flush=True)
+                    runs[mode].append(row)
+                    out.append(row)
+            m, dk = runs["mem"], runs["dask"]
+            it = "iter_time_median_s"
+            ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
+            ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
+            cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
+                   / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
+            diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
+
+            def med(v, f=3):
+                return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
+
+            print(f"| {solver} | {n:,} | {parts} | {med([r[it] for r in m])} | "
+                  f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
+                  f"{med([r['sweep_cpu_client_s'] for r in m])} | "
+                  f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
+                  f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
+                  f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
+                  f" | {diff:.1e} |", flush=True)
+    return out
+
+
 def client_memory(n, k, sizes):
     import tracemalloc
 
@@ -310,9 +405,13 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3])
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--sweeps", type=int, default=5)
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
+    parser.add_argument("--rows", type=int, default=None,
+                        help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
+    parser.add_argument("--sweeps", type=int, default=None,
+                        help="sweeps per fit (part 3, default 5) or timed sweeps (part 4, "
+                             "default 4)")
+    parser.add_argument("--parts", type=int, default=4, help="partitions of part 4")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
@@ -328,11 +427,22 @@ def main(argv=None):
         print(json.dumps(res), flush=True)
     if args.part in (None, 2):
         file_streaming(args.quick, int(args.chunk_mb * 2**20))
-    if args.part in (None, 3):
-        n = 20_000 if args.quick else args.rows
+    if args.part == 4:
+        n = args.rows or (60_000 if args.quick else 600_000)
+        print("| solver | rows | partitions | memory 2 threads, s/sweep | 2 workers, s/sweep | "
+              "ratio | ratio (by difference) | memory CPU s/sweep | dask CPU s/sweep (client "
+              "+ workers) | CPU ratio | load | train RMSE diff |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            dask_sweeps(n, 8, 3 if args.quick else args.sweeps, 1 if args.quick else args.repeat)
+            sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
+                      args.parts)
+    if args.part in (None, 3):
+        n = 20_000 if args.quick else (args.rows or 2_000_000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dask_sweeps(n, 8, 3 if args.quick else (args.sweeps or 5),
+                        1 if args.quick else args.repeat)
             client_memory(n // 10, 8, (200, 2000) if args.quick else (2000, 20000))
     print("load average:", os.getloadavg())
 

@@ -2,6 +2,7 @@
 River's FFMClassifier, and against fmlearn's own FM. One command per table:
 
     python benchmarks/bench_ffm.py frappe    # test log-loss / AUC with early stopping; fit CPU
+    python benchmarks/bench_ffm.py speed     # fit CPU only (the second half of frappe)
     python benchmarks/bench_ffm.py predict   # prediction CPU (LIBFFM's ffm-predict)
     python benchmarks/bench_ffm.py river     # partial_fit against River's learn_one
     python benchmarks/bench_ffm.py fm        # FFM against fmlearn's FMClassifier on Frappe
@@ -104,8 +105,8 @@ def _scores(y, p):
     return {"log_loss": float(log_loss(y, p)), "auc": float(roc_auc_score(y, p))}
 
 
-def fmlearn_child(args, *argv):
-    return measure([args.python, CHILD, *[str(a) for a in argv]], env=child_env())
+def fmlearn_child(args, *argv, python=None):
+    return measure([python or args.python, CHILD, *[str(a) for a in argv]], env=child_env())
 
 
 def _ok(run, what):
@@ -168,9 +169,19 @@ def table_frappe(args, work):
     return runs + speed
 
 
+def table_speed(args, work):
+    """The fit-speed half of the frappe table alone."""
+    tr, va, te = frappe_files(args, work)
+    train_bin, _ = _need_libffm(args)
+    return _frappe_speed(args, work, tr, te, train_bin)
+
+
 def _frappe_speed(args, work, tr, te, train_bin):
+    """Fit CPU for T and 1 epochs: LIBFFM, fmlearn and, with ``--old PYTHON``, a second
+    fmlearn (another checkout's Python, e.g. main's) as ``fmlearn (old)``, alternated."""
     runs = []
     T = args.epochs
+    fmlearns = [("fmlearn", args.python)] + ([("fmlearn (old)", args.old)] if args.old else [])
     for rep in range(args.reps):
         for k in args.ks:
             for epochs in (T, 1):
@@ -182,20 +193,27 @@ def _frappe_speed(args, work, tr, te, train_bin):
                              "fit_cpu": r["cpu_s"], "proc_cpu": r["cpu_s"],
                              "wall": r["wall_s"], "load_before": r["load_before"],
                              "load_after": r["load_after"]})
-                r = _ok(fmlearn_child(args, "fit", "--train", tr, "--test", te, "--k", k,
-                                      "--seed", rep, "--epochs", epochs), "fmlearn fit")
-                runs.append({"system": "fmlearn", "k": k, "epochs": epochs, "rep": rep,
-                             "fit_cpu": r["payload"]["fit_cpu"], "proc_cpu": r["cpu_s"],
-                             "wall": r["payload"]["fit_wall"],
-                             "load_before": r["load_before"], "load_after": r["load_after"]})
-                print(json.dumps(runs[-2:]), flush=True)
+                # the fmlearns in turn, starting with another one each repetition
+                order = fmlearns[rep % len(fmlearns):] + fmlearns[:rep % len(fmlearns)]
+                for name, python in order:
+                    r = _ok(fmlearn_child(args, "fit", "--train", tr, "--test", te, "--k", k,
+                                          "--seed", rep, "--epochs", epochs, python=python),
+                            f"{name} fit")
+                    runs.append({"system": name, "k": k, "epochs": epochs, "rep": rep,
+                                 "fit_cpu": r["payload"]["fit_cpu"], "proc_cpu": r["cpu_s"],
+                                 "wall": r["payload"]["fit_wall"],
+                                 "load_before": r["load_before"],
+                                 "load_after": r["load_after"]})
+                print(json.dumps(runs[-1 - len(fmlearns):]), flush=True)
     rows = []
+    per_epoch = {}
     for k in args.ks:
-        for system in ("LIBFFM", "fmlearn"):
+        for system in ["LIBFFM", *(name for name, _ in fmlearns)]:
             sel = [r for r in runs if r["k"] == k and r["system"] == system]
             full = [r for r in sel if r["epochs"] == T]
             one = {r["rep"]: r for r in sel if r["epochs"] == 1}
             marginal = [(r["fit_cpu"] - one[r["rep"]]["fit_cpu"]) / (T - 1) for r in full]
+            per_epoch.setdefault(k, {})[system] = float(np.median(marginal))
             rows.append([system, k, spread([r["fit_cpu"] for r in full]),
                          spread([r["wall"] for r in full]),
                          spread([r["proc_cpu"] for r in full]),
@@ -207,6 +225,9 @@ def _frappe_speed(args, work, tr, te, train_bin):
           f"{load_range(runs)}\n")
     print(md_table(["system", "k", f"fit CPU s ({T} epochs)", "fit wall s",
                     "whole process CPU s", "CPU ms per epoch"], rows))
+    print("\nCPU per epoch against LIBFFM's (medians): " + "; ".join(
+        f"k={k}: " + ", ".join(f"{name} {e[name] / e['LIBFFM']:.2f}x" for name, _ in fmlearns)
+        for k, e in per_epoch.items()))
     return runs
 
 
@@ -457,8 +478,8 @@ def _need_libffm(args):
     return found
 
 
-TABLES = {"frappe": table_frappe, "predict": table_predict, "river": table_river,
-          "fm": table_fm, "scale": table_scale}
+TABLES = {"frappe": table_frappe, "speed": table_speed, "predict": table_predict,
+          "river": table_river, "fm": table_fm, "scale": table_scale}
 
 
 def main(argv=None):
@@ -469,6 +490,9 @@ def main(argv=None):
     p.add_argument("--peers-python", help="the peers' Python, with River")
     p.add_argument("--python", default=sys.executable, help="the Python of the fmlearn under "
                                                             "test (default: this one)")
+    p.add_argument("--old", help="frappe / speed: the Python of a second fmlearn (e.g. a "
+                                 "checkout of main with its own venv), timed alternately as "
+                                 "'fmlearn (old)'")
     p.add_argument("--workdir", help="keep the converted and generated files here")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--ks", type=lambda s: [int(v) for v in s.split(",")], default=[4, 8])

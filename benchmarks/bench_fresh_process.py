@@ -3,6 +3,11 @@ with ``import sklearn.linear_model`` (and a first Ridge fit), alternated, one pr
 
     python benchmarks/bench_fresh_process.py --quick     # 3 repetitions
     python benchmarks/bench_fresh_process.py --reps 7 --detail
+    python benchmarks/bench_fresh_process.py --quick --compare OTHER/src   # before / after
+
+``--compare OTHER/src`` adds every fmlearn case run on another source tree (e.g. an export of
+the previous commit: ``git archive main src | tar -x -C /tmp/before``), labelled "before",
+alternated with this tree's ("after") in the same rounds.
 
 Each case is a fresh ``python -c`` with a warm numba cache (a first, unmeasured run of every
 case fills it). CPU seconds are the child's user + system time (``os.wait4``), wall seconds the
@@ -73,9 +78,14 @@ print(f"{'rest of the fit':34s} {fit - sum(x for x, _ in loads):.3f}")
 """
 
 
-def run(code):
+def run(code, src=None):
+    env = None
+    if src is not None:  # the fmlearn of another source tree first on the path
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.abspath(src)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                      if p]))
     w = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
@@ -88,17 +98,26 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="3 repetitions")
     ap.add_argument("--detail", action="store_true", help="phases of one fmlearn process")
+    ap.add_argument("--compare", metavar="SRC", default=None,
+                    help="another source tree whose fmlearn cases run alternated (\"before\")")
     a = ap.parse_args(argv)
     reps = 3 if a.quick else a.reps
     import numpy as np
 
-    for code in CASES.values():  # fills the numba cache; not measured
-        run(code)
-    res = {name: [] for name in CASES}
+    cases = {}
+    for name, code in CASES.items():
+        if a.compare and "fmlearn" in code:
+            cases[f"{name} [before]"] = (code, a.compare)
+            cases[f"{name} [after]"] = (code, None)
+        else:
+            cases[name] = (code, None)
+    for code, src in cases.values():  # fills the numba cache; not measured
+        run(code, src)
+    res = {name: [] for name in cases}
     loads = [os.getloadavg()[0]]
     for _ in range(reps):
-        for name, code in CASES.items():  # alternated: every case once per round
-            res[name].append(run(code))
+        for name, (code, src) in cases.items():  # alternated: every case once per round
+            res[name].append(run(code, src))
         loads.append(os.getloadavg()[0])
     print(f"Fresh processes, {reps} alternated repetitions, load average "
           f"{min(loads):.1f}-{max(loads):.1f}")

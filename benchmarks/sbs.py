@@ -31,7 +31,8 @@ Usage::
 Stable interface (other benchmarks and the issue bars rely on it):
 
 - scenario names (``list`` prints them with their systems) and the groups ``movielens``,
-  ``throughput``, ``online``, ``cold`` and ``all``;
+  ``throughput`` (2,000,000 rows), ``large`` (8,000,000 rows: peak memory and set-up against
+  libFM), ``online``, ``cold`` and ``all``;
 - peers: ``--libfm`` or ``$FMLEARN_LIBFM`` (the binary), else ``--libfm-tarball`` or
   ``$FMLEARN_LIBFM_TARBALL`` (built once into ``${XDG_CACHE_HOME:-~/.cache}/fmlearn-peers``);
   ``--peers-python`` or ``$FMLEARN_PEERS_PYTHON`` (a venv with myfm, river, vowpalwabbit;
@@ -106,6 +107,12 @@ SCENARIOS = [
              "k = 8", ("libfm", "fmlearn"), dict(method="als", epochs=3, reg=(0.0, 5.0, 10.0))),
     Scenario("2m-mcmc", "epochs", "2,000,000 distinct one-hot rows, MCMC sweep, k = 8",
              ("libfm", "fmlearn"), dict(method="mcmc", epochs=3)),
+    Scenario("8m-als", "epochs", "8,000,000 distinct one-hot rows, ALS sweep (reg (0, 5, 10)), "
+             "k = 8: peak memory and set-up", ("libfm", "fmlearn"),
+             dict(method="als", epochs=4, reg=(0.0, 5.0, 10.0), rows=8_000_000)),
+    Scenario("8m-mcmc", "epochs", "8,000,000 distinct one-hot rows, MCMC sweep, k = 8: peak "
+             "memory and set-up", ("libfm", "fmlearn"), dict(method="mcmc", epochs=4,
+                                                              rows=8_000_000)),
     Scenario("online-ml100k", "online", "Online learners, MovieLens-100K stream (100,000 "
              "one-hot rows, d = 2625, squared loss)", ("fmlearn", "river", "vw"),
              dict(stream="ml100k", river_rows=None)),
@@ -125,6 +132,7 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 GROUPS = {
     "movielens": [s.name for s in SCENARIOS if s.name.startswith("ml-")],
     "throughput": [s.name for s in SCENARIOS if s.name.startswith("2m-")],
+    "large": [s.name for s in SCENARIOS if s.name.startswith("8m-")],
     "online": [s.name for s in SCENARIOS if s.kind == "online"],
     "cold": ["cold-import", "cold-predict", "compile", "memory"],
     "all": [s.name for s in SCENARIOS],
@@ -195,24 +203,27 @@ class Context:
             np.savetxt(path, groups, fmt="%d")
         return path
 
-    def distinct_rows(self):
-        """2,000,000 distinct one-hot rows (train) and 2,000 more (test), as libFM files."""
-        if "2m" not in self.cache:
+    def distinct_rows(self, n_train=2_000_000):
+        """``n_train`` distinct one-hot rows (train) and 2,000 more (test), as libFM files
+        (2,000 x 2,000 users and items per 2,000,000 rows, scaled by the square root above)."""
+        name = f"{n_train // 1_000_000}m"
+        if name not in self.cache:
             from fmlearn.datasets import make_recommendation, save_svmlight
 
-            n_train, n_test, users, items = 2_000_000, 2_000, 2000, 2000
+            n_test = 2_000
+            users = items = int(round(2000 * max(1.0, (n_train / 2_000_000) ** 0.5)))
             b = make_recommendation(users, items, n_train + n_test, rank=8, unique_pairs=True,
                                     random_state=0)
             pairs = b.user_ids * (items + 1) + b.item_ids
             distinct = int(np.unique(pairs[:n_train]).shape[0])
             if distinct != n_train:
-                raise SystemExit(f"the 2M-row set has {distinct} distinct rows, not {n_train}")
-            paths = self.path("2m.train.libfm"), self.path("2m.test.libfm")
+                raise SystemExit(f"the {name} set has {distinct} distinct rows, not {n_train}")
+            paths = self.path(f"{name}.train.libfm"), self.path(f"{name}.test.libfm")
             if not all(os.path.exists(p) for p in paths):
                 save_svmlight(b.X[:n_train], b.y[:n_train], paths[0])
                 save_svmlight(b.X[n_train:], b.y[n_train:], paths[1])
-            self.cache["2m"] = (*paths, distinct, b.X.shape[1])
-        return self.cache["2m"]
+            self.cache[name] = (*paths, distinct, b.X.shape[1])
+        return self.cache[name]
 
     def stream(self, name):
         """(npz, vw text file, task, rows, d) of an online stream, in one random order."""
@@ -426,9 +437,10 @@ def _fit_table(sc, systems, runs, unsupported, notes):
 
 
 def run_epochs(sc, ctx):
-    """2M distinct rows: the cost of one more epoch (sweep), libFM vs fmlearn."""
+    """2M (8M) distinct rows: the cost of one more epoch (sweep), the set-up before the first
+    and the peak memory, libFM vs fmlearn."""
     conf = sc.conf
-    tr, te, distinct, d = ctx.distinct_rows()
+    tr, te, distinct, d = ctx.distinct_rows(conf.get("rows", 2_000_000))
     systems = [(s, None) for s in sc.systems if s == "libfm" and not ctx.missing(s)]
     if "fmlearn" in sc.systems:
         systems += ctx.fmlearns
@@ -452,6 +464,8 @@ def run_epochs(sc, ctx):
             run = core.measure(cmd, ctx.env)
             run.update(system=label, rep=rep)
             if run["returncode"] == 0:
+                if (run.get("payload") or {}).get("hwm_read_mb"):  # before the child's reset
+                    run["maxrss_mb"] = max(run["maxrss_mb"], run["payload"]["hwm_read_mb"])
                 if rlog:
                     run["epoch_cpu"] = core.median(_rlog_column(rlog, "time_learn"))
                 else:
@@ -460,24 +474,42 @@ def run_epochs(sc, ctx):
             runs.append(run)
             _progress(sc, f"{label} rep {rep}", run)
     heads = ["system", "CPU s per epoch", "CPU s per M rows", "distinct rows/s (CPU)",
-             "wall s per epoch", "process CPU s", "peak RSS MB", "vs libFM", "runs"]
+             "wall s per epoch", "set-up CPU s (in epochs)", "process CPU s", "peak RSS MB",
+             "peak RSS / libFM", "fit's peak above the rows MB", "vs libFM", "runs"]
     rows = []
     ref = core.median([r.get("epoch_cpu") for r in runs if r["system"] == "libfm"])
+    ref_rss = core.median([r["maxrss_mb"] for r in runs if r["system"] == "libfm"
+                           and r["returncode"] == 0])
+
+    def payload(rs, key):
+        return [(r.get("payload") or {}).get(key) for r in rs]
+
     for label, _ in systems:
         rs = [r for r in runs if r["system"] == label and r["returncode"] == 0]
         ep = core.median([r.get("epoch_cpu") for r in rs])
+        setup = core.median(payload(rs, "setup_cpu"))
         rows.append([label, core.spread([r.get("epoch_cpu") for r in rs], "{:.3f}"),
                      "n/a" if ep is None else f"{ep / (distinct / 1e6):.3f}",
                      "n/a" if ep is None else f"{distinct / ep:,.0f}",
                      core.spread([r.get("epoch_wall") for r in rs], "{:.3f}"),
+                     "n/a" if setup is None or not ep else
+                     f"{core.spread(payload(rs, 'setup_cpu'))} ({setup / ep:.1f})",
                      core.spread([r["cpu_s"] for r in rs]),
                      core.spread([r["maxrss_mb"] for r in rs], "{:.0f}"),
+                     core.ratio(core.median([r["maxrss_mb"] for r in rs]), ref_rss),
+                     core.spread(payload(rs, "fit_peak_mb"), "{:.0f}"),
                      core.ratio(ep, ref), str(len(rs))])
     note = (f"{distinct:,} distinct rows (checked), d = {d}, {epochs} epochs per run. "
             "libFM: median `time_learn` of its `-rlog` (user CPU of the learning step; for "
             "MCMC it includes predicting the 2,000 test rows). fmlearn: (CPU(1 + E epochs) - "
             "CPU(1 epoch)) / E in one process, so set-up (validation, duplicate merging, "
-            "column copies) is left out of both.")
+            "column copies) is left out of both; fmlearn's set-up is CPU(1 epoch) less one "
+            "epoch (validation, summary, duplicate merging, colouring, layout, row state, "
+            "storing the model), in brackets in epochs. Peak RSS: the whole process's "
+            "(`ru_maxrss`: interpreter, libraries, the rows read from the libFM file and the "
+            "fits; libFM: its rows, their transposed copy and its caches); the fit's peak above "
+            "the rows: fmlearn's rise of `VmHWM` during its fits, above the resident size "
+            "after reading the rows.")
     return runs, core.md_table(heads, rows) + "\n\n" + note
 
 

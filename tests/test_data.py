@@ -79,6 +79,12 @@ def test_canonical_csr_is_not_copied_and_others_are():
         assert got is not other and got.has_canonical_format and got.dtype == dtype
         want = to_csr(other, dtype)
         assert (got != want).nnz == 0 and np.array_equal(got.indptr, want.indptr)
+        assert got.indices.dtype == want.indices.dtype and got.indptr.dtype == want.indptr.dtype
+    # canonical but with int64 indices (a file reader's): only the index arrays are narrowed,
+    # the values are the user's (not copied)
+    wide.indptr = wide.indptr.astype(np.int64)
+    got = canonical_csr(wide, np.float64)
+    assert got.data is wide.data and got.indices.dtype == got.indptr.dtype == np.int32
 
 
 def _one_hot_with_duplicates(dtype, rng, n=800, users=30, items=20):
@@ -110,3 +116,68 @@ def test_column_data_through_a_row_index_equals_the_merged_copy(make, dtype):
     V = rng.standard_normal((X.shape[1], 3))
     state = FMState(0.3, rng.standard_normal(X.shape[1]), V)
     assert np.array_equal(a.predict(state), b.predict(state))
+
+
+@pytest.mark.parametrize("make", [_rows_with_duplicates, _one_hot_with_duplicates])
+@pytest.mark.parametrize("drop", [True, False])
+def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop):
+    # The row cache is filled by predicting the source rows in their order and gathering them
+    # in the fit's: bit for bit fm_predict_csr on the merged copy (the oracle), less the
+    # target; the work columns zero. With drop=False every weight is positive and no row
+    # repeats, so the fit rows are a permutation of the source rows (E is its own scratch).
+    from fmlearn._data import raw
+    from fmlearn.kernels.predict import fm_predict_csr
+
+    rng = np.random.default_rng(4)
+    X, y, sw = make(np.float64, rng)
+    if not drop:
+        _, first = np.unique(X.toarray(), axis=0, return_index=True)
+        X, y, sw = X[np.sort(first)], y[np.sort(first)], np.full(first.shape[0], 2.0)
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
+    rows, yr, wr, keep = merged_rows(X, y, sw)
+    assert (rows.shape[0] == X.shape[0]) == (not drop)
+    data = column_data(X, yr, wr, rows, keep)
+    state = FMState(0.3, rng.standard_normal(X.shape[1]), rng.standard_normal((X.shape[1], 3)))
+    pred = np.empty(Xm.shape[0])
+    fm_predict_csr(*raw(Xm), state.w0, state.w, state.V, pred)
+    E = data.row_state(state, ym)
+    assert np.array_equal(E[:, 0], pred - ym) and not E[:, 1:].any()
+    assert np.array_equal(data.predict(state), pred)
+    E[:, 0] = 7.0
+    E[:, 1:] = 5.0  # refresh rewrites the residuals only
+    data.refresh(E, state, ym)
+    assert np.array_equal(E[:, 0], pred - ym) and np.all(E[:, 1:] == 5.0)
+
+
+@pytest.mark.parametrize("solver", ["als"])
+@pytest.mark.parametrize("kind", ["one_hot", "real", "weighted", "classifier"])
+def test_a_split_read_through_an_index_fits_what_the_copied_rows_fit(solver, kind):
+    # Early stopping's training rows are read in place through an index (no copy of X): the
+    # fit is bit for bit the fit on the copied training rows with the carved-out rows as its
+    # eval_set (the same seed draws the same split), whatever the summary's route (exact sums
+    # of integer values, NumPy's sums of real ones).
+    from sklearn.utils import check_random_state
+
+    from fmlearn import FMClassifier, FMRegressor
+    from fmlearn._early_stopping import validation_split
+
+    rng = np.random.default_rng(7)
+    X, y, sw = _one_hot_with_duplicates(np.float64, rng)
+    sw = np.ones(X.shape[0]) if kind != "weighted" else sw + 0.5
+    if kind == "real":
+        X = X.copy()
+        X.data = rng.uniform(0.5, 2.0, X.nnz)
+    if kind == "classifier":
+        y = np.where(y > 1.5, 1, 0)
+    Est = FMClassifier if kind == "classifier" else FMRegressor
+    params = dict(solver=solver, n_factors=3, n_iter=6, random_state=3, early_stopping=True,
+                  n_iter_no_change=2)
+    seed = int(check_random_state(3).randint(np.iinfo(np.int32).max))
+    train, val = validation_split(X.shape[0], Est().validation_fraction, seed,
+                                  y if kind == "classifier" else None)
+    sw[val] = 1.0  # an eval_set has no weights: the carved-out rows weigh 1 on both sides
+    a = Est(**params).fit(X, y, sample_weight=sw)
+    b = Est(**params).fit(X[train], y[train], sample_weight=sw[train],
+                          eval_set=(X[val], y[val]))
+    assert a.n_iter_ == b.n_iter_ and a.init_stdev_ == b.init_stdev_
+    assert a.w0_ == b.w0_ and np.array_equal(a.w_, b.w_) and np.array_equal(a.V_, b.V_)

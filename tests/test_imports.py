@@ -67,6 +67,43 @@ def test_classic_fm_imports_only_its_own_family():
     assert not [m for m in OTHER_FAMILIES if m in mods]
 
 
+# what the classic FM's estimators and an ALS or MCMC fit do not need: the other solvers of
+# the family (SGD, VB, ordinal, relational blocks) load when a fit uses them, and nothing of
+# scikit-learn beyond its base modules, tqdm or the command line
+CLASSIC_FIT_LAZY = ("fmlearn.fm.ordinal", "fmlearn.solvers.ordinal", "fmlearn.kernels.ordinal",
+                    "fmlearn.solvers.vb", "fmlearn.kernels.vb", "fmlearn.solvers.sgd",
+                    "fmlearn.kernels.sgd", "fmlearn.solvers.relation",
+                    "fmlearn.kernels.cd_relation", "sklearn.metrics", "sklearn.model_selection",
+                    "sklearn.linear_model", "tqdm", "fmlearn.cli")
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_classic_fm_fit_imports_no_other_solver(solver):
+    mods = _modules_after(
+        "import numpy as np\n"
+        "from fmlearn import FMRegressor\n"
+        "X = np.random.default_rng(0).normal(size=(40, 4))\n"
+        f"FMRegressor(2, solver={solver!r}, n_iter=3, random_state=0).fit(X, X[:, 0])"
+        ".predict(X)")
+    assert "fmlearn.kernels.cd" in mods
+    assert not [m for m in CLASSIC_FIT_LAZY if m in mods]
+
+
+def test_lazily_imported_classic_fm_names_still_resolve():
+    mods = _modules_after(
+        "import pickle\n"
+        "from fmlearn import FMOrdinalRegressor\n"
+        "from fmlearn.fm import FMOrdinalRegressor as B\n"
+        "from fmlearn.fm.ordinal import FMOrdinalRegressor as C\n"
+        "assert FMOrdinalRegressor is B is C\n"
+        "assert type(pickle.loads(pickle.dumps(B()))) is C\n")
+    assert "fmlearn.fm.ordinal" in mods
+    import fmlearn.fm
+
+    with pytest.raises(AttributeError, match="no attribute"):
+        fmlearn.fm.NoSuchModel  # noqa: B018
+
+
 def test_loading_a_model_and_predicting_imports_only_its_family(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 5))

@@ -219,3 +219,30 @@ def test_run_context_stops_only_when_the_family_allows_it():
         RunContext(3)
     ctx.start_clock()
     assert 0.0 <= ctx.lap() < 60.0
+
+
+def test_summary_squares_are_numpys_exactly_on_integer_data_and_numpys_otherwise():
+    # The one-pass compiled sums are taken only when exact (integer values and weights), so
+    # they equal NumPy's square_stats / pair_stats to the bit; other data take NumPy's route.
+    from fmlearn._plan import pair_stats, square_stats
+    from fmlearn.kernels.dedup import exact_square_sums
+
+    rng = np.random.default_rng(5)
+    n, d = 3000, 60
+    X = sp.random(n, d, density=0.1, random_state=6, format="csr")
+    counts = X.copy()
+    counts.data = rng.integers(1, 6, counts.nnz).astype(np.float64)  # count data
+    onehot = X.copy()
+    onehot.data[:] = 1.0
+    for M, sw in ((onehot, np.ones(n)), (counts, rng.integers(0, 4, n).astype(np.float64))):
+        ok, *sums = exact_square_sums(M.indptr, M.data, sw)
+        assert ok
+        assert tuple(sums) == (*square_stats(M.indptr, M.data, sw),
+                               pair_stats(M.indptr, M.data, sw))
+        s = DataSummary.of_rows(M, None, sw)
+        assert (s.sum_sq, s.n_nonzero, s.sum_pairs) == tuple(sums)
+    for M, sw in ((X, np.ones(n)), (counts, np.full(n, 0.5)), (counts * 1e8, np.ones(n))):
+        assert not exact_square_sums(M.indptr, M.data, sw)[0]  # not exact: NumPy's route
+        s = DataSummary.of_rows(M, None, sw)
+        assert (s.sum_sq, s.n_nonzero) == square_stats(M.indptr, M.data, sw)
+        assert s.sum_pairs == pair_stats(M.indptr, M.data, sw)

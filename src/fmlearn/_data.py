@@ -125,20 +125,31 @@ def canonical_csr(X, dtype):
     (:func:`merged_rows`): a canonical input is never copied. ``X`` must have passed the
     estimator's validation (structure, finite values)."""
     if (sp.issparse(X) and X.format == "csr" and X.dtype == dtype
-            and X.indices.dtype == np.int32 and X.indptr.dtype == _indptr_dtype(X.nnz)
             and max(X.shape) < np.iinfo(np.int32).max
             and X.has_canonical_format and X.data.shape[0] == X.indptr[-1] and X.data.all()):
-        return X  # the index dtypes of to_csr's copy: the kernels compile no other variant
+        if X.indices.dtype == np.int32 and X.indptr.dtype == _indptr_dtype(X.nnz):
+            return X  # the index dtypes of to_csr's copy: the kernels compile no other variant
+        # canonical but with wider indices (e.g. int64 from a file reader): narrow the index
+        # arrays only and share the values (4 bytes per non-zero instead of 12 + a merge pass)
+        out = sp.csr_matrix(X.shape, dtype=dtype)
+        out.data = X.data
+        out.indices = X.indices.astype(np.int32)
+        out.indptr = X.indptr.astype(_indptr_dtype(X.nnz))
+        out.has_sorted_indices = True
+        out.has_canonical_format = True
+        return out
     return to_csr(X, dtype)
 
 
-def merged_rows(X, y, sample_weight, group_by_first=True):
+def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     """:func:`merge_duplicate_rows` as an index into ``X``'s rows: ``(rows, y, sample_weight,
     keep)`` where the merged data set's row r is row ``rows[r]`` of ``X`` (int32), with target
     ``y[r]`` and the summed weight ``sample_weight[r]``; ``keep`` (bool per row of ``X``) marks
-    the rows of positive weight, or is None when every row has one. The same rows in the same
-    order as :func:`merge_duplicate_rows` (bit for bit: the same keys, sorted stably by a radix
-    sort), without a copy of ``X``: 4 bytes per row instead of the rows.
+    the rows of positive weight (within ``subset``), or is None when every row has one. The
+    same rows in the same order as :func:`merge_duplicate_rows` (bit for bit: the same keys,
+    sorted stably by a radix sort), without a copy of ``X``: 4 bytes per row instead of the
+    rows. With ``subset`` (sorted row indices), those of ``merge_duplicate_rows(X[subset],
+    y[subset], sample_weight[subset])``, as indices into ``X``.
 
     Parameters
     ----------
@@ -146,11 +157,18 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
     y : ndarray of shape (n_samples,)
     sample_weight : ndarray of shape (n_samples,)
     group_by_first : bool, default=True
+    subset : ndarray of sorted row indices, optional
+        Only these rows (the training part of an early-stopping split, not copied).
     """
-    from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys
+    from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys, take
 
     sw = np.asarray(sample_weight, dtype=np.float64)
     keep = sw > 0
+    if subset is not None:  # only these rows (the training part of a split)
+        inside = np.zeros(X.shape[0], dtype=bool)
+        inside[subset] = True
+        keep &= inside
+        del inside
     src = np.zeros(0, dtype=np.int32)
     n = X.shape[0]
     if not keep.all():
@@ -174,12 +192,18 @@ def merged_rows(X, y, sample_weight, group_by_first=True):
     group, reps = group_keys(order, key, src, indptr, indices, data, yy)
     del key
     if np.all(sw == 1.0):  # the same sums of ones, without reading sw in sorted order
-        w = np.bincount(group, minlength=reps.shape[0]).astype(np.float64)
+        if reps.shape[0] == n and src.shape[0] == 0:  # nothing merged or dropped: all ones
+            w = sw  # (8 bytes per row less for the fit; the solvers only read the weights)
+        else:
+            w = np.bincount(group, minlength=reps.shape[0]).astype(np.float64)
     else:
         w = group_weights(group, order, src, sw, reps.shape[0])
     rows = reps if src.shape[0] == 0 else src[reps]
     rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64)
-    return rows, np.asarray(y)[rows], w, keep
+    y = np.asarray(y)
+    if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
+        return rows, take(y, rows), w, keep
+    return rows, y[rows], w, keep
 
 
 def to_csr(X, dtype=None):

@@ -47,8 +47,8 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 __all__ = ["AUTO_MIN_SAMPLES", "DeferredEvalSet", "EarlyStopping", "PARAMETER_CONSTRAINTS", "SCORES",
-           "StoppingRule", "resolve_stopping", "rule_of_params", "split_rhat", "split_rows",
-           "validation_split"]
+           "StoppingRule", "resolve_stopping", "rule_of_params", "split_index", "split_rhat",
+           "split_rows", "validation_split"]
 
 #: ``early_stopping="auto"`` turns early stopping on above this many training rows
 #: (HistGradientBoosting's threshold).
@@ -156,16 +156,24 @@ def split_rows(X, y, sw, rule, random_state, classifier):
     """
     if not rule.split:
         return X, y, sw, None
+    train, validation = split_index(X, y, sw, rule, random_state, classifier)
+    y = np.asarray(y)
+    sw_train = None if sw is None else np.asarray(sw)[train]
+    return X[train], y[train], sw_train, validation
+
+
+def split_index(X, y, sw, rule, random_state, classifier):
+    """:func:`split_rows` without copying the training rows: ``(train, validation)``, the
+    sorted indices (int64) of the training rows and the carved-out ``(X_val, y_val,
+    sw_val)``; the same seed, the same rows. For the solvers that read the training rows in
+    place through an index (ALS, MCMC: :func:`fmlearn._data.merged_rows`)."""
     from sklearn.utils import check_random_state
 
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     y = np.asarray(y)
     train, val = validation_split(X.shape[0], rule.fraction, seed, y if classifier else None)
-    sw_train = sw_val = None
-    if sw is not None:
-        sw = np.asarray(sw)
-        sw_train, sw_val = sw[train], sw[val]
-    return X[train], y[train], sw_train, (X[val], y[val], sw_val)
+    sw_val = None if sw is None else np.asarray(sw)[val]
+    return train, (X[val], y[val], sw_val)
 
 
 class DeferredEvalSet:

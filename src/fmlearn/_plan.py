@@ -69,6 +69,24 @@ def pair_stats(indptr, data, sw):
         return float(np.asarray(sw, dtype=np.float64) @ per_row)
 
 
+def _square_sums(indptr, data, sw):
+    """``(sum_sq, n_nonzero, sum_pairs)``: :func:`square_stats` and :func:`pair_stats`, by one
+    compiled pass without temporaries when the sums are exact in any order (integer values and
+    weights: one-hot and count data; then the same doubles), else by those functions. At
+    8,000,000 one-hot rows the NumPy route held ~450 MB of O(nnz) temporaries and took ~5x the
+    pass's CPU."""
+    sw = np.asarray(sw)
+    if (indptr.dtype == np.int32 and data.dtype == np.float64 and sw.dtype == np.float64
+            and sw.shape == (indptr.shape[0] - 1,)):
+        from .kernels.dedup import exact_square_sums  # numba only when a fit runs
+
+        ok, sum_sq, n_nonzero, sum_pairs = exact_square_sums(indptr, data, sw)
+        if ok:
+            return float(sum_sq), float(n_nonzero), float(sum_pairs)
+    sum_sq, n_nonzero = square_stats(indptr, data, sw)
+    return sum_sq, n_nonzero, pair_stats(indptr, data, sw)
+
+
 def check_callback(callback):
     """``callback`` unchanged when callable or None; else a ``TypeError`` naming its type."""
     if callback is not None and not callable(callback):
@@ -150,11 +168,33 @@ class DataSummary:
         """:meth:`of_rows` from the raw CSR arrays (a Dask partition's)."""
         sum_sq = n_nonzero = sum_pairs = 0.0
         if squares:
-            sum_sq, n_nonzero = square_stats(indptr, data, sw)
-            sum_pairs = pair_stats(indptr, data, sw)
+            sum_sq, n_nonzero, sum_pairs = _square_sums(indptr, data, sw)
         lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
         return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
                    float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs, y_sum, y_sum_sq)
+
+    @classmethod
+    def of_rows_subset(cls, X, sw, subset):
+        """``of_rows(X[subset], None, sw[subset])`` (``subset`` sorted row indices), the same
+        doubles, without copying the rows when the square sums are exact (integer values and
+        weights): then the other rows count with weight 0, which adds exact zeros; otherwise
+        the rows are copied for the NumPy sums and freed."""
+        sw = np.asarray(sw, dtype=np.float64)
+        sw_sub = sw[subset]
+        masked = np.zeros_like(sw)
+        masked[subset] = sw_sub
+        sums = None
+        if X.indptr.dtype == np.int32 and X.data.dtype == np.float64:
+            from .kernels.dedup import exact_square_sums  # numba only when a fit runs
+
+            ok, sum_sq, n_nonzero, sum_pairs = exact_square_sums(X.indptr, X.data, masked)
+            if ok:
+                sums = float(sum_sq), float(n_nonzero), float(sum_pairs)
+        del masked
+        if sums is None:
+            return cls.of_rows(X[subset], None, sw_sub)
+        return cls(int(subset.shape[0]), int(X.shape[1]), np.dtype(X.data.dtype).name,
+                   float(np.sum(sw_sub)), math.nan, math.nan, *sums)
 
     def with_targets(self, y, sw=None):
         """The same summary with the range (and, given their weights ``sw``, the spread) of

@@ -152,10 +152,14 @@ def test_classifier(client, tmp_path):
     np.testing.assert_array_equal(load(path).predict_proba(X), mc.predict_proba(X))
 
 
-def test_killed_worker_does_not_change_the_result(client, monkeypatch):
+@pytest.mark.parametrize("channel", ["socket", "dask"])
+def test_killed_worker_does_not_change_the_result(client, monkeypatch, channel):
     """A worker process killed (SIGKILL) in sweep 4: its partitions' rows are recomputed from
     the source, every cache rebuilt from the model of the sweep's start, the sweep rerun with
-    the same random numbers; the chain equals the in-memory one to 1e-8."""
+    the same random numbers; the chain equals the in-memory one to 1e-8. Whether the rounds
+    go over the sockets to the workers or through Dask's connections."""
+    if channel == "dask":
+        monkeypatch.setattr(_fm._Cluster, "_connect", lambda self, addr, actor: None)
     X, y = one_hot(2000, seed=5)
     Xd, yd = dask_rows(X, y, (500, 500, 500, 500))
     kw = dict(n_factors=2, solver="mcmc", n_iter=8, n_burn_in=2, random_state=1)
@@ -170,8 +174,33 @@ def test_killed_worker_does_not_change_the_result(client, monkeypatch):
     monkeypatch.setattr(_fm._Sweeper, "_sweep", sweep)
     m = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
     assert killed and m.distributed_["restarts"] >= 1
+    assert m.distributed_["messages"][channel] > 0
     assert_same_model(m, FMRegressor(**kw).fit(X, y))
     client.wait_for_workers(2, timeout=60)
+
+
+def test_rounds_over_sockets_or_dask_give_the_same_model(client, monkeypatch):
+    """A round is one message per worker (not a task per partition): over a socket to the
+    worker's Rounds actor, or, when there is none (TLS, unreachable listener), through Dask's
+    connection. Both give the same model bit for bit (the sums are added in partition order
+    either way), and it equals the in-memory fit to 1e-8."""
+    X, y = one_hot(2000, seed=6)
+    Xd, yd = dask_rows(X, y, (700, 600, 700))
+    kw = dict(n_factors=2, solver="als", n_iter=4, reg_linear=1.0, reg_pairwise=1.0,
+              random_state=2)
+    fast = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
+    msgs = fast.distributed_["messages"]
+    rounds = fast.distributed_["rounds"]
+    assert msgs["dask"] == msgs["tasks"] == 0
+    assert rounds <= msgs["socket"] <= 2 * rounds  # one per worker holding partitions
+    monkeypatch.setattr(_fm._Cluster, "_connect", lambda self, addr, actor: None)
+    slow = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
+    assert slow.distributed_["messages"]["socket"] == 0
+    assert slow.distributed_["messages"]["dask"] == msgs["socket"]
+    for name in ("w_", "V_"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name))
+    assert fast.w0_ == slow.w0_
+    assert_same_model(fast, FMRegressor(**kw).fit(X, y))
 
 
 _CLIENT_SCRIPT = """

@@ -170,7 +170,8 @@ def test_parallel_prediction_equals_serial():
     from fmlearn.ffm import _kernels
 
     out = np.empty(1500)
-    b = _kernels._predict_parallel(*raw(X), fields, st.model(), True, 8, out)
+    b = _kernels.call_vectorized(_kernels._predict_parallel, "test", *raw(X), fields,
+                                 st.model(), True, 8, out)
     np.testing.assert_array_equal(a, b)
 
 
@@ -184,3 +185,32 @@ def test_divergence_is_reported_before_the_bad_row_is_stepped():
     _, _, info = adagrad_solver(rows, np.arange(5, dtype=np.int64), st, settings, 0,
                                 RunContext())
     assert "diverged" in info["diverged"]
+
+
+def test_kernels_compile_only_with_the_vectorizer():
+    """numba compiles a dispatcher at the first call of each new signature with LLVM's SLP
+    vectorizer off and caches that code for later processes. Every signature the epoch and
+    prediction kernels hold was compiled by compile_vectorized, also after a fit (read-only
+    field map) that follows a second partial_fit (writable one) in the same process; a call of a new
+    signature does not compile by itself."""
+    from fmlearn.ffm import FFMClassifier, _kernels
+
+    rng = np.random.default_rng(6)
+    X, fields = _data(40, 8, 4, rng, repeated=False)
+    y = (rng.random(40) < 0.5).astype(int)
+    online = FFMClassifier(n_factors=4, fields=fields, random_state=0)
+    online.partial_fit(X, y, classes=[0, 1])
+    online.partial_fit(X, y)  # the fitted field map, writable
+    clf = FFMClassifier(n_factors=4, fields=fields, n_iter=2, random_state=0,
+                        early_stopping=False).fit(X, y)
+    clf.predict_proba(X)
+    seen = 0
+    for kernel in _kernels.VECTORIZED:
+        for sig in kernel.overloads:
+            assert (kernel.py_func, sig) in _kernels.SLP_SIGNATURES, (kernel, sig)
+            seen += 1
+    assert seen >= 3
+    indptr, indices, data = raw(X)
+    with pytest.raises(TypeError, match="No matching definition"):
+        _kernels._predict_serial(indptr, indices, data.astype(np.float16), fields,
+                                 clf._state().model(), True, 8, np.empty(40))

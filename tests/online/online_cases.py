@@ -13,23 +13,25 @@ OnlineCFMRegressor, OnlineCFMClassifier = _BY_MODEL["cfm"]
 LOSS = {"squared": SQUARED, "logistic": LOGISTIC}
 
 
+# the learners on X as given (standardize=False): what the learners share; standardize
+# has its own tests (test_online_standardize.py)
 ESTIMATORS = [
-    CCFMRegressor(trace_bound=3.0, gamma_power=1.0),
-    CCFMRegressor("ogd", trace_bound=3.0),
-    CCFMRegressor("pa", trace_bound=3.0),
-    CCFMRegressor("ftrl", trace_bound=3.0),
-    OnlineFMRegressor(n_factors=3, learning_rate=0.1),
-    OnlineFMRegressor("ogd", n_factors=3),
-    OnlineFMRegressor("pa", n_factors=3),
-    OnlineCFMRegressor(trace_bound=3.0, learning_rate=0.1),
+    CCFMRegressor(trace_bound=3.0, gamma_power=1.0, standardize=False),
+    CCFMRegressor("ogd", trace_bound=3.0, standardize=False),
+    CCFMRegressor("pa", trace_bound=3.0, standardize=False),
+    CCFMRegressor("ftrl", trace_bound=3.0, standardize=False),
+    OnlineFMRegressor(n_factors=3, learning_rate=0.1, standardize=False),
+    OnlineFMRegressor("ogd", n_factors=3, standardize=False),
+    OnlineFMRegressor("pa", n_factors=3, standardize=False),
+    OnlineCFMRegressor(trace_bound=3.0, learning_rate=0.1, standardize=False),
 ]
 
 
 CLASSIFIERS = [
-    CCFMClassifier(trace_bound=20.0, gamma_power=1.0),
-    CCFMClassifier("ftrl", trace_bound=20.0),
-    OnlineFMClassifier(n_factors=3, learning_rate=0.1),
-    OnlineCFMClassifier(trace_bound=20.0, learning_rate=0.1),
+    CCFMClassifier(trace_bound=20.0, gamma_power=1.0, standardize=False),
+    CCFMClassifier("ftrl", trace_bound=20.0, standardize=False),
+    OnlineFMClassifier(n_factors=3, learning_rate=0.1, standardize=False),
+    OnlineCFMClassifier(trace_bound=20.0, learning_rate=0.1, standardize=False),
 ]
 
 

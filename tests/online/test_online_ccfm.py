@@ -228,9 +228,9 @@ def test_warm_start_continues_and_refit_restarts(regression_data):
 
 def test_prequential_predictions_precede_each_update(regression_data):
     X, y = regression_data(n=60, seed=5)
-    m = CCFMRegressor(trace_bound=3.0, clip_predictions=False)
+    m = CCFMRegressor(standardize=False, trace_bound=3.0, clip_predictions=False)
     pre = m._prequential(X, y)
-    m2 = CCFMRegressor(trace_bound=3.0, clip_predictions=False)
+    m2 = CCFMRegressor(standardize=False, trace_bound=3.0, clip_predictions=False)
     expected = [0.0]
     m2.partial_fit(X[:1], y[:1])
     for i in range(1, 60):
@@ -253,7 +253,8 @@ def test_self_interaction_switch_changes_only_the_diagonal_terms(regression_data
     # one-hot rows (x_j^2 = x_j) against rows with values 2: without self-interactions the
     # prediction is linear in the diagonal-free part only
     X, y = regression_data(n=300, seed=7)
-    m = CCFMRegressor(trace_bound=3.0, self_interaction=False, shuffle=False).fit(X, y)
+    m = CCFMRegressor(standardize=False, trace_bound=3.0, self_interaction=False,
+                      shuffle=False).fit(X, y)
     C = m.augmented_matrix()
     Xh = np.column_stack([X, np.ones(len(X))])
     expected = (m.intercept_ + 0.5 * np.einsum("ij,jk,ik->i", Xh, C, Xh)
@@ -263,8 +264,8 @@ def test_self_interaction_switch_changes_only_the_diagonal_terms(regression_data
     # without features after a first row with one: an all-zero X is refused by fit)
     Xz = np.zeros((200, 3))
     Xz[0, 0] = 1.0
-    mz = CCFMRegressor(trace_bound=3.0, self_interaction=False, gamma_power=1.0, shuffle=False,
-                       fit_intercept=False)
+    mz = CCFMRegressor(standardize=False, trace_bound=3.0, self_interaction=False,
+                       gamma_power=1.0, shuffle=False, fit_intercept=False)
     mz.fit(Xz, np.ones(200))
     assert mz.predict(np.zeros((1, 3)))[0] == pytest.approx(1.0, abs=0.05)
 
@@ -274,26 +275,26 @@ def test_bad_input_raises_clear_errors(regression_data):
     Xn = X.copy()
     Xn[3, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        CCFMRegressor().fit(Xn, y)
+        CCFMRegressor(standardize=False).fit(Xn, y)
     with pytest.raises(ValueError):
-        CCFMRegressor(trace_bound=0.0).fit(X, y)
+        CCFMRegressor(standardize=False, trace_bound=0.0).fit(X, y)
     with pytest.raises(ValueError):
-        CCFMRegressor(learner="sgd").fit(X, y)
-    m = CCFMRegressor().partial_fit(X, y)
+        CCFMRegressor(standardize=False, learner="sgd").fit(X, y)
+    m = CCFMRegressor(standardize=False).partial_fit(X, y)
     with pytest.raises(ValueError, match="features"):
         m.partial_fit(X[:, :5], y)
     with pytest.raises(ValueError, match="too large"):
-        CCFMRegressor(trace_bound=10.0).fit(X * 1e160, y)
+        CCFMRegressor(standardize=False, trace_bound=10.0).fit(X * 1e160, y)
     with pytest.raises(ValueError, match="too large"):  # "auto" too, whatever col_scale_
-        CCFMRegressor().fit(X * 1e160, y)
+        CCFMRegressor(standardize=False).fit(X * 1e160, y)
     with pytest.raises(ValueError, match="learner"):
         m.set_params(learner="ogd").predict(X)
     with pytest.raises(ValueError, match="two classes"):
-        CCFMClassifier().fit(X, np.ones(len(X)))
+        CCFMClassifier(standardize=False).fit(X, np.ones(len(X)))
     with pytest.raises(MemoryError, match="budget"):
-        CCFMRegressor(memory_budget_mb=0.01).fit(np.ones((5, 200)), np.ones(5))
+        CCFMRegressor(standardize=False, memory_budget_mb=0.01).fit(np.ones((5, 200)), np.ones(5))
     with pytest.raises(ValueError, match="max_rank"):
-        CCFMRegressor("ogd", max_rank=20).fit(np.ones((5, 100)), np.ones(5))
+        CCFMRegressor("ogd", standardize=False, max_rank=20).fit(np.ones((5, 100)), np.ones(5))
 
 
 @pytest.mark.parametrize("self_inter", [True, False])

@@ -45,8 +45,8 @@ def test_implicit_ogd_step_matches_oracle(stream, learn_rows):
 
 def test_divergence_stops_and_keeps_the_previous_model(regression_data):
     X, y = regression_data(seed=9)
-    m = OnlineFMRegressor("ogd", learning_rate=5.0, power_t=0.0, implicit_sgd=False, n_factors=4,
-                          random_state=0, shuffle=False)
+    m = OnlineFMRegressor("ogd", standardize=False, learning_rate=5.0, power_t=0.0,
+                          implicit_sgd=False, n_factors=4, random_state=0, shuffle=False)
     m.partial_fit(X[:5] * 0.01, y[:5])
     before = {k: np.array(v, copy=True) for k, v in vars(m).items()
               if k.startswith("state_") and isinstance(v, np.ndarray)}

@@ -10,7 +10,12 @@ updated last and the current values of the next class; every worker applies the 
 its rows' cache and returns the next class's sums (:func:`fmlearn.kernels.cd_rows.
 class_round`); the client adds the sums in partition order and steps the class. A round
 moves O(class size) numbers each way per partition, never a row; a sweep is one round for
-w0 (and the noise precision), then one per colour class for w and for each factor.
+w0 (and the noise precision), then one per colour class for w and for each factor. A round is
+one message per worker (not a task per partition): each worker holding partitions has a
+:class:`~fmlearn.distributed._fm_worker.Rounds` actor that runs the round on all of them, and
+the client reaches it over a socket of its own (authenticated, kept open for the fit) or, when
+there is none, through Dask's connection to the worker; the scheduler is not involved in a
+round (see :class:`_Cluster`).
 
 Where the state lives. Each partition's validated rows are a persisted Dask future (its
 lineage goes back to the source: a Dask array, dataframe or files, so Dask recomputes it when
@@ -60,7 +65,7 @@ from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
-from ._fm_worker import _build, _drop
+from ._fm_worker import Rounds, StateLost, _build, _drop, nodelay
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -156,10 +161,26 @@ def _color_task(pairs, d):
 
 class _Cluster:
     """Runs the partitions' tasks: on the workers of a distributed client, or in this process
-    (no client: the registry of this process, tasks called directly)."""
+    (no client: the registry of this process, tasks called directly).
 
-    def __init__(self, client, parts, prefix, color, pos):
+    With ``direct=True`` (the classic FM's sweeps) a round is not a Dask task per partition:
+    each worker holding partitions gets one :class:`~fmlearn.distributed._fm_worker.Rounds`
+    actor, and a round is one message per worker, sent straight from the client to the worker
+    over a connection kept open for the fit (the message the actor proxy sends), which runs
+    the round's function for all the worker's partitions and returns their results. The
+    scheduler is not involved in a round: measured on a 2-worker LocalCluster under load 8,
+    a round trip of two small calls took 2.5-15 ms this way against 34-49 ms as two tasks
+    (submit + gather). Results are still returned per partition and added on the client in
+    partition order, so the fit does not depend on which worker holds what."""
+
+    def __init__(self, client, parts, prefix, color, pos, direct=False):
         self.client = client
+        self.direct = direct and client is not None
+        self.actors = {}  # worker address -> the future of its Rounds actor
+        self.comms = {}  # worker address -> an open Dask connection to it
+        self.socks = {}  # worker address -> a socket to its Rounds actor's listener
+        self.authkey = None
+        self.messages = {"socket": 0, "dask": 0, "tasks": 0}  # worker messages of the rounds
         self.color = color
         self.pos = pos
         self.prefix = prefix
@@ -199,17 +220,163 @@ class _Cluster:
                     for p, r in enumerate(self.rows)]
             out = self.client.gather(futs)
         self.where = list(out)
+        if self.direct:
+            self._actors()
+
+    def _actors(self):
+        """A Rounds actor on every worker that holds a partition (created once per worker and
+        fit; a worker that disappeared lost its actor, see :meth:`_lost`)."""
+        for addr in sorted(set(self.where) - set(self.actors)):
+            fut = self.client.submit(Rounds, actor=True, workers=[addr],
+                                     allow_other_workers=False,
+                                     key=f"fd-{self.prefix}-rounds-{uuid.uuid4().hex}")
+            actor = fut.result()
+            self.actors[addr] = fut
+            self._connect(addr, actor)
+
+    def _connect(self, addr, actor):
+        """A socket straight to the worker's Rounds actor (see ``Rounds.serve``): a round
+        then wakes only the client's thread and the worker's serving thread. Measured on a
+        2-worker LocalCluster under load 12: 1.7-2.6 ms per round trip of two calls, against
+        8-11 ms through Dask's connection (its event loops on both sides). Without it (a TLS
+        cluster, a listener that cannot be reached) the rounds go through Dask."""
+        import os
+        from multiprocessing.connection import Client as Connect
+
+        if self.authkey is None:
+            self.authkey = os.urandom(32)
+        try:
+            where = actor.serve(self.authkey).result()
+            if where is not None:
+                self.socks[addr] = conn = Connect(tuple(where), authkey=self.authkey)
+                nodelay(conn)
+        except (OSError, EOFError, ValueError):  # not reachable: Dask carries the rounds
+            pass
 
     def map(self, fn, *args):
         """``fn(key, *args)`` on every partition; results in partition order."""
         self.rounds += 1
-        self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
-        return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
+        if not self.direct:
+            self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
+            self.messages["tasks"] += len(self.rows)
+            return self.gather([self._submit(fn, p, *args) for p in range(len(self.rows))])
+        groups = {}
+        for p, addr in enumerate(self.where):
+            groups.setdefault(addr, []).append(p)
+        self.sent += sum(a.nbytes for a in _arrays(args)) * len(groups)
+        sock = {a: ps for a, ps in groups.items() if a in self.socks}
+        rest = {a: ps for a, ps in groups.items() if a not in self.socks}
+        self.messages["socket"] += len(sock)
+        self.messages["dask"] += len(rest)
+        done = {}
+        lost = None
+        for addr, ps in sock.items():
+            try:
+                self.socks[addr].send((fn, [self._key(p) for p in ps], args))
+            except (OSError, EOFError) as exc:
+                lost = lost or (addr, exc)
+                self._lost(addr)
+        failed = None
+        if rest:  # workers without a socket (mixed only if some listener was unreachable)
+            try:
+                done.update(zip(rest, self.client.sync(self._calls, fn, rest, args),
+                                strict=True))
+            except BaseException as exc:  # raised once the sockets' replies are read
+                failed = exc
+        for addr in sock:
+            if addr in self.socks:
+                try:
+                    done[addr] = self._recv(addr)
+                except (OSError, EOFError) as exc:
+                    lost = lost or (addr, exc)
+                    self._lost(addr)
+        if failed is not None:
+            raise failed
+        if lost is not None:
+            addr, exc = lost
+            raise StateLost(f"the worker {addr} holding partitions of the fit was lost "
+                            f"({type(exc).__name__}: {exc})") from exc
+        for addr in groups:
+            if not done[addr][0]:
+                raise done[addr][1]
+        out = [None] * len(self.rows)
+        for addr, ps in groups.items():
+            for p, r in zip(ps, done[addr][1], strict=True):
+                out[p] = r
+        return out
+
+    def _recv(self, addr):
+        """The reply of the worker ``addr``; waits while the scheduler still knows the worker
+        and its actor (a worker that died without closing the socket, e.g. a lost machine,
+        raises StateLost after at most about a second of silence past its loss)."""
+        conn = self.socks[addr]
+        while not conn.poll(1.0):
+            fut = self.actors.get(addr)
+            if fut is None or fut.status != "finished" or \
+                    addr not in self.client.scheduler_info().get("workers", {}):
+                raise EOFError("the worker left the cluster")
+        return conn.recv()
+
+    async def _calls(self, fn, groups, args):
+        import asyncio
+
+        from distributed.core import send_recv
+        from distributed.protocol import to_serialize
+
+        pool = self.client.rpc
+
+        async def one(addr, ps):
+            comm = self.comms.pop(addr, None)
+            if comm is None or comm.closed():
+                comm = await pool.connect(addr)
+            reply = await send_recv(comm, op="actor_execute", actor=self.actors[addr].key,
+                                    function="run", args=[to_serialize(fn), to_serialize(
+                                        [self._key(p) for p in ps]), to_serialize(args)],
+                                    kwargs={"separate_thread": False},
+                                    serializers=pool.serializers,
+                                    deserializers=pool.deserializers)
+            # Back in the pool of this fit only once the reply is read (a failed call's
+            # connection is dropped, never reused with a reply in flight).
+            self.comms[addr] = comm
+            if reply["status"] != "OK":
+                return False, reply["exception"]
+            return True, reply["result"]
+
+        done = await asyncio.gather(*[one(a, ps) for a, ps in groups.items()],
+                                    return_exceptions=True)
+        for addr, res in zip(groups, done, strict=True):
+            if isinstance(res, OSError):  # the connection failed: the worker is gone
+                self._lost(addr)
+                raise StateLost(f"the worker {addr} holding partitions of the fit was lost "
+                                f"({type(res).__name__}: {res})") from res
+        for res in done:
+            if isinstance(res, BaseException):
+                raise res
+        return done
+
+    def _lost(self, addr):
+        conn = self.socks.pop(addr, None)
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+        fut = self.actors.pop(addr, None)
+        if fut is not None:
+            fut.release()
 
     def close(self):
         if self.client is None:
             _drop(self.prefix)
             return
+        for addr, comm in self.comms.items():
+            try:
+                self.client.rpc.reuse(addr, comm)
+            except Exception:  # noqa: BLE001 - cleanup on a cluster that may be failing
+                pass
+        self.comms = {}
+        for addr in list(self.actors) + list(self.socks):
+            self._lost(addr)
         try:
             self.client.run(_drop, self.prefix)
         except Exception:  # noqa: BLE001 - cleanup on a cluster that may be failing
@@ -466,7 +633,7 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     found = ck.resume()
     if found is not None:
         start = sweeper.resume(found[0], found[1])
-    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos)
+    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos, direct=True)
     history = {"metric": plan.metric, "train": [], "val": [], "iter_time": [], "train_avg": [],
                "val_avg": []}
     try:
@@ -507,4 +674,4 @@ def _report(cluster, sweeper, start):
     return {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
             "seconds_rounds": sweeper.t_wait, "seconds_rounds_compute": sweeper.t_compute,
             "seconds_client": sweeper.t_client, "restarts": sweeper.restarts,
-            "resumed_at": start}
+            "resumed_at": start, "messages": dict(cluster.messages)}

@@ -51,6 +51,13 @@ from ..losses import LOGISTIC
 #: register, as LIBFFM's SSE kernel.
 LANES = 4
 
+#: Unsigned constants: the pair loops index the flat model (``Wf``, one array of d F C
+#: 2 LANES elements) with unsigned offsets, so that numba emits neither its negative-index
+#: test nor, as for the rows of a reshaped 2-D view, a multiplication by a row length it
+#: cannot see (an unsigned integer plus a plain Python int is a float in numba's typing).
+_U0, _U1, _U2, _U3, _U4, _U5, _U6, _U7, _U8 = (np.uint64(v) for v in range(9))
+_U16 = np.uint64(16)
+
 FFMRows = namedtuple("FFMRows", ["indptr", "indices", "data", "y", "sw", "fields"])
 FFMRows.__doc__ = """Training rows: CSR arrays (indptr int64, indices int32, data in the model
 dtype), targets (labels in {-1, +1} for the logistic loss), sample weights (float64) and the
@@ -68,11 +75,12 @@ row normalisation, the divergence limit on |phi| and two facts the caller checke
 one field). False is always correct for both, only slower."""
 
 FFMWork = namedtuple("FFMWork", ["jj", "ff", "xx", "slot", "fslot", "ufield", "count",
-                                 "grad"])
+                                 "grad", "rb", "fc"])
 FFMWork.__doc__ = """Caller-owned buffers (a call allocates nothing): per row entry its feature,
 field, scaled value and field slot (length >= the longest row); ``fslot`` (F,) all -1 between
 rows; ``ufield`` and ``count`` per slot; ``grad`` (m, slots, C, LANES) for rows with repeated
-fields."""
+fields; per row entry the first chunk row of its feature's block, j F C, and its field's
+offset, f C (unsigned: see :func:`_gather`)."""
 
 
 @intrinsic
@@ -107,7 +115,8 @@ def ffm_work(max_nnz, n_fields, n_chunks, dtype, unique_fields):
     gshape = (1, 1, n_chunks, LANES) if unique_fields else (m, slots, n_chunks, LANES)
     return FFMWork(np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, dtype),
                    np.empty(m, np.int64), np.full(n_fields, -1, np.int64),
-                   np.empty(m, np.int64), np.empty(m, np.int64), np.zeros(gshape, dtype))
+                   np.empty(m, np.int64), np.empty(m, np.int64), np.zeros(gshape, dtype),
+                   np.empty(m, np.uint64), np.empty(m, np.uint64))
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -125,9 +134,14 @@ def _loss_and_slope(code, phi, y):
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx):
+def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx, rb, fc, FCE, CE):
     """Copy row i's features, fields and values (divided by the row norm when ``normalize``)
-    into the work buffers; returns the row length. The norm is taken in float64, rescaled by
+    into the work buffers, and the offsets ``rb[p] = j FCE``, ``fc[p] = f CE`` (``CE`` = 2
+    LANES C elements per (feature, field) block, ``FCE`` = F CE per feature: the block of
+    v_{jp, f(q)} starts at element ``rb[p] + fc[q]`` of the flat model), unsigned, so that
+    numba indexes the model with them without its negative-index test (Frappe k=4 float32
+    one epoch 24.1-28.3 -> 23.0-23.2 ms, k=8 40.3-42.2 -> 35.1-39.4 ms under load 10-11,
+    same weights); returns the row length. The norm is taken in float64, rescaled by
     the largest |x| when the plain sum of squares would overflow or underflow, so that a row
     and the same row times 1e160 are the same row to a normalised model."""
     a = indptr[i]
@@ -136,7 +150,10 @@ def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx):
     for p in range(m):
         j = indices[a + p]
         jj[p] = j
-        ff[p] = fields[j]
+        f = fields[j]
+        ff[p] = f
+        rb[p] = np.uint64(j) * FCE
+        fc[p] = np.uint64(f) * CE
         x = data[a + p]
         xx[p] = x
         ss += float(x) * float(x)
@@ -161,10 +178,12 @@ def _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx):
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _pairs(Wr, C, F, jj, ff, xx, m):
+def _pairs(Wf, CE, rb, fc, xx, m):
     """sum_{p<q} <v_{jp,fq}, v_{jq,fp}> x_p x_q, accumulated per lane in the model dtype in two
     vector accumulators (consecutive pairs of a row alternate between them: two dependency
-    chains, not one; 52k Frappe rows, k=4: 27-33 ms -> 25 ms per epoch), summed at the end."""
+    chains, not one; 52k Frappe rows, k=4: 27-33 ms -> 25 ms per epoch), summed at the end.
+    ``Wf`` is the model flat, ``rb``, ``fc`` (see :func:`_gather`) and ``CE`` = 2 LANES C
+    count its elements, ``m`` is unsigned (see :data:`_U0`)."""
     z = xx.dtype.type(0.0)
     s0 = z
     s1 = z
@@ -175,36 +194,42 @@ def _pairs(Wr, C, F, jj, ff, xx, m):
     u2 = z
     u3 = z
     for p in range(m):
-        bp = jj[p] * F
-        fp = ff[p]
+        bp = rb[p]
+        fp = fc[p]
         xp = xx[p]
-        q = p + 1
-        while q + 1 < m:
+        q = p + _U1
+        while q + _U1 < m:
             v = xp * xx[q]
-            vv = xp * xx[q + 1]
-            r1 = (bp + ff[q]) * C
-            r2 = (jj[q] * F + fp) * C
-            r3 = (bp + ff[q + 1]) * C
-            r4 = (jj[q + 1] * F + fp) * C
-            for c in range(C):
-                s0 += Wr[r1 + c, 0] * Wr[r2 + c, 0] * v
-                s1 += Wr[r1 + c, 1] * Wr[r2 + c, 1] * v
-                s2 += Wr[r1 + c, 2] * Wr[r2 + c, 2] * v
-                s3 += Wr[r1 + c, 3] * Wr[r2 + c, 3] * v
-                u0 += Wr[r3 + c, 0] * Wr[r4 + c, 0] * vv
-                u1 += Wr[r3 + c, 1] * Wr[r4 + c, 1] * vv
-                u2 += Wr[r3 + c, 2] * Wr[r4 + c, 2] * vv
-                u3 += Wr[r3 + c, 3] * Wr[r4 + c, 3] * vv
-            q += 2
+            vv = xp * xx[q + _U1]
+            r1 = bp + fc[q]
+            r2 = rb[q] + fp
+            r3 = bp + fc[q + _U1]
+            r4 = rb[q + _U1] + fp
+            for c in range(_U0, CE, _U8):
+                r1c = r1 + c
+                r2c = r2 + c
+                r3c = r3 + c
+                r4c = r4 + c
+                s0 += Wf[r1c] * Wf[r2c] * v
+                s1 += Wf[r1c + _U1] * Wf[r2c + _U1] * v
+                s2 += Wf[r1c + _U2] * Wf[r2c + _U2] * v
+                s3 += Wf[r1c + _U3] * Wf[r2c + _U3] * v
+                u0 += Wf[r3c] * Wf[r4c] * vv
+                u1 += Wf[r3c + _U1] * Wf[r4c + _U1] * vv
+                u2 += Wf[r3c + _U2] * Wf[r4c + _U2] * vv
+                u3 += Wf[r3c + _U3] * Wf[r4c + _U3] * vv
+            q += _U2
         if q < m:
             v = xp * xx[q]
-            r1 = (bp + ff[q]) * C
-            r2 = (jj[q] * F + fp) * C
-            for c in range(C):
-                s0 += Wr[r1 + c, 0] * Wr[r2 + c, 0] * v
-                s1 += Wr[r1 + c, 1] * Wr[r2 + c, 1] * v
-                s2 += Wr[r1 + c, 2] * Wr[r2 + c, 2] * v
-                s3 += Wr[r1 + c, 3] * Wr[r2 + c, 3] * v
+            r1 = bp + fc[q]
+            r2 = rb[q] + fp
+            for c in range(_U0, CE, _U8):
+                r1c = r1 + c
+                r2c = r2 + c
+                s0 += Wf[r1c] * Wf[r2c] * v
+                s1 += Wf[r1c + _U1] * Wf[r2c + _U1] * v
+                s2 += Wf[r1c + _U2] * Wf[r2c + _U2] * v
+                s3 += Wf[r1c + _U3] * Wf[r2c + _U3] * v
     s0 += u0
     s1 += u1
     s2 += u2
@@ -213,18 +238,18 @@ def _pairs(Wr, C, F, jj, ff, xx, m):
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _pair_step(Wr, r1, r2, kv, lam, eta):
+def _pair_step(Wf, r1, r2, kv, lam, eta):
     """AdaGrad step of the chunk rows r1 = v_{j,f(l)} and r2 = v_{l,f(j)} of one pair, whose
     loss gradients are kv * r2 and kv * r1 (kv = kappa x_j x_l): all eight values are loaded
     before anything is stored, so that the lanes become vector instructions."""
-    a0 = Wr[r1, 0]
-    a1 = Wr[r1, 1]
-    a2 = Wr[r1, 2]
-    a3 = Wr[r1, 3]
-    b0 = Wr[r2, 0]
-    b1 = Wr[r2, 1]
-    b2 = Wr[r2, 2]
-    b3 = Wr[r2, 3]
+    a0 = Wf[r1]
+    a1 = Wf[r1 + _U1]
+    a2 = Wf[r1 + _U2]
+    a3 = Wf[r1 + _U3]
+    b0 = Wf[r2]
+    b1 = Wf[r2 + _U1]
+    b2 = Wf[r2 + _U2]
+    b3 = Wf[r2 + _U3]
     g0 = lam * a0 + kv * b0
     g1 = lam * a1 + kv * b1
     g2 = lam * a2 + kv * b2
@@ -233,69 +258,69 @@ def _pair_step(Wr, r1, r2, kv, lam, eta):
     h1 = lam * b1 + kv * a1
     h2 = lam * b2 + kv * a2
     h3 = lam * b3 + kv * a3
-    A0 = Wr[r1, 4] + g0 * g0
-    A1 = Wr[r1, 5] + g1 * g1
-    A2 = Wr[r1, 6] + g2 * g2
-    A3 = Wr[r1, 7] + g3 * g3
-    B0 = Wr[r2, 4] + h0 * h0
-    B1 = Wr[r2, 5] + h1 * h1
-    B2 = Wr[r2, 6] + h2 * h2
-    B3 = Wr[r2, 7] + h3 * h3
-    Wr[r1, 0] = a0 - eta * g0 / math.sqrt(A0)
-    Wr[r1, 1] = a1 - eta * g1 / math.sqrt(A1)
-    Wr[r1, 2] = a2 - eta * g2 / math.sqrt(A2)
-    Wr[r1, 3] = a3 - eta * g3 / math.sqrt(A3)
-    Wr[r1, 4] = A0
-    Wr[r1, 5] = A1
-    Wr[r1, 6] = A2
-    Wr[r1, 7] = A3
-    Wr[r2, 0] = b0 - eta * h0 / math.sqrt(B0)
-    Wr[r2, 1] = b1 - eta * h1 / math.sqrt(B1)
-    Wr[r2, 2] = b2 - eta * h2 / math.sqrt(B2)
-    Wr[r2, 3] = b3 - eta * h3 / math.sqrt(B3)
-    Wr[r2, 4] = B0
-    Wr[r2, 5] = B1
-    Wr[r2, 6] = B2
-    Wr[r2, 7] = B3
+    A0 = Wf[r1 + _U4] + g0 * g0
+    A1 = Wf[r1 + _U5] + g1 * g1
+    A2 = Wf[r1 + _U6] + g2 * g2
+    A3 = Wf[r1 + _U7] + g3 * g3
+    B0 = Wf[r2 + _U4] + h0 * h0
+    B1 = Wf[r2 + _U5] + h1 * h1
+    B2 = Wf[r2 + _U6] + h2 * h2
+    B3 = Wf[r2 + _U7] + h3 * h3
+    Wf[r1] = a0 - eta * g0 / math.sqrt(A0)
+    Wf[r1 + _U1] = a1 - eta * g1 / math.sqrt(A1)
+    Wf[r1 + _U2] = a2 - eta * g2 / math.sqrt(A2)
+    Wf[r1 + _U3] = a3 - eta * g3 / math.sqrt(A3)
+    Wf[r1 + _U4] = A0
+    Wf[r1 + _U5] = A1
+    Wf[r1 + _U6] = A2
+    Wf[r1 + _U7] = A3
+    Wf[r2] = b0 - eta * h0 / math.sqrt(B0)
+    Wf[r2 + _U1] = b1 - eta * h1 / math.sqrt(B1)
+    Wf[r2 + _U2] = b2 - eta * h2 / math.sqrt(B2)
+    Wf[r2 + _U3] = b3 - eta * h3 / math.sqrt(B3)
+    Wf[r2 + _U4] = B0
+    Wf[r2 + _U5] = B1
+    Wf[r2 + _U6] = B2
+    Wf[r2 + _U7] = B3
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _pair_step2(Wr, r1, r2, kv, lam, eta):
-    """:func:`_pair_step` of the chunk rows r1, r1 + 1 and r2, r2 + 1 at once: 32 values
+def _pair_step2(Wf, r1, s1, r2, s2, kv, lam, eta):
+    """:func:`_pair_step` of the chunk rows r1, s1 = r1 + 1 and r2, s2 = r2 + 1 at once: 32 values
     loaded before anything is stored, which LLVM makes 8-lane instructions (Frappe, k=8,
     float32: 45 -> 38 ms per epoch)."""
-    a0 = Wr[r1, 0]
-    a1 = Wr[r1, 1]
-    a2 = Wr[r1, 2]
-    a3 = Wr[r1, 3]
-    a4 = Wr[r1 + 1, 0]
-    a5 = Wr[r1 + 1, 1]
-    a6 = Wr[r1 + 1, 2]
-    a7 = Wr[r1 + 1, 3]
-    b0 = Wr[r2, 0]
-    b1 = Wr[r2, 1]
-    b2 = Wr[r2, 2]
-    b3 = Wr[r2, 3]
-    b4 = Wr[r2 + 1, 0]
-    b5 = Wr[r2 + 1, 1]
-    b6 = Wr[r2 + 1, 2]
-    b7 = Wr[r2 + 1, 3]
-    A0 = Wr[r1, 4]
-    A1 = Wr[r1, 5]
-    A2 = Wr[r1, 6]
-    A3 = Wr[r1, 7]
-    A4 = Wr[r1 + 1, 4]
-    A5 = Wr[r1 + 1, 5]
-    A6 = Wr[r1 + 1, 6]
-    A7 = Wr[r1 + 1, 7]
-    B0 = Wr[r2, 4]
-    B1 = Wr[r2, 5]
-    B2 = Wr[r2, 6]
-    B3 = Wr[r2, 7]
-    B4 = Wr[r2 + 1, 4]
-    B5 = Wr[r2 + 1, 5]
-    B6 = Wr[r2 + 1, 6]
-    B7 = Wr[r2 + 1, 7]
+    a0 = Wf[r1]
+    a1 = Wf[r1 + _U1]
+    a2 = Wf[r1 + _U2]
+    a3 = Wf[r1 + _U3]
+    a4 = Wf[s1]
+    a5 = Wf[s1 + _U1]
+    a6 = Wf[s1 + _U2]
+    a7 = Wf[s1 + _U3]
+    b0 = Wf[r2]
+    b1 = Wf[r2 + _U1]
+    b2 = Wf[r2 + _U2]
+    b3 = Wf[r2 + _U3]
+    b4 = Wf[s2]
+    b5 = Wf[s2 + _U1]
+    b6 = Wf[s2 + _U2]
+    b7 = Wf[s2 + _U3]
+    A0 = Wf[r1 + _U4]
+    A1 = Wf[r1 + _U5]
+    A2 = Wf[r1 + _U6]
+    A3 = Wf[r1 + _U7]
+    A4 = Wf[s1 + _U4]
+    A5 = Wf[s1 + _U5]
+    A6 = Wf[s1 + _U6]
+    A7 = Wf[s1 + _U7]
+    B0 = Wf[r2 + _U4]
+    B1 = Wf[r2 + _U5]
+    B2 = Wf[r2 + _U6]
+    B3 = Wf[r2 + _U7]
+    B4 = Wf[s2 + _U4]
+    B5 = Wf[s2 + _U5]
+    B6 = Wf[s2 + _U6]
+    B7 = Wf[s2 + _U7]
     g0 = lam * a0 + kv * b0
     g1 = lam * a1 + kv * b1
     g2 = lam * a2 + kv * b2
@@ -328,38 +353,38 @@ def _pair_step2(Wr, r1, r2, kv, lam, eta):
     B5 += h5 * h5
     B6 += h6 * h6
     B7 += h7 * h7
-    Wr[r1, 0] = a0 - eta * g0 / math.sqrt(A0)
-    Wr[r1, 1] = a1 - eta * g1 / math.sqrt(A1)
-    Wr[r1, 2] = a2 - eta * g2 / math.sqrt(A2)
-    Wr[r1, 3] = a3 - eta * g3 / math.sqrt(A3)
-    Wr[r1, 4] = A0
-    Wr[r1, 5] = A1
-    Wr[r1, 6] = A2
-    Wr[r1, 7] = A3
-    Wr[r1 + 1, 0] = a4 - eta * g4 / math.sqrt(A4)
-    Wr[r1 + 1, 1] = a5 - eta * g5 / math.sqrt(A5)
-    Wr[r1 + 1, 2] = a6 - eta * g6 / math.sqrt(A6)
-    Wr[r1 + 1, 3] = a7 - eta * g7 / math.sqrt(A7)
-    Wr[r1 + 1, 4] = A4
-    Wr[r1 + 1, 5] = A5
-    Wr[r1 + 1, 6] = A6
-    Wr[r1 + 1, 7] = A7
-    Wr[r2, 0] = b0 - eta * h0 / math.sqrt(B0)
-    Wr[r2, 1] = b1 - eta * h1 / math.sqrt(B1)
-    Wr[r2, 2] = b2 - eta * h2 / math.sqrt(B2)
-    Wr[r2, 3] = b3 - eta * h3 / math.sqrt(B3)
-    Wr[r2, 4] = B0
-    Wr[r2, 5] = B1
-    Wr[r2, 6] = B2
-    Wr[r2, 7] = B3
-    Wr[r2 + 1, 0] = b4 - eta * h4 / math.sqrt(B4)
-    Wr[r2 + 1, 1] = b5 - eta * h5 / math.sqrt(B5)
-    Wr[r2 + 1, 2] = b6 - eta * h6 / math.sqrt(B6)
-    Wr[r2 + 1, 3] = b7 - eta * h7 / math.sqrt(B7)
-    Wr[r2 + 1, 4] = B4
-    Wr[r2 + 1, 5] = B5
-    Wr[r2 + 1, 6] = B6
-    Wr[r2 + 1, 7] = B7
+    Wf[r1] = a0 - eta * g0 / math.sqrt(A0)
+    Wf[r1 + _U1] = a1 - eta * g1 / math.sqrt(A1)
+    Wf[r1 + _U2] = a2 - eta * g2 / math.sqrt(A2)
+    Wf[r1 + _U3] = a3 - eta * g3 / math.sqrt(A3)
+    Wf[r1 + _U4] = A0
+    Wf[r1 + _U5] = A1
+    Wf[r1 + _U6] = A2
+    Wf[r1 + _U7] = A3
+    Wf[s1] = a4 - eta * g4 / math.sqrt(A4)
+    Wf[s1 + _U1] = a5 - eta * g5 / math.sqrt(A5)
+    Wf[s1 + _U2] = a6 - eta * g6 / math.sqrt(A6)
+    Wf[s1 + _U3] = a7 - eta * g7 / math.sqrt(A7)
+    Wf[s1 + _U4] = A4
+    Wf[s1 + _U5] = A5
+    Wf[s1 + _U6] = A6
+    Wf[s1 + _U7] = A7
+    Wf[r2] = b0 - eta * h0 / math.sqrt(B0)
+    Wf[r2 + _U1] = b1 - eta * h1 / math.sqrt(B1)
+    Wf[r2 + _U2] = b2 - eta * h2 / math.sqrt(B2)
+    Wf[r2 + _U3] = b3 - eta * h3 / math.sqrt(B3)
+    Wf[r2 + _U4] = B0
+    Wf[r2 + _U5] = B1
+    Wf[r2 + _U6] = B2
+    Wf[r2 + _U7] = B3
+    Wf[s2] = b4 - eta * h4 / math.sqrt(B4)
+    Wf[s2 + _U1] = b5 - eta * h5 / math.sqrt(B5)
+    Wf[s2 + _U2] = b6 - eta * h6 / math.sqrt(B6)
+    Wf[s2 + _U3] = b7 - eta * h7 / math.sqrt(B7)
+    Wf[s2 + _U4] = B4
+    Wf[s2 + _U5] = B5
+    Wf[s2 + _U6] = B6
+    Wf[s2 + _U7] = B7
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -457,6 +482,10 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
     W = model.W
     d, F, C = W.shape[0], W.shape[1], W.shape[2]
     Wr = W.reshape(d * F * C, 2 * LANES)
+    Wf = W.reshape(W.size)
+    CE = np.uint64(C * 2 * LANES)
+    FCE = np.uint64(F * C * 2 * LANES)
+    rb, fc = work.rb, work.fc
     lin = model.lin
     T = W.dtype.type
     eta = T(cfg.eta)
@@ -492,7 +521,9 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
                     continue
                 reps = max(1, int(math.ceil(s)))
             scale = s / reps
-            m = _gather(indptr, indices, data, fields, i, cfg.normalize, jj, ff, xx)
+            m = _gather(indptr, indices, data, fields, i, cfg.normalize, jj, ff, xx, rb, fc,
+                        FCE, CE)
+            mu = np.uint64(m)
             u = m
             if not cfg.unique_fields:
                 u = _slots(ff, m, work.fslot, work.ufield, work.count, work.slot)
@@ -502,7 +533,7 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
                 for p in range(m):
                     phi += float(lin[jj[p], 0]) * float(xx[p])
                 if u == m:
-                    phi += _pairs(Wr, C, F, jj, ff, xx, m)
+                    phi += _pairs(Wf, CE, rb, fc, xx, mu)
                 else:
                     phi += _grouped_pairs(Wr, C, F, jj, ff, xx, m, work.slot, work.grad)
                 if not (abs(phi) <= cfg.limit):
@@ -525,20 +556,21 @@ def ffm_epoch(rows, model, visit, order, block, cfg, work):
                     lin[j, 1] = G
                     lin[j, 0] -= eta * gl / math.sqrt(G)
                 if u == m:
-                    for p in range(m):
-                        bp = jj[p] * F
-                        fp = ff[p]
+                    for p in range(mu):
+                        bp = rb[p]
+                        fp = fc[p]
                         kx = kap * xx[p]
-                        for q in range(p + 1, m):
+                        for q in range(p + _U1, mu):
                             kv = kx * xx[q]
-                            r1 = (bp + ff[q]) * C
-                            r2 = (jj[q] * F + fp) * C
-                            c = 0
-                            while c + 1 < C:
-                                _pair_step2(Wr, r1 + c, r2 + c, kv, reg2, eta)
-                                c += 2
-                            if c < C:
-                                _pair_step(Wr, r1 + c, r2 + c, kv, reg2, eta)
+                            r1 = bp + fc[q]
+                            r2 = rb[q] + fp
+                            c = _U0
+                            while c + _U8 < CE:  # two chunks (2 LANES factors) at a time
+                                _pair_step2(Wf, r1 + c, r1 + c + _U8, r2 + c, r2 + c + _U8, kv,
+                                            reg2, eta)
+                                c += _U16
+                            if c < CE:
+                                _pair_step(Wf, r1 + c, r2 + c, kv, reg2, eta)
                 else:
                     for p in range(m):
                         bp = jj[p] * F
@@ -630,12 +662,15 @@ def unique_fields(indptr, indices, fields, n_fields):
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _score(indptr, indices, data, fields, Wr, C, F, lin, w0, normalize, i, jj, ff, xx):
-    m = _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx)
+def _score(indptr, indices, data, fields, Wf, C, F, lin, w0, normalize, i, jj, ff, xx, rb,
+           fc):
+    CE = np.uint64(C * 2 * LANES)
+    m = _gather(indptr, indices, data, fields, i, normalize, jj, ff, xx, rb, fc,
+                np.uint64(F) * CE, CE)
     phi = w0
     for p in range(m):
         phi += float(lin[jj[p], 0]) * float(xx[p])
-    return phi + _pairs(Wr, C, F, jj, ff, xx, m)
+    return phi + _pairs(Wf, CE, rb, fc, xx, np.uint64(m))
 
 
 # Rows per task of the parallel prediction; and fewer rows than this are predicted serially
@@ -647,30 +682,34 @@ PARALLEL_MIN_ROWS = 50_000
 @njit(cache=True, nogil=True, error_model="numpy")
 def _predict_serial(indptr, indices, data, fields, model, normalize, max_nnz, out):
     W = model.W
-    d, F, C = W.shape[0], W.shape[1], W.shape[2]
-    Wr = W.reshape(d * F * C, 2 * LANES)
+    F, C = W.shape[1], W.shape[2]
+    Wf = W.reshape(W.size)
     jj = np.empty(max_nnz, np.int64)
     ff = np.empty(max_nnz, np.int64)
     xx = np.empty(max_nnz, W.dtype)
+    rb = np.empty(max_nnz, np.uint64)
+    fc = np.empty(max_nnz, np.uint64)
     for i in range(indptr.shape[0] - 1):
-        out[i] = _score(indptr, indices, data, fields, Wr, C, F, model.lin, model.bias[0],
-                        normalize, i, jj, ff, xx)
+        out[i] = _score(indptr, indices, data, fields, Wf, C, F, model.lin, model.bias[0],
+                        normalize, i, jj, ff, xx, rb, fc)
     return out
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _predict_parallel(indptr, indices, data, fields, model, normalize, max_nnz, out):
     W = model.W
-    d, F, C = W.shape[0], W.shape[1], W.shape[2]
-    Wr = W.reshape(d * F * C, 2 * LANES)
+    F, C = W.shape[1], W.shape[2]
+    Wf = W.reshape(W.size)
     n = indptr.shape[0] - 1
     for c in prange((n + CHUNK - 1) // CHUNK):
         jj = np.empty(max_nnz, np.int64)
         ff = np.empty(max_nnz, np.int64)
         xx = np.empty(max_nnz, W.dtype)
+        rb = np.empty(max_nnz, np.uint64)
+        fc = np.empty(max_nnz, np.uint64)
         for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            out[i] = _score(indptr, indices, data, fields, Wr, C, F, model.lin,
-                            model.bias[0], normalize, i, jj, ff, xx)
+            out[i] = _score(indptr, indices, data, fields, Wf, C, F, model.lin,
+                            model.bias[0], normalize, i, jj, ff, xx, rb, fc)
     return out
 
 
@@ -682,21 +721,33 @@ def ffm_predict(indptr, indices, data, fields, model, normalize, out, parallel=T
     max_nnz = max(1, int(np.max(np.diff(indptr)))) if n else 1
     kernel = _predict_parallel if parallel and n >= PARALLEL_MIN_ROWS else _predict_serial
     args = (indptr, indices, data, fields, model, bool(normalize), max_nnz, out)
-    compile_vectorized(kernel, (data.dtype.char, model.W.dtype.char), *args)
-    return kernel(*args)
+    return call_vectorized(kernel, _array_key(data, model.W, fields), *args)
 
 
 def run_epoch(rows, model, visit, order, block, cfg, work):
     """:func:`ffm_epoch`, compiled (or loaded from numba's cache) by
     :func:`compile_vectorized` first: the only way the package calls it."""
     args = (rows, model, visit, order, int(block), cfg, work)
-    compile_vectorized(ffm_epoch, (rows.data.dtype.char, model.W.dtype.char), *args)
-    return ffm_epoch(*args)
+    return call_vectorized(ffm_epoch, epoch_key(rows, model), *args)
+
+
+def _array_key(data, W, fields):
+    return (data.dtype.char, W.dtype.char, fields.flags.writeable)
+
+
+def epoch_key(rows, model):
+    """The cheap key of :func:`ffm_epoch`'s signature for :func:`compile_vectorized`: the
+    dtypes and the read-only flags of the arrays that vary between callers (``fit`` passes
+    a read-only field map, ``partial_fit`` a writable one; targets may be read-only)."""
+    return (*_array_key(rows.data, model.W, rows.fields), rows.y.flags.writeable,
+            rows.sw.flags.writeable)
 
 
 # the kernels' signatures compiled by compile_vectorized, by the caller's cheap key (a one-row
 # partial_fit must not pay numba's typeof of every array of the records on each call)
 _COMPILED = set()
+# (python function, signature) of every compilation :func:`compile_vectorized` made
+SLP_SIGNATURES = set()
 
 
 def compile_vectorized(kernel, key, *args):
@@ -705,11 +756,31 @@ def compile_vectorized(kernel, key, *args):
     module docstring for the measured gain). numba reads ``config.SLP_VECTORIZE`` when it
     optimises a module; it is set only while holding numba's compiler lock, so no other
     compilation sees it. ``key`` (hashable) identifies the signature for the caller: the
-    dtypes of the arrays that vary (every array the package passes is C-contiguous, of fixed
-    dimension); once compiled, a call costs a set lookup."""
+    dtypes and read-only flags of the arrays that vary (every array the package passes is
+    C-contiguous, of fixed dimension); once compiled, a call costs a set lookup."""
     key = (kernel.py_func, key)
     if key in _COMPILED:
         return
+    _compile_slp(kernel, args)
+    _COMPILED.add(key)
+
+
+def call_vectorized(kernel, key, *args):
+    """``kernel(*args)``, compiled by :func:`compile_vectorized` first. A signature that
+    ``key`` did not tell apart from a compiled one (the kernels never compile by themselves:
+    see :data:`VECTORIZED`) is compiled with the vectorizer on the first call that needs
+    it."""
+    compile_vectorized(kernel, key, *args)
+    try:
+        return kernel(*args)
+    except (TypeError, RuntimeError):
+        # numba: "No matching definition for argument type(s) ...", or "compilation
+        # disabled" when another thread's _compile_slp let this call through its check
+        _compile_slp(kernel, args)
+        return kernel(*args)
+
+
+def _compile_slp(kernel, args):
     from numba import typeof
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
@@ -718,8 +789,24 @@ def compile_vectorized(kernel, key, *args):
     with global_compiler_lock:
         old = config.SLP_VECTORIZE
         config.SLP_VECTORIZE = 1
+        kernel._can_compile = True
         try:
             kernel.compile(sig)
+            SLP_SIGNATURES.add((kernel.py_func, sig))
         finally:
+            kernel._can_compile = False
             config.SLP_VECTORIZE = old
-    _COMPILED.add(key)
+
+
+#: The kernels compiled only by :func:`compile_vectorized`. numba compiles a dispatcher for
+#: each new signature at its first call (a read-only array is another type than a writable
+#: one) with the vectorizer off, and stores that code in its cache, where the next process's
+#: :func:`compile_vectorized` of the same signature finds it: a test suite that had called
+#: ``fit`` after ``partial_fit`` in one process left Frappe's epoch at 2x its time (k=4,
+#: float32: 47 ms against 25 ms per epoch, same weights) for every later process. These
+#: dispatchers never compile by themselves: a call of a signature not compiled here is a
+#: ``TypeError``, which :func:`call_vectorized` answers by compiling it here.
+VECTORIZED = (ffm_epoch, _predict_serial, _predict_parallel)
+for _kernel in VECTORIZED:
+    _kernel._can_compile = False
+del _kernel

@@ -17,6 +17,7 @@ from ._kernels import (
     FFMModel,
     FFMRows,
     compile_vectorized,
+    epoch_key,
     ffm_epoch,
     ffm_predict,
     ffm_work,
@@ -165,8 +166,8 @@ def adagrad_solver(rows, visit, state, settings, seed, context, first_epoch=0, t
     block = SHUFFLE_BLOCK
     n_blocks = -(-n // block)
     in_order = np.arange(n_blocks, dtype=np.int64)
-    compile_vectorized(ffm_epoch, (rows.data.dtype.char, model.W.dtype.char), rows, model,
-                       visit, in_order, block, cfg, work)  # compile, or load from the cache
+    compile_vectorized(ffm_epoch, epoch_key(rows, model), rows, model, visit, in_order, block,
+                       cfg, work)  # compile, or load from the cache
     if context.on_start is not None:
         context.on_start()
     monitor = context.monitor

@@ -21,12 +21,13 @@ from sklearn.base import _fit_context, is_classifier
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseFM, FMClassifierMixin, FMRegressorMixin, failure_atomic, progress
 from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_csr
 from .._docs import fill_doc
 from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
-from .._early_stopping import split_rows
+from .._early_stopping import split_index, split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
@@ -34,8 +35,6 @@ from ..relation import check_relation_data, is_relation_data
 from ..solvers._fm_common import check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
-from ..solvers.sgd import sgd_solver
-from ..solvers.vb import vb_data, vb_solver
 from . import _relation
 from ._contrasts import ClassicFMContrastMixin
 from ._history import FitRecorder
@@ -49,8 +48,6 @@ from ._multiclass import (
     stack_views,
 )
 from ._plan import ClassicFMPlan, raise_diverged, stopping_rule
-from ._vb import check_loaded_posterior
-from .ordinal import FMOrdinalRegressor  # noqa: F401  (public: fmlearn.FMOrdinalRegressor)
 
 
 def _solver_is_sgd(est):
@@ -63,6 +60,8 @@ def _solver_is_sgd(est):
 
 
 def _run_sgd(plan, X, y, sw, recorder):
+    from ..solvers.sgd import sgd_solver
+
     csr = raw(X)
     state = plan.state
     state, t, n_done, info = sgd_solver(csr, y, sw, state, plan.t, plan.sgd, plan.seed,
@@ -91,6 +90,8 @@ def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
 
 
 def _run_vb(plan, X, y, sw, recorder):
+    from ..solvers.vb import vb_data, vb_solver
+
     data = vb_data(X, y, sw)
     callback = recorder.sweep_callback(y, sw, plan.state)
     state, n_done, info = vb_solver(data, plan.state, plan.posterior, plan.vb, callback,
@@ -127,12 +128,17 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             X = _relation.expanded(X, X.dtype)
         else:
             X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
-        X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
-        summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
+        if sweeps and rule.split:  # the training rows stay where they are, as an index
+            train, carved = split_index(X, y, sw, rule, est.random_state, is_classifier(est))
+            summary = DataSummary.of_rows_subset(X, sw, train)
+        else:
+            train = None
+            X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
+            summary = DataSummary.of_rows(X, None, sw)  # the squares count the rows as given
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
-            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True)
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train)
             rows = ((index, keep),)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
@@ -157,6 +163,8 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
 def _partial_fit_rows(est, X, y, sw):
     """One SGD epoch over validated rows (``y`` targets or labels in {-1, +1}), committed to
     ``est`` (the estimator, or a class's view of a multiclass one)."""
+    from ..solvers.sgd import sgd_solver
+
     plan = ClassicFMPlan.build(est, DataSummary.of_rows(X, y, sw, squares=False),
                                mode="partial_fit")
     with n_threads(est.n_jobs):
@@ -346,7 +354,49 @@ class _BaseClassicFM(BaseFM):
         lo, hi = self._clip_range()
         return np.clip(out, lo, hi)
 
+    def compress_posterior(self, n_samples):
+        """Keep only ``n_samples`` of an MCMC model's kept posterior samples, evenly spaced
+        along the chain and ending with its last sample; return ``self``.
+
+        Opt-in compression for serving: ``predict`` and :func:`fmlearn.recommend` of an MCMC
+        model cost in proportion to the number of kept samples S (the posterior mean is an
+        average over them), so keeping n of them divides both costs by about S / n. The
+        prediction is still an exact average of (clipped) sample predictions, over fewer
+        samples: a Monte Carlo estimate of the posterior mean with more variance. Its accuracy
+        cost, measured on MovieLens-100K (``benchmarks/bench_serving.py --compress``), is in
+        docs/serving.md. ``n_samples`` at least S keeps every sample (the model is unchanged).
+        The model saves and loads as any other; a ``warm_start`` fit continues the chain from
+        the compressed samples.
+
+        Parameters
+        ----------
+        n_samples : int
+            Samples to keep (at least 1).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        if getattr(self, "solver_", None) != "mcmc" or not hasattr(self, "samples_V_"):
+            raise ValueError("compress_posterior needs a model fitted with solver='mcmc' "
+                             f"(this one: solver={getattr(self, 'solver_', None)!r})")
+        if (isinstance(n_samples, (bool, np.bool_))
+                or not isinstance(n_samples, (numbers.Integral, np.integer)) or n_samples < 1):
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        axis = 1 if np.ndim(self.w_) == 2 else 0  # one chain per class: (C, S, ...)
+        S = self.samples_w0_.shape[axis]
+        if n_samples >= S:
+            return self
+        keep = np.round(np.linspace(S - 1, 0, int(n_samples)))[::-1].astype(np.intp)
+        for name in ("samples_w0_", "samples_w_", "samples_V_"):
+            setattr(self, name, np.ascontiguousarray(np.take(getattr(self, name), keep,
+                                                             axis=axis)))
+        return self
+
     def _check_loaded_state(self):
+        from ._vb import check_loaded_posterior
+
         d = int(self.n_features_in_)
         k = self.n_factors
         groups = check_groups(self.groups, d)
@@ -740,3 +790,13 @@ def _one_vs_rest_targets(y, classes):
     if classes.shape[0] == 2:
         return np.where(y == classes[1], 1.0, -1.0)
     return np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+
+
+def __getattr__(name):
+    # The ordinal FM (its own solver and kernels) is imported on first use, not with the
+    # classic FM's estimators: ``from fmlearn.fm import FMOrdinalRegressor`` still works.
+    if name == "FMOrdinalRegressor":
+        from .ordinal import FMOrdinalRegressor
+
+        return FMOrdinalRegressor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

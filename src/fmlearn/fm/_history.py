@@ -15,13 +15,13 @@ callback's return value (as it does when the user's callback returns True). For 
 the predictions of the validation rows after burn-in and reports their split R-hat.
 """
 
+import sys
+
 import numpy as np
 from scipy.special import ndtr
 
 from .._early_stopping import SCORES, EarlyStopping, split_rhat
-from ..kernels.cd_relation import RelationRows
 from ..kernels.predict import fm_predict_csr
-from ..solvers.relation import predict_relation
 
 __all__ = ["FitRecorder", "fm_metric"]
 
@@ -79,7 +79,12 @@ class FitRecorder:
     def eval_pred(self, state):
         if self.evald is None:
             return None
-        if isinstance(self.evald[0], RelationRows):  # relational eval set (fmlearn.fm._relation)
+        # a relational eval set (fmlearn.fm._relation) holds the relational kernels' rows;
+        # that module is imported only where relational data are used
+        rel = sys.modules.get("fmlearn.kernels.cd_relation")
+        if rel is not None and isinstance(self.evald[0], rel.RelationRows):
+            from ..solvers.relation import predict_relation
+
             return predict_relation(self.evald[0], state)
         (indptr, indices, data), _ = self.evald
         out = np.empty(indptr.shape[0] - 1)

@@ -28,8 +28,6 @@ from ..kernels.losses import LOSS_CODES
 from ..solvers._fm_common import FMState, auto_init_stdev, check_groups, init_state
 from ..solvers.als import ALSSettings
 from ..solvers.mcmc import Chain, MCMCSettings
-from ..solvers.sgd import SGDSettings, sgd_init_stdev
-from ..solvers.vb import VBPosterior, VBSettings
 from ._mcmc import chain_attributes, chain_for_warm_start, mcmc_settings
 
 __all__ = ["CONTRAST_ATTRIBUTES", "MODES", "ClassicFMPlan", "stopping_rule"]
@@ -106,12 +104,13 @@ class ClassicFMPlan(FitPlan):
     clip: tuple
     state: FMState
     warm: bool
-    sgd: SGDSettings = None
+    # the SGD and VB solvers (and their kernels) are imported by the fits that use them
+    sgd: "SGDSettings" = None  # noqa: F821
     als: ALSSettings = None
     mcmc: MCMCSettings = None
-    vb: VBSettings = None
+    vb: "VBSettings" = None  # noqa: F821
     chain: Chain = None
-    posterior: VBPosterior = None
+    posterior: "VBPosterior" = None  # noqa: F821
     t: int = 0
     n_jobs: object = None
     verbose: int = 0
@@ -167,6 +166,8 @@ class ClassicFMPlan(FitPlan):
         if p["init_stdev"] != "auto":
             init_stdev = float(p["init_stdev"])
         elif solver == "sgd":  # from the settings, not X (fit equals partial_fit on batches)
+            from ..solvers.sgd import sgd_init_stdev
+
             init_stdev = sgd_init_stdev(p["learning_rate"])
         else:
             spread = 1.0 if classifier else summary.y_std  # a unit of log-odds / probit
@@ -191,6 +192,8 @@ class ClassicFMPlan(FitPlan):
                 state = init_state(d, k, init_stdev, rs, dtype, random_linear=solver == "mcmc")
         kw = {}
         if solver == "sgd":
+            from ..solvers.sgd import SGDSettings
+
             kw["sgd"] = SGDSettings(
                 n_iter=n_iter if mode in ("fit", "contrasts") else 1,
                 loss_code=LOSS_CODES[loss], learning_rate=p["learning_rate"],
@@ -200,6 +203,8 @@ class ClassicFMPlan(FitPlan):
                 clip_lo=clip[0], clip_hi=clip[1],
                 average=average if mode in ("fit", "contrasts") else 1)
         elif solver == "vb":
+            from ..solvers.vb import VBSettings
+
             kw["vb"] = VBSettings(n_iter=n_iter, probit=classifier, reg_bias=p["reg_bias"],
                                   groups=groups)
             kw["posterior"] = _posterior(est, p, state, warm, groups, init_stdev)
@@ -297,6 +302,8 @@ _VB_MODES = {"contrasts": "fit(contrasts=C) runs solver='mcmc' (the same posteri
 def _posterior(est, p, state, warm, groups, init_stdev):
     """The variational factors a VB fit starts from: a copy of the fitted ones when a warm
     start continues a VB model of the same shape and groups, else variances init_stdev^2."""
+    from ..solvers.vb import VBPosterior
+
     d, k = state.V.shape
     n_groups = 1 if groups is None else groups[1].shape[0]
     vb = getattr(est, "vb_", None)

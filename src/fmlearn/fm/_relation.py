@@ -23,12 +23,6 @@ from ..relation import (
     relation_pair_stats,
     relation_square_stats,
 )
-from ..solvers.relation import (
-    relation_als_solver,
-    relation_column_data,
-    relation_mcmc_solver,
-    relation_rows,
-)
 from ._plan import raise_diverged
 
 __all__ = ["LAYOUT", "check_loaded_layout", "check_warm_layout", "checked_predict_input",
@@ -118,6 +112,8 @@ def merge(Xr, y, sw):
 def relation_eval_rows(Xr):
     """The :data:`~fmlearn.kernels.cd_relation.RelationRows` of a validated eval set (the fit's
     per-iteration validation metric, :class:`fmlearn.fm._history.FitRecorder`)."""
+    from ..solvers.relation import relation_rows  # the relational kernels load when used
+
     return relation_rows(Xr.X, _blocks(Xr))
 
 
@@ -125,6 +121,8 @@ def run_relation(plan, Xr, y, sw, recorder):
     """ALS or MCMC (``plan.solver``) on merged relational samples: ``(state, n_done,
     result)`` for :meth:`ClassicFMPlan.commit`, as the matrix runs of :mod:`fmlearn.fm`
     return; raises ``DivergenceError`` as they do."""
+    from ..solvers.relation import relation_als_solver, relation_column_data, relation_mcmc_solver
+
     data = relation_column_data(Xr.X, _blocks(Xr), y, sw)
     callback = recorder.sweep_callback(y, sw, plan.state)
     if plan.solver == "als":
@@ -143,6 +141,7 @@ def relation_predictions(est, Xr, probit, clip):
     predictor over the kept MCMC samples (each clipped to ``clip``, or Phi for ``probit``,
     returned on the margin scale as the matrix path does), else the model's f(x)."""
     from ..kernels.cd_relation import relation_predict, relation_predict_samples
+    from ..solvers.relation import relation_rows
 
     rows = relation_rows(Xr.X, _blocks(Xr))
     out = np.empty(Xr.shape[0])

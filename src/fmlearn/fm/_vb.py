@@ -7,14 +7,14 @@ import numbers
 
 import numpy as np
 
-from ..solvers.vb import ATTRIBUTE_SHAPES
-
 __all__ = ["check_loaded_posterior"]
 
 
 def check_loaded_posterior(est, d, k, n_groups):
     """Refuse loaded variational factors that do not match d, k and the groups, or whose
     variances and precisions are not positive and finite."""
+    from ..solvers.vb import ATTRIBUTE_SHAPES
+
     w_var, V_var, vb = est.w_var_, est.V_var_, est.vb_
     if (not isinstance(w_var, np.ndarray) or not isinstance(V_var, np.ndarray)
             or w_var.shape != (d,) or V_var.shape != (d, k)):

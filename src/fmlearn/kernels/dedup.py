@@ -1,5 +1,8 @@
 """Duplicate-row kernels of the data plumbing (``fmlearn._data``): hashing rows and grouping
-identical ones, for :func:`fmlearn._data.merge_duplicate_rows`."""
+identical ones, for :func:`fmlearn._data.merge_duplicate_rows`; and the one-pass square sums of
+:class:`fmlearn._plan.DataSummary` (:func:`exact_square_sums`)."""
+
+import math
 
 import numpy as np
 from numba import njit
@@ -54,16 +57,18 @@ def group_sorted(order, h, indptr, indices, data, y):
     return group, reps[: g + 1]
 
 
-# Bits per digit of the radix sort: 2048 buckets, six passes over 64-bit keys.
-_DIGIT = 11
+# Bits per digit of the radix sort: 256 buckets, eight passes over 64-bit keys. On 8,000,000
+# keys (one thread, loaded machine) 8 bits took 0.26-0.33 CPU s, 7 bits 0.28-0.34, 9 bits
+# 0.37-0.39, 11 bits 0.48: a pass's 256 write streams stay in the L1/L2 caches and TLB.
+_DIGIT = 8
 
 
 @njit(cache=True)
 def radix_argsort(keys):
     """``(order, sorted keys)`` of uint64 ``keys``: ``order`` (int32) is what
     ``np.argsort(keys, kind="stable")`` returns, by a least-significant-digit radix sort
-    (6 passes of 11 bits; a pass whose digit is the same for every key is skipped): 0.3
-    against 1.1 CPU s on 8,000,000 keys."""
+    (8 passes of 8 bits; a pass whose digit is the same for every key is skipped): 0.26-0.33
+    CPU s on 8,000,000 keys against 1.2-1.3 for ``np.argsort``."""
     n = keys.shape[0]
     nb = 1 << _DIGIT
     mask = np.uint64(nb - 1)
@@ -159,4 +164,61 @@ def row_keys(indptr, indices, data_bits, y_bits, src, n, b, by_first):
                 first = np.uint64(indices[indptr[i]]) + np.uint64(1)
             h = (first << top) | (h >> ub)
         out[r] = h
+    return out
+
+
+# Below this magnitude every integer is a double and a sum of non-negative integers (or
+# halves) is exact in any order.
+_EXACT = 2.0 ** 52
+
+
+@njit(cache=True)
+def exact_square_sums(indptr, data, sw):
+    """``(ok, sum_sq, n_nonzero, sum_pairs)`` of :func:`fmlearn._plan.square_stats` and
+    :func:`fmlearn._plan.pair_stats` in one pass over CSR rows with weights ``sw``, without
+    their O(nnz) temporaries; ``ok`` is True when the three sums are exact.
+
+    They are exact when every value and weight is an integer and every partial sum stays below
+    2^52: each term (s_i x_ij^2, s_i, s_i (s2_i^2 - s4_i) / 2 with s2_i, s4_i a row's sums of
+    x^2 and x^4) is then an integer or a half, non-negative, so every order of summation --
+    NumPy's pairwise dot products included -- gives the same double. One-hot and count data
+    with unit or integer weights qualify; otherwise the caller computes the sums as before (the
+    order of NumPy's sums decides their last bits, and the initial state depends on them)."""
+    n = indptr.shape[0] - 1
+    sum_sq = 0.0
+    n_nonzero = 0.0
+    sum_pairs = 0.0
+    for i in range(n):
+        s = sw[i]
+        if not (s >= 0 and s == math.floor(s) and s < _EXACT):
+            return False, 0.0, 0.0, 0.0
+        s2 = 0.0
+        s4 = 0.0
+        nz = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            if not (x == math.floor(x) and abs(x) < _EXACT):
+                return False, 0.0, 0.0, 0.0
+            q = x * x
+            s2 += q
+            s4 += q * q
+            nz += 1.0 if x != 0 else 0.0
+        if not (s2 * s2 < _EXACT):
+            return False, 0.0, 0.0, 0.0
+        sum_sq += s * s2
+        n_nonzero += s * nz
+        sum_pairs += s * max(0.5 * (s2 * s2 - s4), 0.0)
+    if not (sum_sq < _EXACT and n_nonzero < _EXACT and sum_pairs < _EXACT):
+        return False, 0.0, 0.0, 0.0
+    return True, sum_sq, n_nonzero, sum_pairs
+
+
+@njit(cache=True)
+def take(values, index):
+    """``values[index]`` for float64 ``values`` and an int32 ``index``, without NumPy's
+    conversion of the index to intp (a pass and 8 bytes per entry): the merged rows' targets
+    (0.11 against 0.12-0.25 CPU s at 8,000,000 rows in random order)."""
+    out = np.empty(index.shape[0], dtype=values.dtype)
+    for r in range(index.shape[0]):
+        out[r] = values[index[r]]
     return out

@@ -21,6 +21,7 @@ from ._base import (
     _OnlineClassifier,
     _RegressorRange,
     check_loaded_float,
+    input_coordinates,
     sample_weights,
 )
 from ._platt import platt_link
@@ -88,7 +89,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  warm_start=False,
                  random_state=None, verbose=0):
@@ -107,6 +108,7 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         self.max_rank = max_rank
         self.sketch_size = sketch_size
         self.memory_budget_mb = memory_budget_mb
+        self.standardize = standardize
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.early_stopping = early_stopping
@@ -237,17 +239,22 @@ class _CCFMBase(TraceBounded, _OnlineBase):
 
         Meant for small d (it allocates (d+1)^2 floats). In the coordinates of X: the
         learner's matrix with its rows and columns of the features times ``x_scale_`` (and
-        feature j's divided by ``col_scale_[j]``); with ``fit_intercept`` the prediction adds
-        ``intercept_``."""
+        feature j's divided by ``col_scale_[j]`` and ``scale_[j]``; with a centring ``mean_``,
+        w and w0 take the terms the centring moved: 1/2 x^' C x^ is the prediction on X as
+        given); with ``fit_intercept`` the prediction adds ``intercept_``."""
         check_is_fitted(self)
         M = self._learner().matrix()
-        c = self._x_scale()
-        s = self._col_scale()
-        if c != 1.0 or s is not None:
-            f = c / (s if s is not None else np.ones(M.shape[0] - 1))
-            M = np.array(M, copy=True)
-            M[:-1, :] *= f[:, None]
-            M[:, :-1] *= f[None, :]
+        mean, f = self._coordinates()
+        if np.all(f == 1.0) and not np.any(mean):
+            return M
+        M = np.array(M, copy=True)
+        Z, w, w0 = M[:-1, :-1], M[:-1, -1], M[-1, -1] / 2.0
+        # the terms Z_jj z_j^2 are in the model only with self_interaction
+        diag = np.zeros(Z.shape[0]) if self.self_interaction else np.diag(Z).copy()
+        w0, w = input_coordinates(w0, w, lambda u: Z @ u - diag * u, mean, f)
+        M[:-1, :-1] *= np.outer(f, f)
+        M[:-1, -1] = M[-1, :-1] = w
+        M[-1, -1] = 2.0 * w0
         return M
 
     def trace_norm(self):
@@ -348,6 +355,12 @@ _CCFM_DOC = """
     memory_budget_mb : float, default=256
         Memory the basis of C, the tracked subspace and S may take; the rank cap and the sketch
         are lowered to fit, and a ``MemoryError`` names the need when even the smallest do not.
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (the behaviour before this parameter). The other parameters apply to the standardised rows (docs/online.md).
     n_iter : int, default=1
         Passes over the data in ``fit``.
     shuffle : bool, default=True
@@ -380,6 +393,9 @@ _CCFM_ATTRS = """
         The bound in use (``trace_bound``, or the value "auto" chose).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``trace_bound="auto"``).
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     learning_rate_ : float
         ``CCFMClassifier("ocg", learning_rate="auto")`` only: the step in use.
     col_scale_ : ndarray of shape (n_features_in_,)
@@ -439,7 +455,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
@@ -490,12 +506,13 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
     _parameter_constraints = {**_CCFMBase._parameter_constraints,
                               "calibration": [StrOptions({"platt"}), None]}
     # model files written before the link existed were fitted without it (fmlearn.io)
-    _params_before = {"calibration": None}
+    _params_before = {"calibration": None, "standardize": False}
 
     def __init__(self, learner="ocg", *, trace_bound="auto", learning_rate=1.0, gamma_power=1.0,
                  gamma_offset=0.0, power_t=0.5, pa_c=1.0, epsilon=0.0, self_interaction=True,
                  fit_intercept=True, eig_max_iter="auto", eig_tol="auto", max_rank="auto",
-                 sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 sketch_size="auto", memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto",
+                 n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  calibration="platt", warm_start=False, random_state=None, verbose=0):
         super().__init__(**_base_params(locals()))
@@ -508,7 +525,7 @@ class CCFMClassifier(_OnlineClassifier, _CCFMBase):
             self.__dict__.pop("calibration_scale_", None)
             self.__dict__.pop("calibration_offset_", None)
             return
-        link = platt_link(super()._raw_predict(X), y, sw)
+        link = platt_link(self._learned_scores(X), y, sw)
         if link is None:
             link = (self.__dict__.get("calibration_scale_", 1.0),
                     self.__dict__.get("calibration_offset_", 0.0))

@@ -4,6 +4,7 @@
 
 import numbers
 
+import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -52,7 +53,7 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
                  learning_rate_pairwise=1.0, power_t=0.5, ftrl_beta=1.0, l1_linear=0.0,
                  reg_linear=0.0, fit_intercept=True, eig_max_iter=3, eig_tol=1e-3,
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  warm_start=False,
                  random_state=None, verbose=0):
@@ -69,6 +70,7 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
         self.eig_tol = eig_tol
         self.sketch_size = sketch_size
         self.memory_budget_mb = memory_budget_mb
+        self.standardize = standardize
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.early_stopping = early_stopping
@@ -105,12 +107,17 @@ class _OnlineCFMBase(_LinearPart, TraceBounded, _OnlineBase):
         check_loaded_float(self, "learning_rate_", self.learning_rate == "auto")
         super()._check_loaded_state()
 
+    def _times_interactions(self, u):
+        W = self._learner().matrix()  # 1/2 sum_{j != l} W_jl z_j z_l: W less its diagonal
+        return W @ u - np.diag(W) * u
+
     def interaction_matrix(self):
         """The learned d x d positive semidefinite W in the coordinates of X (dense; meant for
-        small d): the learner's times ``x_scale_ ** 2``."""
+        small d): the learner's times ``x_scale_ ** 2`` (divided by ``scale_`` on both sides
+        with ``standardize``)."""
         check_is_fitted(self)
-        c = self._x_scale()
-        return self._learner().matrix() * (c * c)
+        factor = self._coordinates()[1]
+        return self._learner().matrix() * np.outer(factor, factor)
 
 
 _CFM_DOC = """
@@ -147,6 +154,12 @@ _CFM_DOC = """
         residual whose eigenvalue error (its square) is far below the model's; 10 and 1e-6
         (the earlier defaults) cost about 3 times the CPU on MovieLens-100K for the
         same RMSE to 4 digits (benchmarks/RESULTS.md).
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (the behaviour before this parameter). The other parameters apply to the standardised rows (docs/online.md).
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -155,6 +168,9 @@ _CFM_DOC = """
     Attributes
     ----------
     w0_, w_ : float, ndarray of shape (n_features,)
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     trace_bound_, x_scale_ : float
         As in :class:`CCFMRegressor` (``w_`` and :meth:`interaction_matrix` are in the
         coordinates of X).
@@ -192,7 +208,7 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
                  learning_rate_pairwise=1.0, power_t=0.5, ftrl_beta=1.0, l1_linear=0.0,
                  reg_linear=0.0, fit_intercept=True, eig_max_iter=3, eig_tol=1e-3,
                  sketch_size="auto",
-                 memory_budget_mb=DEFAULT_BUDGET_MB, n_iter=1, shuffle=True,
+                 memory_budget_mb=DEFAULT_BUDGET_MB, standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, trace_bound=trace_bound, learning_rate=learning_rate,
@@ -200,7 +216,8 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
                          ftrl_beta=ftrl_beta, l1_linear=l1_linear, reg_linear=reg_linear,
                          fit_intercept=fit_intercept,
                          eig_max_iter=eig_max_iter, eig_tol=eig_tol, sketch_size=sketch_size,
-                         memory_budget_mb=memory_budget_mb, n_iter=n_iter, shuffle=shuffle,
+                         memory_budget_mb=memory_budget_mb, standardize=standardize,
+                         n_iter=n_iter, shuffle=shuffle,
                          early_stopping=early_stopping,
                          validation_fraction=validation_fraction,
                          n_iter_no_change=n_iter_no_change, tol=tol,

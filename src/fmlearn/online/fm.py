@@ -72,7 +72,7 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
                  learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
                  ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
-                 lr_schedule="invscaling", n_iter=1, shuffle=True,
+                 lr_schedule="invscaling", standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  warm_start=False, random_state=None, verbose=0):
         self.learner = learner
@@ -92,6 +92,7 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
         self.ftrl_beta_pairwise = ftrl_beta_pairwise
         self.implicit_sgd = implicit_sgd
         self.lr_schedule = lr_schedule
+        self.standardize = standardize
         self.n_iter = n_iter
         self.shuffle = shuffle
         self.early_stopping = early_stopping
@@ -172,12 +173,17 @@ class _OnlineFMBase(_LinearPart, _OnlineBase):
                  "ftrl": "lower learning_rate / learning_rate_pairwise"}
         return hints[self.learner] + " or rescale the features"
 
+    def _times_interactions(self, u):
+        V = fitted_array(self, "V")  # sum_{j<l} <v_j, v_l> z_j z_l: W = V V' less its diagonal
+        return V @ (V.T @ u) - (V * V).sum(axis=1) * u
+
     @property
     def V_(self):
-        """The factors of the original features (the learner's times ``x_scale_``)."""
+        """The factors of the original features (the learner's times ``x_scale_`` /
+        ``scale_``)."""
         V = fitted_array(self, "V")
-        c = self._x_scale()
-        return V * c if c != 1.0 else V
+        factor = self._coordinates()[1]
+        return V if np.all(factor == 1.0) else V * factor[:, None]
 
 
 _FM_DOC = """
@@ -227,6 +233,12 @@ _FM_DOC = """
         ``"ogd"``: divide each step by 1 + eta L ||grad f(x)||^2 (the implicit update of the
         linearized loss, as :class:`FMRegressor`'s SGD), which does not overshoot whatever the
         feature scale; for small steps it is the plain gradient step (``False``).
+    standardize : {"auto", True, False}, default="auto"
+        ``"auto"``: a dense X is standardised with the first batch's mean and standard
+        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+        given; True: a sparse X is centred and scaled too (made dense); False: X as given
+        (the behaviour before this parameter). The other parameters apply to the standardised rows (docs/online.md).
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -236,6 +248,9 @@ _FM_DOC = """
     ----------
     w0_, w_, V_ : float, ndarray (n_features,), ndarray (n_features, n_factors)
         The model on the features of X (the learner's w and V times ``x_scale_``).
+    mean_, scale_ : ndarray of shape (n_features_in_,)
+        With ``standardize`` on a dense X (or True): the learner sees (x - mean_) / scale_
+        (then times ``x_scale_``).
     x_scale_ : float
         The factor the learner's rows are multiplied by (1.0 unless ``learning_rate="auto"``
         with ``"ftrl"``).
@@ -303,7 +318,7 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
                  learning_rate_pairwise=0.05, power_t=0.5, reg_bias=0.0, reg_linear=0.0,
                  reg_pairwise=0.0, l1_linear=0.0, l1_pairwise=0.0, pa_c=0.1, epsilon=0.0,
                  ftrl_beta=1.0, ftrl_beta_pairwise=1.0, implicit_sgd=True,
-                 lr_schedule="invscaling", n_iter=1, shuffle=True,
+                 lr_schedule="invscaling", standardize="auto", n_iter=1, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=2, tol=1e-4,
                  clip_predictions=True, warm_start=False, random_state=None, verbose=0):
         super().__init__(learner, n_factors=n_factors, init_stdev=init_stdev,
@@ -313,7 +328,8 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
                          l1_linear=l1_linear, l1_pairwise=l1_pairwise, pa_c=pa_c,
                          epsilon=epsilon, ftrl_beta=ftrl_beta,
                          ftrl_beta_pairwise=ftrl_beta_pairwise, implicit_sgd=implicit_sgd,
-                         lr_schedule=lr_schedule, n_iter=n_iter, shuffle=shuffle,
+                         lr_schedule=lr_schedule, standardize=standardize, n_iter=n_iter,
+                         shuffle=shuffle,
                          early_stopping=early_stopping,
                          validation_fraction=validation_fraction,
                          n_iter_no_change=n_iter_no_change, tol=tol,

@@ -19,7 +19,7 @@ from ..kernels.cd_layout import (
     coloring_rounds,
     fill_classes,
     fill_dense_classes,
-    predict_rows_at,
+    row_state_at,
     rows_cooccurrence_work,
 )
 from ..kernels.losses import SQUARED
@@ -51,16 +51,14 @@ class ColumnData:
     visiting order in colour classes of features that never share a row and the sweep's work
     space. The fit's rows are rows of the CSR arrays ``source`` = (indptr, indices, data)
     through ``rows``: fit row r is source row ``rows[r]`` (an empty ``rows``: row r), so that
-    a canonical CSR input is never copied (:meth:`predict` reads it for the row state);
-    ``inv`` is the inverse index (source row u is fit row ``inv[u]``, none when -1), through
-    which the set-up and :meth:`predict` read the source rows in their own order.
+    a canonical CSR input is never copied (:meth:`row_state` reads it in its own order, then
+    gathers the predictions in the fit's order).
     """
 
     cols: Columns
     plan: Plan
     source: tuple
     rows: np.ndarray
-    inv: np.ndarray  # source row u is fit row inv[u] (-1: none); empty when rows is
 
     @property
     def y(self):
@@ -100,28 +98,37 @@ class ColumnData:
 
     def predict(self, state, out=None):
         """Predictions (float64, n) of ``state`` on the fit's rows."""
+        P = np.empty((self.n_samples, 1), dtype=np.float64)
+        self._fill(P, state, np.zeros(0), False, False)
         if out is None:
-            out = np.empty(self.n_samples, dtype=np.float64)
-        indptr, indices, data = self.source
-        if self.rows.shape[0] == 0 and indptr.dtype == np.int64:
-            fm_predict_csr(indptr, indices, data, state.w0, state.w, state.V, out)
-        else:
-            predict_rows_at(indptr, indices, data, self.inv, state.w0, state.w, state.V, out)
+            return P.reshape(-1)
+        out[:] = P[:, 0]
         return out
+
+    def _fill(self, E, state, target, squared, zero_work):
+        """``E[:, 0]`` = the predictions (less ``target`` when ``squared``) by
+        :func:`~fmlearn.kernels.cd_layout.row_state_at`; E's work columns are its scratch
+        when ``zero_work`` and the fit rows are a permutation of the source rows."""
+        indptr, indices, data = self.source
+        n_src = indptr.shape[0] - 1
+        if zero_work and n_src == self.n_samples:
+            S, sc = E, 2
+        else:
+            S, sc = np.empty((n_src, 1), dtype=np.float64), 0
+        target = np.ascontiguousarray(target, dtype=np.float64)
+        row_state_at(indptr, indices, data, self.rows, state.w0, state.w, state.V, target,
+                     squared, E, S, sc, zero_work)
 
     def row_state(self, state, target, loss_code=SQUARED):
         """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or
-        pred, columns 1 and 2 are the kernels' work space (factor sums)."""
-        E = np.zeros((self.n_samples, 3), dtype=np.float64)
-        E[:, 0] = self.predict(state)
-        if loss_code == SQUARED:
-            E[:, 0] -= target
+        pred, columns 1 and 2 are the kernels' work space (factor sums), zero."""
+        E = np.empty((self.n_samples, 3), dtype=np.float64)
+        self._fill(E, state, target, loss_code == SQUARED, True)
         return E
 
     def refresh(self, E, state, target):
         """Recompute ``E[:, 0] = pred - target`` from the model (against round-off drift)."""
-        E[:, 0] = self.predict(state)
-        E[:, 0] -= target
+        self._fill(E, state, target, True, False)
 
     def compile_sweep(self, prior, model, E, z, g, cfg):
         """Compile (or load from numba's cache) :meth:`sweep`'s kernel for these arguments."""
@@ -135,8 +142,7 @@ class ColumnData:
 
     def with_target(self, y):
         """The same data with other targets (MCMC probit's latent z)."""
-        return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows,
-                          self.inv)
+        return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows)
 
 
 def predict_rows(csr, state):
@@ -226,11 +232,12 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     else:
         fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow,
                      ex)
+    del inv  # the layout's only: the row state reads the source rows and gathers by rows
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
     sw = np.ascontiguousarray(sw, dtype=np.float64)
     cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
                    bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows, inv)
+    return ColumnData(cols, plan, (indptr, indices, data), rows)
 
 
 def _colour_classes(X_csr, inv, keep):
