@@ -28,6 +28,12 @@ Peers: ``--libfm`` / ``$FMLEARN_LIBFM`` (or ``--libfm-tarball``), ``--peers-pyth
 ``$FMLEARN_PEERS_PYTHON`` (see benchmarks/README.md); a missing peer's rows are skipped.
 ``--flat-iter N`` runs the flat fmlearn fit for N sweeps only (it is the slow one) and scales
 its CPU to the sweeps of the others for the ratio (the per-sweep cost is constant).
+``--baseline-src DIR`` adds the system ``baseline``: fmlearn's relational fit run from another
+source tree (DIR holds the ``fmlearn`` package, e.g. ``git archive main src | tar -x -C /tmp/b``
+then ``--baseline-src /tmp/b/src``), alternated with the others: a change measured side by side.
+
+    python benchmarks/bench_relation.py --systems fmlearn baseline libfm --seeds 0 --reps 3 \
+        --baseline-src /tmp/b/src                            # this tree against main
 """
 
 import argparse
@@ -46,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "_relation_child.py")
 RANK = 8
 BURN_IN = 10
-SYSTEMS = ("fmlearn", "myfm", "libfm", "flat")
+SYSTEMS = ("fmlearn", "myfm", "libfm", "flat", "baseline")
 # Repetition r of split s runs the chain seeded s + CHAIN_STRIDE * r in every system: the
 # test RMSE averages over chains as well as splits (one MCMC chain's RMSE moves by a few
 # 1e-4 with its seed, as much as the systems differ).
@@ -139,7 +145,7 @@ def command(system, ctx, files, seed, n_iter, pred, rlog):
                 "-train", train, "-test", test, "-relation", ",".join(rels), "-out", pred,
                 "-rlog", rlog, "-verbosity", "0"]
     py = ctx.peers_py if system == "myfm" else sys.executable
-    mode = "myfm" if system == "myfm" else ("flat" if system == "flat" else "fmlearn")
+    mode = system if system in ("myfm", "flat") else "fmlearn"
     return [py, CHILD, mode, "--data", npz, "--out", pred, "--rank", str(RANK),
             "--n-iter", str(n_iter), "--n-kept", str(n_iter - BURN_IN), "--seed", str(seed),
             "--params", json.dumps({"init_stdev": 0.1})]
@@ -158,6 +164,15 @@ class _Ctx:
         self.libfm = core.find_libfm(args.libfm, args.libfm_tarball)
         self.peers_py = core.find_peers_python(args.peers_python)
         self.env = core.child_env({"PYTHONPATH": HERE})
+        self.baseline_env = None
+        if args.baseline_src:
+            src = os.path.abspath(args.baseline_src)
+            if not os.path.isdir(os.path.join(src, "fmlearn")):
+                raise SystemExit(f"--baseline-src {src}: no fmlearn package there")
+            self.baseline_env = core.child_env({"PYTHONPATH": os.pathsep.join([src, HERE])})
+
+    def env_of(self, system):
+        return self.baseline_env if system == "baseline" else self.env
 
 
 def run(args):
@@ -168,6 +183,8 @@ def run(args):
     for s in args.systems:
         if s == "libfm" and ctx.libfm is None:
             notes.append("libFM not found (--libfm, $FMLEARN_LIBFM or --libfm-tarball)")
+        elif s == "baseline" and ctx.baseline_env is None:
+            notes.append("baseline: no --baseline-src")
         elif s == "myfm" and ctx.peers_py is None:
             notes.append("myFM: peers' Python not found (--peers-python or "
                          "$FMLEARN_PEERS_PYTHON)")
@@ -180,11 +197,11 @@ def run(args):
     iters = {s: (args.flat_iter or args.n_iter) if s == "flat" else args.n_iter
              for s in systems}
     # untimed: numba's cache filled for these configurations
-    for s in ("fmlearn", "flat"):
+    for s in ("fmlearn", "flat", "baseline"):
         if s in systems:
             files = splits[args.seeds[0]][0]
             core.measure(command(s, ctx, files, 0, 2, os.path.join(workdir, "warm.txt"), None),
-                         ctx.env)
+                         ctx.env_of(s))
     runs = []
     with core.bench_lock(not args.no_lock):
         for rep in range(args.reps):
@@ -195,7 +212,7 @@ def run(args):
                     rlog = os.path.join(workdir, f"rlog-{seed}.tsv")
                     chain = seed + CHAIN_STRIDE * rep  # each repetition another chain
                     r = core.measure(command(s, ctx, files, chain, iters[s], pred, rlog),
-                                     ctx.env)
+                                     ctx.env_of(s))
                     r.update(system=s, seed=seed, rep=rep)
                     if r["returncode"] == 0:
                         r["rmse"] = _rmse(pred, y_tr, y_te)
@@ -230,7 +247,7 @@ def table(systems, runs, iters, args, notes):
     proc = {s: core.median([r["cpu_s"] for r in ok[s]]) for s in systems}
     heads = ["system", "test RMSE", "fit CPU s", "fit wall s", "process CPU s",
              "process wall s"]
-    refs = [s for s in ("myfm", "libfm") if s in systems]
+    refs = [s for s in ("myfm", "libfm", "baseline") if s in systems]
     heads += [f"fit CPU / {s}" for s in refs] + [f"process CPU / {s}" for s in refs]
     if "flat" in systems:
         heads.append("flat fit CPU / this")
@@ -268,11 +285,14 @@ def build_parser():
     p.add_argument("--n-iter", type=int, default=200)
     p.add_argument("--flat-iter", type=int, default=None,
                    help="sweeps of the flat fit (default: --n-iter); its CPU is scaled")
-    p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    p.add_argument("--systems", nargs="+", default=list(SYSTEMS[:4]), choices=SYSTEMS,
+                   help="default: all but baseline (added by --baseline-src)")
     p.add_argument("--libfm", default=None)
     p.add_argument("--libfm-tarball", default=None)
     p.add_argument("--peers-python", default=None)
     p.add_argument("--workdir", default=None, help="keep the written data here (reused)")
+    p.add_argument("--baseline-src", default=None,
+                   help="source tree (holding the fmlearn package) of the system 'baseline'")
     p.add_argument("--json", default=None)
     p.add_argument("--no-lock", action="store_true")
     p.add_argument("--quick", action="store_true",
@@ -282,6 +302,8 @@ def build_parser():
 
 def parse_args(argv=None):
     args = build_parser().parse_args(argv)
+    if args.baseline_src and "baseline" not in args.systems:
+        args.systems.append("baseline")
     if args.quick:
         args.seeds, args.reps = [0], 2
         args.flat_iter = args.flat_iter or 20

@@ -8,7 +8,13 @@ import scipy.sparse as sp
 import reference as ref
 from fmlearn import FMClassifier, FMRegressor, RelationBlock, RelationData
 from fmlearn.kernels.cd import Config, Model, Prior
-from fmlearn.kernels.cd_relation import relation_predict, relation_predict_samples, relation_sweep
+from fmlearn.kernels.cd_relation import (
+    N_CACHE,
+    block_caches,
+    relation_predict,
+    relation_predict_samples,
+    relation_sweep,
+)
 from fmlearn.losses import LOGISTIC, SQUARED
 from fmlearn.relation import check_relation_data, merge_relation_rows
 from fmlearn.solvers import _fm_common as fm_common
@@ -154,6 +160,17 @@ def test_prediction_kernels_match_the_expanded_rows():
         got = relation_predict_samples(rows, W0s, Ws, Vs, probit, -1.0, 2.0,
                                        np.empty(X.shape[0]))
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_rows", [1, 7, 2625])
+def test_block_caches_are_zeroed_cache_lines(n_rows):
+    # each block row's cache is one 64-byte cache line of its own: C starts on a line and
+    # its rows are N_CACHE float64 apart; the caches and the next factor's sums start at 0
+    C, qn = block_caches(n_rows)
+    assert C.shape == (n_rows, N_CACHE) and qn.shape == (n_rows,)
+    assert C.flags.c_contiguous and C.dtype == np.float64
+    assert C.ctypes.data % 64 == 0 and C.strides == (64, 8)
+    assert not np.any(C) and not np.any(qn)
 
 
 def ref_phi(x):

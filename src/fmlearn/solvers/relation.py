@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.cd_relation import (
-    N_CACHE,
     RelationRows,
     Relations,
+    block_caches,
     compile_relation_sweep,
     relation_predict,
     relation_sweep,
@@ -144,7 +144,7 @@ def relation_column_data(X_csr, blocks, y, sw):
     runs = (np.count_nonzero(np.diff(ix, axis=1), axis=1) + 1) if n else np.zeros(len(blocks))
     grouped = np.asarray(2 * runs <= n, dtype=np.bool_).reshape(len(blocks))
     rel = Relations(base.cols, base.cols.sw, base.cols.unit, ix, grouped, boff, foff, bptr, bidx,
-                    bval, cptr, cidx, cval, wsum, np.zeros((R, N_CACHE)), np.zeros(R))
+                    bval, cptr, cidx, cval, wsum, *block_caches(R))
     rows = RelationRows(*raw(X_csr), ix, boff, bptr, bidx, bval)
     return RelationColumnData(rel, base.plan, rows)
 
