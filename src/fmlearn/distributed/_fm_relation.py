@@ -42,7 +42,7 @@ from ..kernels.cd_relation import (
     prepare_block,
     relation_predict,
 )
-from ..kernels.cd_rows import Gather, class_round
+from ..kernels.cd_rows import Gather, class_round, class_rows
 from ..kernels.losses import SQUARED
 from ..solvers.relation import RelationRows, _stack
 from ._common import _aligned, active_client, part_weights, row_arrays
@@ -127,7 +127,7 @@ class _RelPart(_Part):
     samples' rows of every block (local to the block)."""
 
     def __init__(self, base, ix):
-        super().__init__(base.rows, base.color, base.pos, base.E, base.target, base.G, base.H)
+        super().__init__(base.rows, base.crows, base.pos, base.E, base.target, base.G, base.H)
         self.ix = ix
 
 
@@ -145,7 +145,8 @@ def _rel_build(key, part, blocks, w0, w, V, mode, color, pos):
     E = np.zeros((pred.shape[0], 3))
     E[:, 0] = pred - target
     m = max(1, int(w.shape[0]))
-    base = _Part(rows, color, pos, E, target, np.empty(m), np.empty(m))
+    base = _Part(rows, class_rows(rows.indptr, rows.indices, color), pos, E, target,
+                 np.empty(m), np.empty(m))
     with _LOCK:
         _REGISTRY[key] = _RelPart(base, ix)
     return _here()
@@ -168,7 +169,7 @@ def _rel_round(key, ap, scatter, gather, loss):
     if not isinstance(part, _RelPart):
         raise TypeError("a relation round on a partition without blocks")
     none = Gather(-1, 0, 1, part.G[:0], SQUARED)
-    class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
+    class_round(part.rows, part.crows, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
     ix_out, ix_in, out, qb_in = _IX0, _IX0, _OUT0, _E0
     slot, cur, nxt, fn = 0, 1, 1, -1
     dy = q0 = qb = qn = _E0

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd_rows import Gather, Rows, bias_sums, class_round
+from ..kernels.cd_rows import ClassRows, Gather, Rows, bias_sums, class_round, class_rows
 from ..kernels.losses import SQUARED
 from ..solvers._fm_common import FMState, predict_rows
 from ..solvers.mcmc import draw_latent
@@ -29,7 +29,7 @@ _LOCK = threading.Lock()
 @dataclass
 class _Part:
     rows: Rows
-    color: np.ndarray  # each feature's colour class, and its place in the class
+    crows: ClassRows  # the rows of each colour class; pos: each feature's place in its class
     pos: np.ndarray
     E: np.ndarray
     target: np.ndarray  # y (squared loss), 0 (logistic: E[:, 0] is pred) or the latent z
@@ -68,7 +68,8 @@ def _build(key, rows, w0, w, V, mode, color, pos):
     E[:, 0] = pred - target
     m = max(1, int(w.shape[0]))
     with _LOCK:
-        _REGISTRY[key] = _Part(rows, color, pos, E, target, np.empty(m), np.empty(m))
+        _REGISTRY[key] = _Part(rows, class_rows(rows.indptr, rows.indices, color), pos, E,
+                               target, np.empty(m), np.empty(m))
     return _here()
 
 
@@ -78,7 +79,7 @@ def _bias_round(key, ap, loss, latent):
     t0 = time.process_time()
     part = _lookup(key)
     none = Gather(-1, 0, 1, part.G[:0], SQUARED)
-    class_round(part.rows, part.color, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
+    class_round(part.rows, part.crows, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
     if latent is not None:
         n = part.E.shape[0]
         u = 1.0 - np.random.default_rng(latent).random(n)
@@ -95,7 +96,7 @@ def _class_round(key, ap, ga, m):
     part = _lookup(key)
     G = part.G[:m]
     H = part.H[:m]
-    class_round(part.rows, part.color, part.pos, part.E, ap, ga, G, H)
+    class_round(part.rows, part.crows, part.pos, part.E, ap, ga, G, H)
     return G.copy(), H.copy(), time.process_time() - t0
 
 

@@ -4,9 +4,9 @@ The distributed ALS / MCMC sweep (:mod:`fmlearn.distributed`) keeps each partiti
 its row cache ``E`` (the (n, 3) cache of ``kernels.cd``) on a worker. Updating one colour
 class (features that never share a row) needs the rows only through two per-feature sums,
 ``g_j = sum_i s_i l'_i h_ij`` and ``hh_j = sum_i s_i h_ij^2``, and then a change of each
-row's cache by the class's new values. :func:`class_round` does both on a partition in one
-pass over its rows: it applies the changes of the class updated last (``Apply``), then
-gathers the sums of the next class (``Gather``) into ``G``, ``H`` (indexed by the feature's
+row's cache by the class's new values. :func:`class_round` does both on a partition, visiting
+the rows of the two classes it touches (:func:`class_rows`): it applies the changes of the
+class updated last (``Apply``), then gathers the sums of the next class (``Gather``) into ``G``, ``H`` (indexed by the feature's
 place in its class). Each row holds at most one feature of a class, so the row's changes
 and sums are those of :func:`fmlearn.kernels.cd._rows_pass` (the in-memory row-wise class
 sweep), entry for entry.
@@ -18,7 +18,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .cd import _class_entry, _dloss, _step, scatter_delta
+from .cd import _dloss, _step, scatter_delta
 
 Rows = namedtuple("Rows", ["indptr", "indices", "data", "y", "sw", "unit"])
 Rows.__doc__ = """A partition's CSR arrays, its targets or labels ``y`` and weights ``sw``
@@ -38,37 +38,86 @@ whose sums are cache column ``cur``; ``old`` the class's current values, ``loss`
 code of ``kernels.cd``."""
 
 
+ClassRows = namedtuple("ClassRows", ["ptr", "row", "entry"])
+ClassRows.__doc__ = """A partition's rows by colour class: class c's rows are ``row[ptr[c]:ptr[c + 1]]``
+(increasing) with the CSR entry ``entry`` of their feature in class c (a row holds at most one;
+:func:`class_rows`)."""
+
+
 @njit(cache=True, nogil=True)
-def class_round(rows, color, pos, E, ap, ga, G, H):
+def _class_rows(indptr, indices, color, n_classes, ptr, row, entry, fill):
+    # counting (fill=False: ptr[c + 1] = class c's rows) or filling pass; a row's first entry
+    # of class c only (what kernels.cd._class_entry finds; a row holds at most one)
+    n = indptr.shape[0] - 1
+    last = np.full(n_classes, -1, np.int64)
+    at = ptr[:-1].copy()
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            c = color[indices[p]]
+            if c >= 0 and last[c] != i:
+                last[c] = i
+                if fill:
+                    row[at[c]] = i
+                    entry[at[c]] = p
+                    at[c] += 1
+                else:
+                    ptr[c + 1] += 1
+
+
+def class_rows(indptr, indices, color):
+    """The :class:`ClassRows` of a partition's CSR rows under the colouring ``color`` (a
+    counting pass and a filling pass; int64 arrays of at most nnz entries)."""
+    n_classes = int(color.max()) + 1 if color.shape[0] else 0
+    ptr = np.zeros(n_classes + 1, np.int64)
+    none = np.empty(0, np.int64)
+    _class_rows(indptr, indices, color, n_classes, ptr, none, none, False)
+    np.cumsum(ptr, out=ptr)
+    row = np.empty(ptr[-1], np.int64)
+    entry = np.empty(ptr[-1], np.int64)
+    _class_rows(indptr, indices, color, n_classes, ptr, row, entry, True)
+    return ClassRows(ptr, row, entry)
+
+
+@njit(cache=True, nogil=True)
+def class_round(rows, crows, pos, E, ap, ga, G, H):
     """Apply ``ap`` to every row, then gather the sums of ``ga`` into ``G``, ``H``
-    (class-length, overwritten). ``color[j]`` is feature j's class, ``pos[j]`` its place in
-    the class."""
+    (class-length, overwritten). ``crows`` (:class:`ClassRows`) lists each class's rows and
+    entries, so a round visits only the rows of the two classes it touches (and every row for
+    a change of w0 or a cache column set to 0): each row sees the same operations in the same
+    order as in one pass over all rows, and each feature's sums add its rows in increasing
+    order, so the result is that of a pass over every row, bit for bit. Before (a pass over
+    all rows per round): 2 one-hot fields, 600,000 rows on 2 workers, ALS, k = 8, 19 rounds
+    a sweep: 0.19 CPU s per sweep on the workers against 0.044 s in memory."""
     for t in range(G.shape[0]):
         G[t] = 0.0
         H[t] = 0.0
     has_next = ap.vn.shape[0] > 0
     n = rows.indptr.shape[0] - 1
-    for i in range(n):
-        E[i, 0] += ap.shift
-        if ap.c >= 0:
-            p = _class_entry(rows.indptr, rows.indices, color, ap.c, i)
-            if p >= 0:
-                t = pos[rows.indices[p]]
-                x = rows.data[p]
-                scatter_delta(E, i, ap.slot, ap.cur, ap.delta[t], x, ap.old[t])
-                if has_next:
-                    E[i, ap.nxt] += ap.vn[t] * x
-        if ap.zero >= 0:
+    if ap.shift != 0.0:
+        for i in range(n):
+            E[i, 0] += ap.shift
+    if ap.c >= 0:
+        for q in range(crows.ptr[ap.c], crows.ptr[ap.c + 1]):
+            i = crows.row[q]
+            p = crows.entry[q]
+            t = pos[rows.indices[p]]
+            x = rows.data[p]
+            scatter_delta(E, i, ap.slot, ap.cur, ap.delta[t], x, ap.old[t])
+            if has_next:
+                E[i, ap.nxt] += ap.vn[t] * x
+    if ap.zero >= 0:
+        for i in range(n):
             E[i, ap.zero] = 0.0
-        if ga.c >= 0:
-            p = _class_entry(rows.indptr, rows.indices, color, ga.c, i)
-            if p >= 0:
-                t = pos[rows.indices[p]]
-                x = rows.data[p]
-                h = x if ga.slot == 0 else x * (E[i, ga.cur] - ga.old[t] * x)
-                s = 1.0 if rows.unit else rows.sw[i]
-                G[t] += s * _dloss(ga.loss, E[i, 0], rows.y, i) * h
-                H[t] += s * h * h
+    if ga.c >= 0:
+        for q in range(crows.ptr[ga.c], crows.ptr[ga.c + 1]):
+            i = crows.row[q]
+            p = crows.entry[q]
+            t = pos[rows.indices[p]]
+            x = rows.data[p]
+            h = x if ga.slot == 0 else x * (E[i, ga.cur] - ga.old[t] * x)
+            s = 1.0 if rows.unit else rows.sw[i]
+            G[t] += s * _dloss(ga.loss, E[i, 0], rows.y, i) * h
+            H[t] += s * h * h
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,90 @@
+"""kernels.cd_rows: a distributed round on a partition's rows equals a slow NumPy oracle that
+visits every row (the round's previous form), bit for bit."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fmlearn._data import raw
+from fmlearn.kernels.cd_rows import Apply, Gather, Rows, class_round, class_rows
+from fmlearn.kernels.losses import SQUARED
+
+
+def _oracle(X, y, sw, color, pos, E, ap, ga, m):
+    """One pass over every row: w0's shift, the applied class's change, the zeroed column,
+    the gathered class's sums (squared loss: the derivative is E[i, 0])."""
+    E = E.copy()
+    G, H = np.zeros(m), np.zeros(m)
+    for i in range(X.shape[0]):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        E[i, 0] += ap.shift
+        hit = [p for p in range(lo, hi) if color[X.indices[p]] == ap.c]
+        if ap.c >= 0 and hit:
+            p = hit[0]
+            t, x = pos[X.indices[p]], X.data[p]
+            d, old = ap.delta[t], ap.old[t]
+            if ap.slot == 0:
+                E[i, 0] += d * x
+            else:
+                E[i, 0] += d * x * (E[i, ap.cur] - old * x)
+                E[i, ap.cur] += d * x
+            if ap.vn.shape[0]:
+                E[i, ap.nxt] += ap.vn[t] * x
+        if ap.zero >= 0:
+            E[i, ap.zero] = 0.0
+        hit = [p for p in range(lo, hi) if color[X.indices[p]] == ga.c]
+        if ga.c >= 0 and hit:
+            p = hit[0]
+            t, x = pos[X.indices[p]], X.data[p]
+            h = x if ga.slot == 0 else x * (E[i, ga.cur] - ga.old[t] * x)
+            G[t] += sw[i] * E[i, 0] * h
+            H[t] += sw[i] * h * h
+    return E, G, H
+
+
+def _partition(seed, n=300, n_users=40, n_items=30):
+    rng = np.random.default_rng(seed)
+    u, it = rng.integers(0, n_users, n), rng.integers(0, n_items, n)
+    X = sp.csr_matrix((rng.uniform(0.5, 2.0, 2 * n), np.column_stack([u, n_users + it]).ravel(),
+                       np.arange(0, 2 * n + 1, 2)), shape=(n, n_users + n_items))
+    # classes: users by id mod 3, items by id mod 2 (no two features of a class share a row)
+    color = np.concatenate([np.arange(n_users) % 3, 3 + np.arange(n_items) % 2]).astype(np.int64)
+    pos = np.zeros(color.shape[0], np.int64)
+    for c in range(5):
+        members = np.flatnonzero(color == c)
+        pos[members] = np.arange(members.shape[0])
+    return rng, X, rng.normal(size=n), rng.uniform(0.5, 2.0, n), color, pos
+
+
+@pytest.mark.parametrize("seed, a_c, a_slot, g_c, g_slot, shift, zero", [
+    (0, 1, 1, 3, 1, 0.0, -1),
+    (1, -1, 0, 0, 0, 0.25, -1),
+    (2, 3, 0, 4, 1, 0.0, 2),
+    (3, 4, 1, -1, 0, -0.5, 1),
+])
+def test_round_equals_a_pass_over_every_row(seed, a_c, a_slot, g_c, g_slot, shift, zero):
+    rng, X, y, sw, color, pos = _partition(seed)
+    E0 = rng.normal(size=(X.shape[0], 3))
+    m = int(np.bincount(color).max())
+    ap = Apply(shift, a_c, a_slot, 1, 2, rng.normal(size=m), rng.normal(size=m),
+               rng.normal(size=m) if a_slot else np.zeros(0), zero)
+    ga = Gather(g_c, g_slot, 1 if zero != 1 else 2, rng.normal(size=m), SQUARED)
+    rows = Rows(*raw(X), y, sw, False)  # the arrays of a distributed partition
+    E = E0.copy()
+    G, H = np.empty(m), np.empty(m)
+    class_round(rows, class_rows(rows.indptr, rows.indices, color), pos, E, ap, ga, G, H)
+    E_ref, G_ref, H_ref = _oracle(X, y, sw, color, pos, E0, ap, ga, m)
+    np.testing.assert_array_equal(E, E_ref)
+    np.testing.assert_array_equal(G, G_ref)
+    np.testing.assert_array_equal(H, H_ref)
+
+
+def test_class_rows_lists_each_class_rows_in_order():
+    _, X, _, _, color, _ = _partition(5)
+    indptr, indices, _ = raw(X)
+    cr = class_rows(indptr, indices, color)
+    for c in range(5):
+        rows = cr.row[cr.ptr[c]:cr.ptr[c + 1]]
+        expect = np.flatnonzero(np.asarray((X[:, color == c] != 0).sum(axis=1)).ravel())
+        np.testing.assert_array_equal(rows, expect)
+        np.testing.assert_array_equal(color[X.indices[cr.entry[cr.ptr[c]:cr.ptr[c + 1]]]], c)
