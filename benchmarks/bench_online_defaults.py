@@ -154,8 +154,9 @@ def main():
         yw = Xw[:, 0] if name in REGRESSORS else (Xw[:, 0] > 0).astype(int)
         getattr(fmlearn, name)(random_state=0).fit(Xw, yw)
         getattr(fmlearn, name)(random_state=0, standardize=False).fit(sp.csr_matrix(Xw), yw)
-    print("| set | task | estimator | before (standardize=False) | default | before, on StandardScaler "
-          "| linear | trivial | CPU s before / default / by hand (median, min-max) | wall s default |")
+    print("| set | task | estimator | before (standardize=False) | default | "
+          "before, on StandardScaler | linear | trivial | "
+          "CPU s before / default / by hand (median, min-max) | wall s default |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for set_name, (task, Xtr, ytr, Xte, yte) in sets.items():
         lin, trivial = baselines(task, Xtr, ytr, Xte, yte)

@@ -121,8 +121,9 @@ def test_interrupt_after_the_solver_wrote_state_keeps_the_model(name, method, mo
     before = _snapshot(model)
     cls = type(model)
     hook = next((h for prefix, h in LATE_HOOK.items() if name.startswith(prefix)), None)
-    if name.startswith(("FMRegressor", "FMClassifier")):  # the classic FM writes its learned attributes in its plan's
-        from fmlearn.fm._plan import ClassicFMPlan as cls  # commit (there is no _store)
+    # the classic FM writes its learned attributes in its plan's commit (there is no _store)
+    if name.startswith(("FMRegressor", "FMClassifier")):
+        from fmlearn.fm._plan import ClassicFMPlan as cls
 
         hook = "commit"
     if hook is not None:

@@ -69,7 +69,8 @@ def add_to_section(doc, section, text):
     Examples
     --------
     >>> from fmlearn._docs import add_to_section
-    >>> doc = "Doc.\n\n    Parameters\n    ----------\n    a : int\n\n    Notes\n    -----\n    N.\n"
+    >>> doc = ("Doc.\n\n    Parameters\n    ----------\n    a : int\n\n"
+    ...        "    Notes\n    -----\n    N.\n")
     >>> print(add_to_section(doc, "Parameters", "    b : int\n"))
     Doc.
     <BLANKLINE>

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-__all__ = ["AUTO_MIN_SAMPLES", "DeferredEvalSet", "EarlyStopping", "PARAMETER_CONSTRAINTS", "SCORES",
+__all__ = ["AUTO_MIN_SAMPLES", "DeferredEvalSet", "EarlyStopping", "PARAMETER_CONSTRAINTS",
+           "SCORES",
            "StoppingRule", "resolve_stopping", "rule_of_params", "split_index", "split_rhat",
            "split_rows", "validation_split"]
 
@@ -203,7 +204,8 @@ def split_rhat(draws):
     n = draws.shape[0] // 2
     if n < 2:
         return np.full(draws.shape[1:], np.nan)
-    halves = np.stack([draws[-2 * n:-n], draws[-n:]])  # (2, n, q): the first draw of an odd count dropped
+    # (2, n, q): the first draw of an odd count dropped
+    halves = np.stack([draws[-2 * n:-n], draws[-n:]])
     means = halves.mean(axis=1)
     within = halves.var(axis=1, ddof=1).mean(axis=0)
     between = n * means.var(axis=0, ddof=1)

@@ -132,7 +132,8 @@ def test_eval_set_through_a_pipeline_is_transformed_by_the_fitted_steps():
     X, y = _table(0, 300)
     Xv, yv = _table(1, 100)
     enc = {1: "numeric"}
-    with pytest.raises(ValueError, match="could not convert string"):  # scikit-learn's Pipeline: raw rows
+    # scikit-learn's Pipeline passes the raw rows
+    with pytest.raises(ValueError, match="could not convert string"):
         sk_make_pipeline(TabularEncoder(enc), FMRegressor(solver="als", n_iter=3)).fit(
             X, y, fmregressor__eval_set=(Xv, yv))
     pipe = make_pipeline(TabularEncoder(enc), FMRegressor(n_factors=2, solver="als",

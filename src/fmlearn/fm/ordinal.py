@@ -24,6 +24,7 @@ from .._early_stopping import split_rhat
 from .._plan import check_callback, square_stats
 from .._threads import n_threads
 from ..exceptions import DivergenceError
+from ..kernels.predict import fm_predict_csr
 from ..solvers._fm_common import (
     FMState,
     auto_init_stdev,
@@ -31,7 +32,6 @@ from ..solvers._fm_common import (
     column_data,
     init_state,
 )
-from ..kernels.predict import fm_predict_csr
 from ..solvers.mcmc import Chain
 from ..solvers.ordinal import (
     W0_PRECISION,

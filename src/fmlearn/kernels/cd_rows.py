@@ -6,10 +6,10 @@ class (features that never share a row) needs the rows only through two per-feat
 ``g_j = sum_i s_i l'_i h_ij`` and ``hh_j = sum_i s_i h_ij^2``, and then a change of each
 row's cache by the class's new values. :func:`class_round` does both on a partition, visiting
 the rows of the two classes it touches (:func:`class_rows`): it applies the changes of the
-class updated last (``Apply``), then gathers the sums of the next class (``Gather``) into ``G``, ``H`` (indexed by the feature's
-place in its class). Each row holds at most one feature of a class, so the row's changes
-and sums are those of :func:`fmlearn.kernels.cd._rows_pass` (the in-memory row-wise class
-sweep), entry for entry.
+class updated last (``Apply``), then gathers the sums of the next class (``Gather``) into
+``G``, ``H`` (indexed by the feature's place in its class). Each row holds at most one
+feature of a class, so the row's changes and sums are those of
+:func:`fmlearn.kernels.cd._rows_pass` (the in-memory row-wise class sweep), entry for entry.
 """
 
 import math
@@ -39,9 +39,9 @@ code of ``kernels.cd``."""
 
 
 ClassRows = namedtuple("ClassRows", ["ptr", "row", "entry"])
-ClassRows.__doc__ = """A partition's rows by colour class: class c's rows are ``row[ptr[c]:ptr[c + 1]]``
-(increasing) with the CSR entry ``entry`` of their feature in class c (a row holds at most one;
-:func:`class_rows`)."""
+ClassRows.__doc__ = """A partition's rows by colour class: class c's rows are
+``row[ptr[c]:ptr[c + 1]]`` (increasing) with the CSR entry ``entry`` of their feature in class
+c (a row holds at most one; :func:`class_rows`)."""
 
 
 @njit(cache=True, nogil=True)

@@ -13,9 +13,10 @@ own sum in the order f = 0, 1, ...), where the former kernel ran one chain of de
 additions per (user, item) pair. Measured against the other bit-identical order (8 users of a
 block as SIMD lanes), alternated 5 times on one machine: 943 x 1,682 pairs at r = 720 (an MCMC
 model) 0.22 against 0.35 CPU s, at r = 32 0.008 against 0.013. For an MCMC model the inner
-product has ``n_kept_samples * n_factors`` terms (the posterior mean as one product), which is where this
-matters (benchmarks/bench_serving.py, docs/serving.md); the results are bit-identical to the
-former kernel (tested against a NumPy oracle of the same order in tests/kernels/test_topk.py).
+product has ``n_kept_samples * n_factors`` terms (the posterior mean as one product), which
+is where this matters (benchmarks/bench_serving.py, docs/serving.md); the results are
+bit-identical to the former kernel (tested against a NumPy oracle of the same order in
+tests/kernels/test_topk.py).
 """
 
 import numpy as np

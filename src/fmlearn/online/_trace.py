@@ -23,8 +23,9 @@ sets (delta = 10 on MovieLens, 300 on IJCNN1). Two steps, both derived from the 
    one of the smallest prequential loss on the last three quarters of them (ties: the
    smallest bound). The candidates run from the largest down and the scan stops at the first
    whose loss rises (the full scan's choice when the loss is unimodal in the bound): the
-   small bounds, whose saturated projections are the costly runs, only run while they help. Fewer rows favour small bounds, which learn faster but less (measured
-   on IJCNN1: 2,000 rows chose 16 delta0, 8,000 rows 64 delta0, the better one).
+   small bounds, whose saturated projections are the costly runs, only run while they help.
+   Fewer rows favour small bounds, which learn faster but less (measured on IJCNN1: 2,000
+   rows chose 16 delta0, 8,000 rows 64 delta0, the better one).
 
 CCFM adds a step 0 (``_column_scaled``): each column is first divided by the root mean square
 of its non-zero values in the first batch (the fitted ``col_scale_``, float64 (d,), 1 for a

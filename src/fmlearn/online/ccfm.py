@@ -360,7 +360,8 @@ _CCFM_DOC = """
         deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
         ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
         given; True: a sparse X is centred and scaled too (made dense); False: X as given
-        (the behaviour before this parameter). The other parameters apply to the standardised rows (docs/online.md).
+        (the behaviour before this parameter). The other parameters apply to the standardised
+        rows (docs/online.md).
     n_iter : int, default=1
         Passes over the data in ``fit``.
     shuffle : bool, default=True

@@ -238,7 +238,8 @@ _FM_DOC = """
         deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
         ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
         given; True: a sparse X is centred and scaled too (made dense); False: X as given
-        (the behaviour before this parameter). The other parameters apply to the standardised rows (docs/online.md).
+        (the behaviour before this parameter). The other parameters apply to the standardised
+        rows (docs/online.md).
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
     early_stopping, validation_fraction, n_iter_no_change, tol :
