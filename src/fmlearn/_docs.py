@@ -24,6 +24,15 @@ random_state : int, RandomState or None, default=None
 n_jobs : int or None, default=None
     Threads for the batch products (results do not depend on it).
 verbose : int, default=0""",
+    # The online learners' scaling of X (fmlearn.online).
+    "online_standardize": """\
+standardize : {"auto", True, False}, default="auto"
+    ``"auto"``: a dense X is standardised with the first batch's mean and standard
+    deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
+    ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
+    given; True: a sparse X is centred and scaled too (made dense); False: X as given
+    (the behaviour before this parameter). The other parameters apply to the standardised
+    rows (docs/online.md).""",
 }
 
 _MARKER = re.compile(r"( *)%\((\w+)\)s")

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._docs import add_to_section
+from .._docs import add_to_section, fill_doc
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
@@ -355,13 +355,7 @@ _CCFM_DOC = """
     memory_budget_mb : float, default=256
         Memory the basis of C, the tracked subspace and S may take; the rank cap and the sketch
         are lowered to fit, and a ``MemoryError`` names the need when even the smallest do not.
-    standardize : {"auto", True, False}, default="auto"
-        ``"auto"``: a dense X is standardised with the first batch's mean and standard
-        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
-        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
-        given; True: a sparse X is centred and scaled too (made dense); False: X as given
-        (the behaviour before this parameter). The other parameters apply to the standardised
-        rows (docs/online.md).
+    %(online_standardize)s
     n_iter : int, default=1
         Passes over the data in ``fit``.
     shuffle : bool, default=True
@@ -427,6 +421,7 @@ _CCFM_ATTRS = """
 """
 
 
+@fill_doc
 class CCFMRegressor(_RegressorRange, _CCFMBase):
     __doc__ = (add_to_section(add_to_section(
     """Compact convexified factorization machine for regression (squared loss),
@@ -463,6 +458,7 @@ class CCFMRegressor(_RegressorRange, _CCFMBase):
         self.clip_predictions = clip_predictions
 
 
+@fill_doc
 class CCFMClassifier(_OnlineClassifier, _CCFMBase):
     __doc__ = (add_to_section(add_to_section(
     """Compact convexified factorization machine for binary classification

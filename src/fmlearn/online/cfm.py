@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._docs import add_to_section
+from .._docs import add_to_section, fill_doc
 from ..solvers._online_common import DEFAULT_BUDGET_MB
 from ..solvers.ftrl import CFMFTRLLearner, FTRLSettings
 from ._base import (
@@ -154,13 +154,7 @@ _CFM_DOC = """
         residual whose eigenvalue error (its square) is far below the model's; 10 and 1e-6
         (the earlier defaults) cost about 3 times the CPU on MovieLens-100K for the
         same RMSE to 4 digits (benchmarks/RESULTS.md).
-    standardize : {"auto", True, False}, default="auto"
-        ``"auto"``: a dense X is standardised with the first batch's mean and standard
-        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
-        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
-        given; True: a sparse X is centred and scaled too (made dense); False: X as given
-        (the behaviour before this parameter). The other parameters apply to the standardised
-        rows (docs/online.md).
+    %(online_standardize)s
     sketch_size, memory_budget_mb, n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -186,6 +180,7 @@ _CFM_DOC = """
 """
 
 
+@fill_doc
 class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
     __doc__ = (add_to_section(
     """Convex factorization machine regressor learned online by FTRL.
@@ -226,6 +221,7 @@ class OnlineCFMRegressor(_RegressorRange, _OnlineCFMBase):
         self.clip_predictions = clip_predictions
 
 
+@fill_doc
 class OnlineCFMClassifier(_OnlineClassifier, _OnlineCFMBase):
     __doc__ = (add_to_section(
     """Convex factorization machine binary classifier (logistic loss) learned

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._docs import add_to_section
+from .._docs import add_to_section, fill_doc
 from .._renamed import Renamed
 from ..solvers.ftrl import FMFTRLLearner, FTRLSettings
 from ..solvers.ogd import FMOGDLearner, OGDSettings
@@ -233,13 +233,7 @@ _FM_DOC = """
         ``"ogd"``: divide each step by 1 + eta L ||grad f(x)||^2 (the implicit update of the
         linearized loss, as :class:`FMRegressor`'s SGD), which does not overshoot whatever the
         feature scale; for small steps it is the plain gradient step (``False``).
-    standardize : {"auto", True, False}, default="auto"
-        ``"auto"``: a dense X is standardised with the first batch's mean and standard
-        deviation (fitted ``mean_``, ``scale_``; frozen afterwards: later batches,
-        ``partial_fit`` after ``fit`` and predictions apply them), a sparse X is learned as
-        given; True: a sparse X is centred and scaled too (made dense); False: X as given
-        (the behaviour before this parameter). The other parameters apply to the standardised
-        rows (docs/online.md).
+    %(online_standardize)s
     n_iter, shuffle, warm_start, random_state, verbose :
         As in :class:`CCFMRegressor`; ``random_state`` also draws the initial factors.
     early_stopping, validation_fraction, n_iter_no_change, tol :
@@ -295,6 +289,7 @@ _FM_DOC = """
 """
 
 
+@fill_doc
 class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
     __doc__ = (add_to_section(
     """Factorization machine regressor learned online (FTRL, OGD or PA).
@@ -338,6 +333,7 @@ class OnlineFMRegressor(_RegressorRange, _OnlineFMBase):
         self.clip_predictions = clip_predictions
 
 
+@fill_doc
 class OnlineFMClassifier(_OnlineClassifier, _OnlineFMBase):
     __doc__ = (add_to_section(
     """Factorization machine binary classifier learned online (FTRL, OGD or PA);
