@@ -146,7 +146,12 @@ def standardizer(X, sw):
     """``(mean_, scale_)`` of ``standardize`` from the first batch X (CSR, the rows' weights
     ``sw``): the weighted mean and standard deviation of each column (0 and 1 for a column
     constant in the batch; computed relative to the column's largest |deviation| so that the
-    squares do not overflow)."""
+    squares do not overflow).
+
+    Replaces scikit-learn's ``StandardScaler(...).fit(X, sample_weight=sw)`` for that reason:
+    on columns of size 1e160 its variance overflows and it returns ``scale_ = 1`` (measured with
+    scikit-learn 1.9.1), leaving the rows at 1e160; here they become unit rows
+    (tests/test_edge_numbers.py fits X * 1e160)."""
     d = X.shape[1]
     p = sample_weights(sw)
     dense = X.toarray()
