@@ -401,43 +401,63 @@ def write_stream(path, n_rows, n_fields, buckets, seed=0, chunk=1_000_000):
     return path
 
 
+SCALE_SYSTEMS = ("libffm", "memory", "stream", "stream-text")
+SCALE_NAMES = {"memory": "fmlearn in memory (fit)",
+               "stream": "fmlearn fit_stream (binary cache)",
+               "stream-text": "fmlearn fit_stream (cache=False: text every epoch)"}
+
+
 def table_scale(args, work):
     """Per-epoch throughput and peak memory on the large stream: LIBFFM (on disk, its binary
-    cache), fmlearn in memory (read, then fit) and fmlearn streaming (fit_stream)."""
-    train_bin, _ = _need_libffm(args)
+    cache), fmlearn in memory (read, then fit) and fmlearn streaming (fit_stream, with its
+    binary cache of the parsed chunks and without), alternated; ``--systems`` picks some of
+    them (at 20M rows the in-memory fit needs several GB: ``--systems libffm,stream``)."""
+    systems = list(args.systems)
+    unknown = set(systems) - set(SCALE_SYSTEMS)
+    if unknown:
+        raise SystemExit(f"--systems: unknown {sorted(unknown)}; choose from {SCALE_SYSTEMS}")
     path = os.path.join(work, f"stream.{args.rows}.f{args.fields}.b{args.buckets}.ffm")
     print(f"writing {path} ...", flush=True)
     write_stream(path, args.rows, args.fields, args.buckets)
     size_gb = os.path.getsize(path) / 1e9
     runs = []
-    first = _ok(measure(_sh([train_bin, "-s", "1", "-k", "4", "-t", "1", path,
-                             os.path.join(work, "stream.model")],
-                            os.path.join(work, "stream.log")), env=child_env(), cwd=work),
-                "ffm-train")
-    runs.append({"system": "LIBFFM first run (text -> binary cache + 1 epoch)", "epochs": 1,
-                 "rep": -1, "cpu": first["cpu_s"], "wall": first["wall_s"],
-                 "rss": first["maxrss_mb"], "load_before": first["load_before"],
-                 "load_after": first["load_after"]})
-    common = ["--path", path, "--fields", args.fields, "--buckets", args.buckets]
-    for rep in range(args.reps):
-        for epochs in (1, 2):  # LIBFFM: an epoch is the difference of the two runs
-            r = _ok(measure(_sh([train_bin, "-s", "1", "-k", "4", "-t", str(epochs), path,
+    if "libffm" in systems:
+        train_bin, _ = _need_libffm(args)
+        first = _ok(measure(_sh([train_bin, "-s", "1", "-k", "4", "-t", "1", path,
                                  os.path.join(work, "stream.model")],
                                 os.path.join(work, "stream.log")), env=child_env(), cwd=work),
                     "ffm-train")
-            runs.append({"system": "LIBFFM (on disk)", "epochs": epochs, "rep": rep,
-                         "cpu": r["cpu_s"], "wall": r["wall_s"], "rss": r["maxrss_mb"],
-                         "load_before": r["load_before"], "load_after": r["load_after"]})
-        for mode in ("memory", "stream"):  # fmlearn: the second epoch, timed inside
-            r = _ok(fmlearn_child(args, "scale", *common, "--mode", mode, "--epochs", 2),
-                    f"fmlearn {mode}")
+        runs.append({"system": "LIBFFM first run (text -> binary cache + 1 epoch)",
+                     "epochs": 1, "rep": -1, "cpu": first["cpu_s"], "wall": first["wall_s"],
+                     "rss": first["maxrss_mb"], "load_before": first["load_before"],
+                     "load_after": first["load_after"]})
+    common = ["--path", path, "--fields", args.fields, "--buckets", args.buckets]
+    for rep in range(args.reps):
+        n_before = len(runs)
+        # the systems in turn, starting with another one each repetition
+        turn = systems[rep % len(systems):] + systems[:rep % len(systems)]
+        for system in turn:
+            if system == "libffm":  # LIBFFM: an epoch is the difference of the two runs
+                for epochs in (1, 2):
+                    r = _ok(measure(_sh([train_bin, "-s", "1", "-k", "4", "-t", str(epochs),
+                                         path, os.path.join(work, "stream.model")],
+                                        os.path.join(work, "stream.log")), env=child_env(),
+                                    cwd=work), "ffm-train")
+                    runs.append({"system": "LIBFFM (on disk)", "epochs": epochs, "rep": rep,
+                                 "cpu": r["cpu_s"], "wall": r["wall_s"],
+                                 "rss": r["maxrss_mb"], "load_before": r["load_before"],
+                                 "load_after": r["load_after"]})
+                continue
+            # fmlearn: the last of 2 epochs, timed inside
+            r = _ok(fmlearn_child(args, "scale", *common, "--mode", system, "--epochs", 2),
+                    f"fmlearn {system}")
             p = r["payload"]
-            name = "fmlearn in memory (fit)" if mode == "memory" else "fmlearn fit_stream"
-            runs.append({"system": name, "epochs": 2, "rep": rep, "epoch_cpu": p["epoch_cpu"],
-                         "epoch_wall": p["epoch_wall"], "read_cpu": p["read_cpu"],
+            runs.append({"system": SCALE_NAMES[system], "epochs": 2, "rep": rep,
+                         "epoch_cpu": p["epoch_cpu"], "epoch_wall": p["epoch_wall"],
+                         "first_cpu": p.get("first_epoch_cpu"), "read_cpu": p["read_cpu"],
                          "rss": r["maxrss_mb"], "load_before": r["load_before"],
                          "load_after": r["load_after"]})
-        print(json.dumps(runs[-4:]), flush=True)
+        print(json.dumps(runs[n_before:]), flush=True)
     rows = []
     for s in list(dict.fromkeys(r["system"] for r in runs)):
         sel = [r for r in runs if r["system"] == s]
@@ -458,13 +478,16 @@ def table_scale(args, work):
                      spread(cpu, "{:.1f}"), spread(wall, "{:.1f}"),
                      spread([r["rss"] for r in sel], "{:,.0f}")])
     reads = [r["read_cpu"] for r in runs if r.get("read_cpu")]
+    firsts = [r["first_cpu"] for r in runs if r["system"] == SCALE_NAMES["stream"]]
+    first = f", first epoch median {np.median(firsts):.1f} CPU s" if firsts else ""
     print(f"\nSynthetic click stream: {args.rows:,} rows, {args.fields} fields of "
           f"{args.buckets} hashed buckets ({args.fields * args.buckets:,} features), "
           f"{size_gb * 1e3:,.0f} MB of text, k=4, float32. An epoch: LIBFFM (2 epochs - 1 "
           f"epoch) of whole processes on its binary cache; fmlearn the second epoch of a fit "
           f"(in memory: the file read before, median {np.median(reads) if reads else 0:.1f} "
-          f"CPU s) or of fit_stream (the file read and parsed during the epoch); peak memory "
-          f"of the whole process; load {load_range(runs)}\n")
+          f"CPU s) or of one fit_stream call (its chunks read from the binary cache the "
+          f"first epoch wrote{first}, or parsed from the text again); peak memory of the "
+          f"whole process; load {load_range(runs)}\n")
     print(md_table(["system", "rows/s per epoch (CPU)", "rows/s (wall)", "CPU s per epoch",
                     "wall s per epoch", "peak memory MB"], rows))
     return runs
@@ -503,6 +526,9 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=None,
                    help="river: rows of the stream (default 20,000); scale: rows (default "
                         "20,000,000)")
+    p.add_argument("--systems", type=lambda s: s.split(","), default=list(SCALE_SYSTEMS),
+                   help="scale: which of " + ",".join(SCALE_SYSTEMS) + " to run (default "
+                        "all)")
     p.add_argument("--fields", type=int, default=20)
     p.add_argument("--buckets", type=int, default=1 << 14)
     p.add_argument("--json", help="write every run here")
