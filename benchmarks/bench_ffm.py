@@ -7,6 +7,10 @@ River's FFMClassifier, and against fmlearn's own FM. One command per table:
     python benchmarks/bench_ffm.py river     # partial_fit against River's learn_one
     python benchmarks/bench_ffm.py fm        # FFM against fmlearn's FMClassifier on Frappe
     python benchmarks/bench_ffm.py scale     # a 20M-row hashed CTR stream: rows/s, memory
+        # quick: --rows 1000000 --reps 3; the 20M rows: --rows 20000000 --systems
+        # libffm,stream --reps 1 --workdir DIR (the in-memory fit would hold ~4 GB of rows;
+        # DIR gets the 4.4 GB text once, LIBFFM's 5 GB .bin; fit_stream's cache, 3.4 GB,
+        # goes to the system's temporary folder while it runs)
 
 Every system runs in a fresh process on one thread (``_sbs_core.measure``: CPU and wall
 seconds, peak resident memory, load average); the systems alternate (A B A B) for
