@@ -22,11 +22,13 @@ Speed. A row whose features lie in distinct fields (the usual one-hot case, chec
 fit) touches each vector in exactly one pair, so the pair's two vectors are stepped together,
 as LIBFFM does; a row with several features of one field first sums each vector's gradient
 over its pairs (the exact gradient of the row's loss, where LIBFFM steps each pair in turn).
-The pair steps are written LANES factors (two chunks: 2 LANES) at a time, every value loaded
-before anything is stored, so that LLVM's SLP vectorizer turns them into vector
-instructions; numba leaves that vectorizer off unless ``NUMBA_SLP_VECTORIZE`` is set, so
-:func:`compile_vectorized` switches it on while it compiles these kernels (Frappe, k=4,
-float32, one epoch of 52k rows on a loaded machine: 47 ms without, 29 ms with).
+The pair steps of such rows are LLVM vector code (:func:`_pair_step`, :func:`_pair_step2`:
+one load and one store of each chunk row, factors and sums split and merged by shuffles);
+the other loops are written LANES factors at a time, every value loaded before anything is
+stored, so that LLVM's SLP vectorizer turns them into vector instructions; numba leaves that
+vectorizer off unless ``NUMBA_SLP_VECTORIZE`` is set, so :func:`compile_vectorized`
+switches it on while it compiles these kernels (Frappe, k=4, float32, one epoch of 52k rows
+on a loaded machine: 47 ms without, 29 ms with).
 ``error_model="numpy"`` drops the division-by-zero test that would keep ``g / sqrt(G)`` out
 of vector registers (G >= 1 here). The epoch may use approximate reciprocals and fused
 multiply-adds (``fastmath`` "arcp", "afn", "contract": a float32 ``g / sqrt(G)`` becomes
