@@ -37,8 +37,8 @@ def _data(n, d, F, rng, repeated, density=0.5):
     return to_csr(sp.csr_matrix(X)), fields.astype(np.int32)
 
 
-def _state(d, F, rng, dtype=np.float64, sums=1.0):
-    st = init_state(d, F, K, -(-K // LANES), InitSettings("normal", 0.5), dtype,
+def _state(d, F, rng, dtype=np.float64, sums=1.0, k=K):
+    st = init_state(d, F, k, -(-k // LANES), InitSettings("normal", 0.5), dtype,
                     np.random.RandomState(int(rng.integers(1 << 30))))
     st.lin[:, 0] = rng.normal(size=d) * 0.3
     st.bias[0] = 0.2
@@ -49,11 +49,11 @@ def _state(d, F, rng, dtype=np.float64, sums=1.0):
     return st
 
 
-def _oracle_state(st):
+def _oracle_state(st, k=K):
     d, F = st.W.shape[:2]
-    G = st.W[:, :, :, 1, :].reshape(d, F, -1)[:, :, :K]
+    G = st.W[:, :, :, 1, :].reshape(d, F, -1)[:, :, :k]
     return {"w0": float(st.bias[0]), "G0": float(st.bias[1]), "w": st.lin[:, 0].copy(),
-            "Gw": st.lin[:, 1].copy(), "V": factors_of(st.W, K), "GV": G.copy()}
+            "Gw": st.lin[:, 1].copy(), "V": factors_of(st.W, k), "GV": G.copy()}
 
 
 def _settings(loss, normalize, n_iter=1, shuffle=False, unique=False, **kw):
@@ -102,6 +102,31 @@ def test_adagrad_epoch_matches_the_oracle(loss, repeated):
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
     assert info["train_loss"] == pytest.approx(total / sw.sum(), rel=1e-10)
+
+
+@pytest.mark.parametrize("k", [3, 9])
+def test_paired_steps_of_one_and_three_chunks_match_the_oracle(k):
+    """The paired step of one-hot rows for k = 3 (one chunk, padded: the one-chunk vector
+    step alone) and k = 9 (three chunks: the two-chunk step, then the one-chunk step), one
+    epoch against the oracle (the module's K = 5 runs the two-chunk step alone)."""
+    rng = np.random.default_rng(7)
+    X, fields = _data(30, 8, 4, rng, repeated=False)
+    y = np.where(rng.random(30) < 0.5, 1.0, -1.0)
+    sw = np.ones(30)
+    st = _state(8, 4, rng, k=k)
+    ref_state = _oracle_state(st, k)
+    settings = _settings("logistic", normalize=False, unique=True)
+    visit = rng.permutation(30).astype(np.int64)
+    st, _, info = adagrad_solver(training_rows(raw(X), y, sw, fields), visit, st, settings, 0,
+                                 RunContext())
+    assert info["diverged"] is None
+    want, _ = ref.adagrad_epoch(X, y, sw, visit, fields, ref_state,
+                                _oracle_settings(settings, "logistic"))
+    got = _oracle_state(st, k)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+    pad = st.W[:, :, :, 0, :].reshape(8, 4, -1)[:, :, k:]
+    np.testing.assert_array_equal(pad, 0.0)  # padded factors stay 0
 
 
 @pytest.mark.parametrize("normalize", [False, True])
