@@ -534,8 +534,9 @@ def fit_stream(estimator, source, *, n_epochs=1, batch_size=None, last_batch="me
         per non-zero in float32, 12 in float64, about 12 per row); memory still holds one chunk.
         A cache file changed while the fit runs is refused with ``ValueError``; when the cache
         cannot be written (e.g. a full disk) a ``RuntimeWarning`` says so and every epoch
-        reads the text. The folder is removed when the call returns or fails. ``False``
-        parses the text every epoch.
+        reads the text. The folder is removed when the call returns or fails (a process
+        killed outright leaves it: ``fmlearn-stream-cache-*``). ``False`` parses the text
+        every epoch.
     verbose : int, default=0
         Progress bar over batches (with the epoch's validation score).
 
