@@ -204,75 +204,83 @@ def _gather(rel, r, pa, E, cfg):
     the samples are sorted) a run's sums are kept in registers and added to the row's cache
     when the run ends -- the same additions in the same order, without a chain of stores and
     loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples)."""
-    C = rel.C
+    C = rel.C.reshape(-1)
     ix = rel.ix[r]
-    n = ix.shape[0]
-    cur = pa.cur
+    Ef = E.reshape(-1)
+    n = uint64(ix.shape[0])
+    cur = uint64(pa.cur)
+    three = uint64(3)
+    one = uint64(1)
     fast = rel.unit and cfg.loss == SQUARED
+    y = rel.rows.y
     if pa.slot == 0:
-        i = 0
+        i = uint64(0)
         while i < n:  # runs of one block row (of length 1 when the block is not grouped)
             b = ix[i]
-            se = C[b, _SE]
+            k = _row(b)
+            se = C[k + _SE]
             while i < n and ix[i] == b:
                 if fast:
-                    se += E[i, 0]
+                    se += Ef[three * i]
                 else:
                     s = 1.0 if rel.unit else rel.sw[i]
-                    se += s * _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                i += 1
-            C[b, _SE] = se
+                    se += s * _dloss(cfg.loss, Ef[three * i], y, i)
+                i += one
+            C[k + _SE] = se
         return
     if not rel.grouped[r]:
         for i in range(n):
-            b = ix[i]
+            k = _row(ix[i])
+            t = three * i
             if fast:
-                e = E[i, 0]
-                qm = E[i, cur] - C[b, _QB]
-                C[b, _SE] += e
-                C[b, _SQ] += qm
-                C[b, _SQQ] += qm * qm
-                C[b, _SEQ] += qm * e
+                e = Ef[t]
+                qm = Ef[t + cur] - C[k + _QB]
+                C[k + _SE] += e
+                C[k + _SQ] += qm
+                C[k + _SQQ] += qm * qm
+                C[k + _SEQ] += qm * e
             else:
                 s = 1.0 if rel.unit else rel.sw[i]
-                e = _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                qm = E[i, cur] - C[b, _QB]
-                t = s * qm
-                C[b, _SE] += s * e
-                C[b, _SQ] += t
-                C[b, _SQQ] += t * qm
-                C[b, _SEQ] += t * e
+                e = _dloss(cfg.loss, Ef[t], y, i)
+                qm = Ef[t + cur] - C[k + _QB]
+                h = s * qm
+                C[k + _SE] += s * e
+                C[k + _SQ] += h
+                C[k + _SQQ] += h * qm
+                C[k + _SEQ] += h * e
         return
-    i = 0
+    i = uint64(0)
     while i < n:
         b = ix[i]
-        qb = C[b, _QB]
-        se = C[b, _SE]
-        sq = C[b, _SQ]
-        sqq = C[b, _SQQ]
-        seq = C[b, _SEQ]
+        k = _row(b)
+        qb = C[k + _QB]
+        se = C[k + _SE]
+        sq = C[k + _SQ]
+        sqq = C[k + _SQQ]
+        seq = C[k + _SEQ]
         while i < n and ix[i] == b:
+            t = three * i
             if fast:
-                e = E[i, 0]
-                qm = E[i, cur] - qb
+                e = Ef[t]
+                qm = Ef[t + cur] - qb
                 se += e
                 sq += qm
                 sqq += qm * qm
                 seq += qm * e
             else:
                 s = 1.0 if rel.unit else rel.sw[i]
-                e = _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                qm = E[i, cur] - qb
-                t = s * qm
+                e = _dloss(cfg.loss, Ef[t], y, i)
+                qm = Ef[t + cur] - qb
+                h = s * qm
                 se += s * e
-                sq += t
-                sqq += t * qm
-                seq += t * e
-            i += 1
-        C[b, _SE] = se
-        C[b, _SQ] = sq
-        C[b, _SQQ] = sqq
-        C[b, _SEQ] = seq
+                sq += h
+                sqq += h * qm
+                seq += h * e
+            i += one
+        C[k + _SE] = se
+        C[k + _SQ] = sq
+        C[k + _SQQ] = sqq
+        C[k + _SEQ] = seq
 
 
 @njit(cache=True, nogil=True)
