@@ -9,7 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cd_rows import ClassRows, Gather, Rows, bias_sums, class_round, class_rows
+from ..kernels.cd import Columns, Plan
+from ..kernels.cd_layout import class_counts, fill_classes, fill_dense_classes
+from ..kernels.cd_rows import (
+    ClassRows,
+    Gather,
+    Rows,
+    bias_sums,
+    class_round,
+    class_rows,
+    layout_round,
+)
 from ..kernels.losses import SQUARED
 from ..solvers._fm_common import FMState, predict_rows
 from ..solvers.mcmc import draw_latent
@@ -35,7 +45,7 @@ class _Part:
     target: np.ndarray  # y (squared loss), 0 (logistic: E[:, 0] is pred) or the latent z
     G: np.ndarray
     H: np.ndarray
-
+    lay: tuple = None  # the rows class-major: (Columns, Plan) of kernels.cd (layout())
 
 
 def _here():
@@ -55,9 +65,50 @@ def _lookup(key):
     return part
 
 
+def layout(rows, color):
+    """The partition's rows in the class-major layout of the in-memory sweep
+    (:data:`fmlearn.kernels.cd.Columns`, :data:`~fmlearn.kernels.cd.Plan`) under the fit's
+    colouring ``color``: each class's entries in row order, built by the functions of
+    :func:`fmlearn.solvers._fm_common.column_data` (``kernels.cd_layout``); one block (the
+    partition's sums are added in row order, as :func:`kernels.cd_rows.class_round` adds
+    them). ``old`` and ``delta`` are float64 whatever the data's dtype: the client sends the
+    changes in float64 (:func:`kernels.cd_rows.layout_round` then equals ``class_round`` bit
+    for bit). Built once per partition and fit (a cache rebuild keeps it)."""
+    indptr, indices, data = rows.indptr, rows.indices, rows.data
+    n = indptr.shape[0] - 1
+    d = color.shape[0]
+    order = np.argsort(color, kind="stable").astype(np.int64)
+    n_colors = int(color.max()) + 1 if d else 0
+    color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
+    pos = np.empty(d, dtype=np.int32)
+    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    inv = np.zeros(0, dtype=np.int32)
+    count, ones = class_counts(indptr, indices, data, inv, color, n_colors)
+    eptr = np.zeros(n_colors + 1, dtype=np.int64)
+    np.cumsum(count, out=eptr[1:])
+    dense = count == n
+    roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
+    xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
+    etpos = np.empty(eptr[-1], dtype=np.int32)
+    erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
+    ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
+    if dense.all():  # one entry per class in every row (one-hot fields): in row order
+        fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex)
+    else:
+        fill_classes(indptr, indices, data, inv, n, color, pos, eptr, roff, xoff, etpos, erow,
+                     ex)
+    m = max(1, int(np.diff(color_ptr).max()) if n_colors else 1)
+    plan = Plan(order, color_ptr, eptr, roff, xoff, np.full(n_colors, -1, dtype=np.int64),
+                np.zeros((1, 2), dtype=np.int64), max(1, n), np.ones(1, dtype=data.dtype),
+                np.empty((1, m)), np.empty((1, m)), np.empty((2, m)), np.empty((2, m)),
+                np.empty((2, m)), np.array([-1, 0, 0, 0, -1, 0], dtype=np.int64))
+    return Columns(etpos, erow, ex, rows.y, rows.sw, rows.unit), plan
+
+
 def _build(key, rows, w0, w, V, mode, color, pos):
     """Build a partition's row cache from the model (``mode``: "squared", "logistic" or
-    "probit") and register it on this worker; returns the worker's address."""
+    "probit") and register it on this worker, with the rows' class-major :func:`layout`
+    (kept from an earlier build of the same rows); returns the worker's address."""
     state = FMState(w0, w, V)
     pred = predict_rows((rows.indptr, rows.indices, rows.data), state)
     if mode == "squared":
@@ -67,9 +118,12 @@ def _build(key, rows, w0, w, V, mode, color, pos):
     E = np.zeros((pred.shape[0], 3))
     E[:, 0] = pred - target
     m = max(1, int(w.shape[0]))
+    old = _REGISTRY.get(key)
+    lay = old.lay if old is not None and old.rows is rows and old.lay is not None else None
+    if lay is None:
+        lay = layout(rows, color)
     with _LOCK:
-        _REGISTRY[key] = _Part(rows, class_rows(rows.indptr, rows.indices, color), pos, E,
-                               target, np.empty(m), np.empty(m))
+        _REGISTRY[key] = _Part(rows, None, pos, E, target, np.empty(m), np.empty(m), lay)
     return _here()
 
 
@@ -78,8 +132,7 @@ def _bias_round(key, ap, loss, latent):
     key); return the sums of the w0 step and of the noise precision."""
     t0 = time.process_time()
     part = _lookup(key)
-    none = Gather(-1, 0, 1, part.G[:0], SQUARED)
-    class_round(part.rows, part.crows, part.pos, part.E, ap, none, part.G[:0], part.H[:0])
+    _round(part, ap, Gather(-1, 0, 1, part.G[:0], SQUARED))
     if latent is not None:
         n = part.E.shape[0]
         u = 1.0 - np.random.default_rng(latent).random(n)
@@ -94,10 +147,21 @@ def _class_round(key, ap, ga, m):
     CPU seconds."""
     t0 = time.process_time()
     part = _lookup(key)
-    G = part.G[:m]
-    H = part.H[:m]
-    class_round(part.rows, part.crows, part.pos, part.E, ap, ga, G, H)
-    return G.copy(), H.copy(), time.process_time() - t0
+    G, H = _round(part, ap, ga)
+    return G[:m].copy(), H[:m].copy(), time.process_time() - t0
+
+
+def _round(part, ap, ga):
+    """Apply ``ap`` to the partition's cache and gather the sums of ``ga``: through the
+    class-major layout when the partition has one, else through its CSR rows; returns the
+    arrays holding the sums."""
+    if part.lay is not None:
+        cols, plan = part.lay
+        layout_round(cols, plan, part.E, ap, ga)
+        return plan.G[0], plan.H[0]
+    m = part.G.shape[0] if ga.c >= 0 else 0
+    class_round(part.rows, part.crows, part.pos, part.E, ap, ga, part.G[:m], part.H[:m])
+    return part.G, part.H
 
 
 class Rounds:
