@@ -280,6 +280,84 @@ def sweep_bar(n, k, sweeps, repeat, parts):
     return out
 
 
+def _ping(client, payload, repeat):
+    """Round trips of one message to every worker's Rounds actor over its socket (the
+    channel of the rounds), echoing ``payload`` (a tuple of arrays); seconds each."""
+    import os as _os
+    from multiprocessing.connection import Client as Connect
+
+    from fmlearn.distributed._fm_worker import Rounds, nodelay
+
+    key = _os.urandom(32)
+    conns = []
+    futs = []
+    for addr in sorted(client.scheduler_info()["workers"]):
+        fut = client.submit(Rounds, actor=True, workers=[addr], allow_other_workers=False)
+        futs.append(fut)
+        conn = Connect(tuple(fut.result().serve(key).result()), authkey=key)
+        nodelay(conn)
+        conns.append(conn)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for conn in conns:
+            conn.send((getattr, ["key"], ("no such attribute", payload)))
+        for conn in conns:
+            ok, _ = conn.recv()
+            assert ok
+        times.append(time.perf_counter() - t0)
+    for conn in conns:
+        conn.close()
+    for fut in futs:
+        fut.release()
+    return times
+
+
+def round_profile(n, k, sweeps, repeat, parts, workers):
+    """Part 5: where a distributed sweep's wall time goes, per round: the slowest worker's
+    kernel CPU, the client's own steps and the rest (messages, wake-ups); and the round trip
+    of an empty message and of a round's payload on the same sockets."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    m = 2000
+    payload = tuple(np.zeros(m) for _ in range(4))
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+        yd = da.from_array(y, chunks=rows)
+        Xd, yd = client.persist([Xd, yd])
+        for solver in ("als", "mcmc"):
+            make = lambda n_iter, solver=solver: FMRegressor(  # noqa: E731
+                k, solver=solver, n_iter=n_iter, random_state=0, **kw[solver])
+            fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
+            for rep in range(repeat):
+                est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+                info = est.distributed_
+                r = info["rounds"]
+                row = {"solver": solver, "rep": rep, "rows": n, "workers": workers,
+                       "parts": parts, "load": os.getloadavg()[0],
+                       "sweep_s": float(np.median(est.history_["iter_time"][1:])),
+                       "round_ms": 1e3 * info["seconds_rounds"] / r,
+                       "round_kernel_cpu_ms": 1e3 * info["seconds_rounds_compute"] / r,
+                       "client_ms_per_round": 1e3 * info["seconds_client"] / r,
+                       "rounds_per_sweep": r / est.n_iter_}
+                row["round_rest_ms"] = row["round_ms"] - row["round_kernel_cpu_ms"]
+                print(json.dumps(row), flush=True)
+        for name, pay in (("empty", ()), ("payload", payload)):
+            t = _ping(client, pay, 200)
+            print(json.dumps({"ping": name, "workers": workers, "median_ms": 1e3 * np.median(t),
+                              "p10_ms": 1e3 * np.percentile(t, 10),
+                              "p90_ms": 1e3 * np.percentile(t, 90),
+                              "load": os.getloadavg()[0]}), flush=True)
+
+
 def client_memory(n, k, sizes):
     import tracemalloc
 
@@ -405,13 +483,14 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5])
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
                         help="sweeps per fit (part 3, default 5) or timed sweeps (part 4, "
                              "default 4)")
     parser.add_argument("--parts", type=int, default=4, help="partitions of part 4")
+    parser.add_argument("--workers", type=int, default=2, help="workers of part 5")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
@@ -437,6 +516,11 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
                       args.parts)
+    if args.part == 5:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            round_profile(args.rows or (60_000 if args.quick else 600_000), 8,
+                          args.sweeps or 4, max(1, args.repeat), args.parts, args.workers)
     if args.part in (None, 3):
         n = 20_000 if args.quick else (args.rows or 2_000_000)
         with warnings.catch_warnings():

@@ -12,6 +12,7 @@ import numpy as np
 from ..kernels.cd import Columns, Plan
 from ..kernels.cd_layout import class_counts, fill_classes, fill_dense_classes
 from ..kernels.cd_rows import (
+    Apply,
     ClassRows,
     Gather,
     Rows,
@@ -122,9 +123,65 @@ def _build(key, rows, w0, w, V, mode, color, pos):
     lay = old.lay if old is not None and old.rows is rows and old.lay is not None else None
     if lay is None:
         lay = layout(rows, color)
+    plan = lay[1]
+    classes = [plan.order[plan.color_ptr[c]:plan.color_ptr[c + 1]]
+               for c in range(plan.color_ptr.shape[0] - 1)]
     with _LOCK:
         _REGISTRY[key] = _Part(rows, None, pos, E, target, np.empty(m), np.empty(m), lay)
+        # every partition's build carries the same model: the worker's copy is reset to it
+        _MODELS[key[0]] = _Model(np.array(w).reshape(-1, 1), np.array(V), classes)
     return _here()
+
+
+@dataclass
+class _Model:
+    """A worker's copy of the model of a fit (compact rounds): ``w`` as (d, 1) and ``V``,
+    the features of each colour class, and the round whose changes it holds with that round's
+    arguments (the round's task runs once per partition on the worker; the copy changes
+    once)."""
+
+    w: np.ndarray
+    V: np.ndarray
+    classes: list
+    rid: int = -1
+    args: tuple = None
+
+
+_MODELS = {}
+_F0 = np.zeros(0)
+
+
+def _round_args(prefix, rid, head, chg, gather, loss):
+    """The :data:`Apply` and :data:`Gather` of a compact round from this worker's copy of
+    the model, as the client of a full round computes them (so the round is the same bit for
+    bit): ``head = (shift, cur, nxt, zero)``; ``chg = (c, slot, col, fn, new)`` the class
+    stepped last and its new values in the model's dtype (None: none), applied to the copy;
+    ``gather = (c, slot, col, cur)`` the class whose sums are wanted (None: none)."""
+    model = _MODELS.get(prefix)
+    if model is None:
+        raise StateLost(f"the model copy of fit {prefix} is not on this worker ({_here()}); "
+                        "it was lost with its worker")
+    with _LOCK:
+        if model.rid != rid:
+            shift, cur, nxt, zero = head
+            ap = Apply(shift, -1, 0, cur, nxt, _F0, _F0, _F0, zero)
+            if chg is not None:
+                c, slot, col, fn, new = chg
+                feats = model.classes[c]
+                theta = model.w if slot == 0 else model.V
+                old = theta[feats, col]
+                delta = (new - old).astype(np.float64)  # the client's class_step's delta
+                theta[feats, col] = new
+                vn = model.V[feats, fn].astype(np.float64) if fn >= 0 else _F0
+                ap = Apply(shift, c, slot, cur, nxt, old.astype(np.float64), delta, vn, zero)
+            ga = Gather(-1, 0, 1, _F0, loss)
+            if gather is not None:
+                c, slot, col, gcur = gather
+                theta = model.w if slot == 0 else model.V
+                ga = Gather(c, slot, gcur, theta[model.classes[c], col].astype(np.float64),
+                            loss)
+            model.rid, model.args = rid, (ap, ga)
+        return model.args
 
 
 def _bias_round(key, ap, loss, latent):
@@ -133,6 +190,33 @@ def _bias_round(key, ap, loss, latent):
     t0 = time.process_time()
     part = _lookup(key)
     _round(part, ap, Gather(-1, 0, 1, part.G[:0], SQUARED))
+    return _bias_tail(part, loss, latent, t0)
+
+
+def _compact_bias(key, rid, head, chg, loss, latent):
+    """:func:`_bias_round` of a compact round (see :func:`_round_args`)."""
+    t0 = time.process_time()
+    part = _lookup(key)
+    ap, ga = _round_args(key[0], rid, head, chg, None, loss)
+    _round(part, ap, ga)
+    return _bias_tail(part, loss, latent, t0)
+
+
+def _compact_class(key, rid, head, chg, gather, loss):
+    """:func:`_class_round` of a compact round (see :func:`_round_args`): returns the sums
+    as one (2, m) array (G, H) and the task's CPU seconds."""
+    t0 = time.process_time()
+    part = _lookup(key)
+    ap, ga = _round_args(key[0], rid, head, chg, gather, loss)
+    G, H = _round(part, ap, ga)
+    m = ga.old.shape[0]
+    out = np.empty((2, m))
+    out[0] = G[:m]
+    out[1] = H[:m]
+    return out, time.process_time() - t0
+
+
+def _bias_tail(part, loss, latent, t0):
     if latent is not None:
         n = part.E.shape[0]
         u = 1.0 - np.random.default_rng(latent).random(n)
@@ -260,3 +344,4 @@ def _drop(prefix):
     with _LOCK:
         for key in [k for k in _REGISTRY if k[0] == prefix]:
             del _REGISTRY[key]
+        _MODELS.pop(prefix, None)
