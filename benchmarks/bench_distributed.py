@@ -358,6 +358,67 @@ def round_profile(n, k, sweeps, repeat, parts, workers):
                               "load": os.getloadavg()[0]}), flush=True)
 
 
+def round_kernels(n, repeat):
+    """Part 6: the workers' round kernel on one partition of ``n`` one-hot (user, item) rows
+    (2000 + 2000 features, the rows of ``_one_hot_rows``): the walk through the CSR rows
+    (``kernels.cd_rows.class_round``, the former round) against the class-major layout
+    (``layout_round``, the in-memory sweep's fused pass on the rows sorted by their first
+    feature), a sweep's 18 class rounds of factor passes each, alternated, ``repeat`` times;
+    CPU ns per row and round; and the CPU seconds of building each one's index. (The two
+    give the same cache and sums bit for bit on the same row order: tests/kernels/
+    test_cd_rows.py.)"""
+    from fmlearn._data import raw
+    from fmlearn.distributed._fm_worker import layout
+    from fmlearn.kernels.cd_rows import (Apply, Gather, Rows, class_round, class_rows,
+                                         layout_round)
+    from fmlearn.kernels.losses import SQUARED
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    d = X.shape[1]
+    color = (np.arange(d) >= 2000).astype(np.int64)
+    pos = np.where(color == 0, np.arange(d), np.arange(d) - 2000).astype(np.int64)
+    rows = Rows(*raw(X), y, np.ones(n), True)
+    t0 = time.process_time()
+    cols, plan, _ = layout(rows, color)
+    t_layout = time.process_time() - t0
+    t0 = time.process_time()
+    crows = class_rows(rows.indptr, rows.indices, color)
+    t_crows = time.process_time() - t0
+    rng = np.random.default_rng(0)
+    m = 2000
+    rounds = []
+    for f in range(9):
+        for c in (0, 1):
+            cur, nxt = 1 + f % 2, 2 - f % 2
+            rounds.append((Apply(0.0, 1 - c, 1, cur, nxt, 0.1 * rng.normal(size=m),
+                                 1e-6 * rng.normal(size=m), 0.1 * rng.normal(size=m),
+                                 nxt if c == 0 else -1),
+                           Gather(c, 1, cur, 0.1 * rng.normal(size=m), SQUARED)))
+    E0 = rng.normal(size=(n, 3))
+    G, H = np.empty(m), np.empty(m)
+    out = {"rows": n, "layout_build_cpu_s": t_layout, "class_rows_build_cpu_s": t_crows,
+           "csr": [], "layout": [], "load": []}
+    for rep in range(repeat + 1):  # the first of each: compilation / cache load, not timed
+        for mode in ("csr", "layout"):
+            E = E0.copy()
+            t0 = time.process_time()
+            for ap, ga in rounds:
+                if mode == "csr":
+                    class_round(rows, crows, pos, E, ap, ga, G, H)
+                else:
+                    layout_round(cols, plan, E, ap, ga)
+            dt = time.process_time() - t0
+            if rep:
+                out[mode].append(1e9 * dt / (len(rounds) * n))
+                out["load"].append(os.getloadavg()[0])
+    for mode in ("csr", "layout"):
+        v = out[mode]
+        print(f"{mode}: {np.median(v):.2f} ({min(v):.2f}-{max(v):.2f}) CPU ns per row and "
+              f"round", flush=True)
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def client_memory(n, k, sizes):
     import tracemalloc
 
@@ -483,7 +544,7 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6])
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
@@ -521,6 +582,8 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             round_profile(args.rows or (60_000 if args.quick else 600_000), 8,
                           args.sweeps or 4, max(1, args.repeat), args.parts, args.workers)
+    if args.part == 6:
+        round_kernels(args.rows or (30_000 if args.quick else 300_000), max(3, args.repeat))
     if args.part in (None, 3):
         n = 20_000 if args.quick else (args.rows or 2_000_000)
         with warnings.catch_warnings():

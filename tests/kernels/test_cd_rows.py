@@ -107,15 +107,19 @@ def _one_hot(seed, n=5000, n_users=60, n_items=50):
     ("one_hot", False, SQUARED)])
 def test_layout_round_equals_class_round(data, unit, loss):
     """The workers' class-major layout (``distributed._fm_worker.layout``, the in-memory
-    sweep's fused pass) gives the round of the CSR rows bit for bit, over a sequence of
-    rounds: w0's shift, each pass's classes, the zeroed column, the last class's changes."""
+    sweep's fused pass, rows sorted by their first feature) gives the round of the CSR rows
+    taken in the layout's row order bit for bit, over a sequence of rounds: w0's shift, each
+    pass's classes, the zeroed column, the last class's changes."""
     from fmlearn.distributed._fm_worker import layout
 
     rng, X, y, sw, color, pos = (_partition(7) if data == "multi" else _one_hot(8))
     if loss == LOGISTIC:
         y = np.where(y > 0, 1.0, -1.0)
-    rows = Rows(*raw(X), y, sw, unit)
-    cols, plan = layout(rows, color)
+    cols, plan, perm = layout(Rows(*raw(X), y, sw, unit), color)
+    first = X.indices[X.indptr[:-1]]
+    np.testing.assert_array_equal(perm, np.argsort(first, kind="stable"))
+    np.testing.assert_array_equal(cols.y, y[perm])
+    rows = Rows(*raw(X[perm]), y[perm], sw[perm], unit)
     crows = class_rows(rows.indptr, rows.indices, color)
     n_classes = int(color.max()) + 1
     sizes = np.bincount(color)
