@@ -41,6 +41,17 @@
    (noisier under load: it subtracts two fits' set-ups). Prints one JSON line per run and a
    summary table with the median and min-max over the repetitions and the load average.
 
+5. ``--part 5``: where a distributed sweep's time goes (``--rows``, default 600,000;
+   ``--workers``, default 2; ``--parts``): per round, the wall time the client waits, the
+   slowest worker's kernel CPU in it, the client's own steps, and the rest (messages and
+   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; then the round trip
+   of the socket channel alone on the same workers: an empty message, a compact round's
+   bytes (m = 2000 values out, a (2, m) array back per partition) and a full round's (four
+   m-arrays each way); median, 10th and 90th percentile of 300.
+6. ``--part 6``: the workers' round kernel on one partition (``--rows``, default 300,000
+   one-hot rows): the former walk through the CSR rows against the class-major layout,
+   alternated, CPU ns per row and round (median, min-max of ``--repeat``).
+
 Run under the benchmark lock, e.g.::
 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed.py
@@ -280,9 +291,10 @@ def sweep_bar(n, k, sweeps, repeat, parts):
     return out
 
 
-def _ping(client, payload, repeat):
-    """Round trips of one message to every worker's Rounds actor over its socket (the
-    channel of the rounds), echoing ``payload`` (a tuple of arrays); seconds each."""
+def _ping(client, fn, keys, args, repeat):
+    """Round trips of one message ``(fn, keys, args)`` to every worker's Rounds actor over its
+    socket (the channel of the rounds; the worker replies ``[fn(key, *args) for key in
+    keys]``); seconds each."""
     import os as _os
     from multiprocessing.connection import Client as Connect
 
@@ -301,7 +313,7 @@ def _ping(client, payload, repeat):
     for _ in range(repeat):
         t0 = time.perf_counter()
         for conn in conns:
-            conn.send((getattr, ["key"], ("no such attribute", payload)))
+            conn.send((fn, keys, args))
         for conn in conns:
             ok, _ = conn.recv()
             assert ok
@@ -313,10 +325,25 @@ def _ping(client, payload, repeat):
     return times
 
 
+def _pings(client, workers, m=2000, parts=2):
+    """The socket channel alone: an empty message; a compact round's bytes (the class's m new
+    values out, a (2, m) array of sums back per partition: ``np.full`` broadcasts the values);
+    a full round's (four m-arrays out, echoed back)."""
+    empty = (getattr, ["key"], ("no such attribute", None))
+    compact = (np.full, [(2, m)] * parts, (np.zeros(m),))
+    full = (getattr, ["key"], ("no such attribute", tuple(np.zeros(m) for _ in range(4))))
+    for name, msg in (("empty", empty), ("compact round", compact), ("full round", full)):
+        t = _ping(client, *msg, 300)
+        print(json.dumps({"ping": name, "workers": workers, "median_ms": 1e3 * np.median(t),
+                          "p10_ms": 1e3 * np.percentile(t, 10),
+                          "p90_ms": 1e3 * np.percentile(t, 90),
+                          "load": os.getloadavg()[0]}), flush=True)
+
+
 def round_profile(n, k, sweeps, repeat, parts, workers):
     """Part 5: where a distributed sweep's wall time goes, per round: the slowest worker's
     kernel CPU, the client's own steps and the rest (messages, wake-ups); and the round trip
-    of an empty message and of a round's payload on the same sockets."""
+    of an empty message and of a round's bytes on the same sockets (:func:`_pings`)."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
@@ -326,8 +353,6 @@ def round_profile(n, k, sweeps, repeat, parts, workers):
     X, y = _one_hot_rows(n, 2000, 2000)
     rows = -(-n // parts)
     kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
-    m = 2000
-    payload = tuple(np.zeros(m) for _ in range(4))
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
@@ -350,12 +375,7 @@ def round_profile(n, k, sweeps, repeat, parts, workers):
                        "rounds_per_sweep": r / est.n_iter_}
                 row["round_rest_ms"] = row["round_ms"] - row["round_kernel_cpu_ms"]
                 print(json.dumps(row), flush=True)
-        for name, pay in (("empty", ()), ("payload", payload)):
-            t = _ping(client, pay, 200)
-            print(json.dumps({"ping": name, "workers": workers, "median_ms": 1e3 * np.median(t),
-                              "p10_ms": 1e3 * np.percentile(t, 10),
-                              "p90_ms": 1e3 * np.percentile(t, 90),
-                              "load": os.getloadavg()[0]}), flush=True)
+        _pings(client, workers, parts=-(-parts // workers))
 
 
 def round_kernels(n, repeat):
@@ -369,8 +389,7 @@ def round_kernels(n, repeat):
     test_cd_rows.py.)"""
     from fmlearn._data import raw
     from fmlearn.distributed._fm_worker import layout
-    from fmlearn.kernels.cd_rows import (Apply, Gather, Rows, class_round, class_rows,
-                                         layout_round)
+    from fmlearn.kernels.cd_rows import Apply, Gather, Rows, class_round, class_rows, layout_round
     from fmlearn.kernels.losses import SQUARED
 
     X, y = _one_hot_rows(n, 2000, 2000)

@@ -18,7 +18,6 @@ from ..kernels.cd_rows import (
     Rows,
     bias_sums,
     class_round,
-    class_rows,
     layout_round,
 )
 from ..kernels.losses import SQUARED
