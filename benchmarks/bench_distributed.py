@@ -41,6 +41,17 @@
    (noisier under load: it subtracts two fits' set-ups). Prints one JSON line per run and a
    summary table with the median and min-max over the repetitions and the load average.
 
+5. ``--part 5``: where a distributed sweep's time goes (``--rows``, default 600,000;
+   ``--workers``, default 2; ``--parts``): per round, the wall time the client waits, the
+   slowest worker's kernel CPU in it, the client's own steps, and the rest (messages and
+   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; then the round trip
+   of the socket channel alone on the same workers: an empty message, a compact round's
+   bytes (m = 2000 values out, a (2, m) array back per partition) and a full round's (four
+   m-arrays each way); median, 10th and 90th percentile of 300.
+6. ``--part 6``: the workers' round kernel on one partition (``--rows``, default 300,000
+   one-hot rows): the former walk through the CSR rows against the class-major layout,
+   alternated, CPU ns per row and round (median, min-max of ``--repeat``).
+
 Run under the benchmark lock, e.g.::
 
     flock /tmp/fmlearn-bench.lock env PYTHONPATH=src python benchmarks/bench_distributed.py
@@ -280,6 +291,153 @@ def sweep_bar(n, k, sweeps, repeat, parts):
     return out
 
 
+def _ping(client, fn, keys, args, repeat):
+    """Round trips of one message ``(fn, keys, args)`` to every worker's Rounds actor over its
+    socket (the channel of the rounds; the worker replies ``[fn(key, *args) for key in
+    keys]``); seconds each."""
+    import os as _os
+    from multiprocessing.connection import Client as Connect
+
+    from fmlearn.distributed._fm_worker import Rounds, nodelay
+
+    key = _os.urandom(32)
+    conns = []
+    futs = []
+    for addr in sorted(client.scheduler_info()["workers"]):
+        fut = client.submit(Rounds, actor=True, workers=[addr], allow_other_workers=False)
+        futs.append(fut)
+        conn = Connect(tuple(fut.result().serve(key).result()), authkey=key)
+        nodelay(conn)
+        conns.append(conn)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for conn in conns:
+            conn.send((fn, keys, args))
+        for conn in conns:
+            ok, _ = conn.recv()
+            assert ok
+        times.append(time.perf_counter() - t0)
+    for conn in conns:
+        conn.close()
+    for fut in futs:
+        fut.release()
+    return times
+
+
+def _pings(client, workers, m=2000, parts=2):
+    """The socket channel alone: an empty message; a compact round's bytes (the class's m new
+    values out, a (2, m) array of sums back per partition: ``np.full`` broadcasts the values);
+    a full round's (four m-arrays out, echoed back)."""
+    empty = (getattr, ["key"], ("no such attribute", None))
+    compact = (np.full, [(2, m)] * parts, (np.zeros(m),))
+    full = (getattr, ["key"], ("no such attribute", tuple(np.zeros(m) for _ in range(4))))
+    for name, msg in (("empty", empty), ("compact round", compact), ("full round", full)):
+        t = _ping(client, *msg, 300)
+        print(json.dumps({"ping": name, "workers": workers, "median_ms": 1e3 * np.median(t),
+                          "p10_ms": 1e3 * np.percentile(t, 10),
+                          "p90_ms": 1e3 * np.percentile(t, 90),
+                          "load": os.getloadavg()[0]}), flush=True)
+
+
+def round_profile(n, k, sweeps, repeat, parts, workers):
+    """Part 5: where a distributed sweep's wall time goes, per round: the slowest worker's
+    kernel CPU, the client's own steps and the rest (messages, wake-ups); and the round trip
+    of an empty message and of a round's bytes on the same sockets (:func:`_pings`)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+        yd = da.from_array(y, chunks=rows)
+        Xd, yd = client.persist([Xd, yd])
+        for solver in ("als", "mcmc"):
+            make = lambda n_iter, solver=solver: FMRegressor(  # noqa: E731
+                k, solver=solver, n_iter=n_iter, random_state=0, **kw[solver])
+            fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
+            for rep in range(repeat):
+                est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+                info = est.distributed_
+                r = info["rounds"]
+                row = {"solver": solver, "rep": rep, "rows": n, "workers": workers,
+                       "parts": parts, "load": os.getloadavg()[0],
+                       "sweep_s": float(np.median(est.history_["iter_time"][1:])),
+                       "round_ms": 1e3 * info["seconds_rounds"] / r,
+                       "round_kernel_cpu_ms": 1e3 * info["seconds_rounds_compute"] / r,
+                       "client_ms_per_round": 1e3 * info["seconds_client"] / r,
+                       "rounds_per_sweep": r / est.n_iter_}
+                row["round_rest_ms"] = row["round_ms"] - row["round_kernel_cpu_ms"]
+                print(json.dumps(row), flush=True)
+        _pings(client, workers, parts=-(-parts // workers))
+
+
+def round_kernels(n, repeat):
+    """Part 6: the workers' round kernel on one partition of ``n`` one-hot (user, item) rows
+    (2000 + 2000 features, the rows of ``_one_hot_rows``): the walk through the CSR rows
+    (``kernels.cd_rows.class_round``, the former round) against the class-major layout
+    (``layout_round``, the in-memory sweep's fused pass on the rows sorted by their first
+    feature), a sweep's 18 class rounds of factor passes each, alternated, ``repeat`` times;
+    CPU ns per row and round; and the CPU seconds of building each one's index. (The two
+    give the same cache and sums bit for bit on the same row order: tests/kernels/
+    test_cd_rows.py.)"""
+    from fmlearn._data import raw
+    from fmlearn.distributed._fm_worker import layout
+    from fmlearn.kernels.cd_rows import Apply, Gather, Rows, class_round, class_rows, layout_round
+    from fmlearn.kernels.losses import SQUARED
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    d = X.shape[1]
+    color = (np.arange(d) >= 2000).astype(np.int64)
+    pos = np.where(color == 0, np.arange(d), np.arange(d) - 2000).astype(np.int64)
+    rows = Rows(*raw(X), y, np.ones(n), True)
+    t0 = time.process_time()
+    cols, plan, _ = layout(rows, color)
+    t_layout = time.process_time() - t0
+    t0 = time.process_time()
+    crows = class_rows(rows.indptr, rows.indices, color)
+    t_crows = time.process_time() - t0
+    rng = np.random.default_rng(0)
+    m = 2000
+    rounds = []
+    for f in range(9):
+        for c in (0, 1):
+            cur, nxt = 1 + f % 2, 2 - f % 2
+            rounds.append((Apply(0.0, 1 - c, 1, cur, nxt, 0.1 * rng.normal(size=m),
+                                 1e-6 * rng.normal(size=m), 0.1 * rng.normal(size=m),
+                                 nxt if c == 0 else -1),
+                           Gather(c, 1, cur, 0.1 * rng.normal(size=m), SQUARED)))
+    E0 = rng.normal(size=(n, 3))
+    G, H = np.empty(m), np.empty(m)
+    out = {"rows": n, "layout_build_cpu_s": t_layout, "class_rows_build_cpu_s": t_crows,
+           "csr": [], "layout": [], "load": []}
+    for rep in range(repeat + 1):  # the first of each: compilation / cache load, not timed
+        for mode in ("csr", "layout"):
+            E = E0.copy()
+            t0 = time.process_time()
+            for ap, ga in rounds:
+                if mode == "csr":
+                    class_round(rows, crows, pos, E, ap, ga, G, H)
+                else:
+                    layout_round(cols, plan, E, ap, ga)
+            dt = time.process_time() - t0
+            if rep:
+                out[mode].append(1e9 * dt / (len(rounds) * n))
+                out["load"].append(os.getloadavg()[0])
+    for mode in ("csr", "layout"):
+        v = out[mode]
+        print(f"{mode}: {np.median(v):.2f} ({min(v):.2f}-{max(v):.2f}) CPU ns per row and "
+              f"round", flush=True)
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def client_memory(n, k, sizes):
     import tracemalloc
 
@@ -405,13 +563,14 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6])
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
                         help="sweeps per fit (part 3, default 5) or timed sweeps (part 4, "
                              "default 4)")
     parser.add_argument("--parts", type=int, default=4, help="partitions of part 4")
+    parser.add_argument("--workers", type=int, default=2, help="workers of part 5")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
@@ -437,6 +596,13 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
                       args.parts)
+    if args.part == 5:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            round_profile(args.rows or (60_000 if args.quick else 600_000), 8,
+                          args.sweeps or 4, max(1, args.repeat), args.parts, args.workers)
+    if args.part == 6:
+        round_kernels(args.rows or (30_000 if args.quick else 300_000), max(3, args.repeat))
     if args.part in (None, 3):
         n = 20_000 if args.quick else (args.rows or 2_000_000)
         with warnings.catch_warnings():

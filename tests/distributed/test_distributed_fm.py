@@ -203,6 +203,27 @@ def test_rounds_over_sockets_or_dask_give_the_same_model(client, monkeypatch):
     assert_same_model(fast, FMRegressor(**kw).fit(X, y))
 
 
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_compact_rounds_give_the_full_rounds_model(client, monkeypatch, solver):
+    """Compact rounds (each worker keeps a copy of the model and receives only the new values
+    of the class stepped last; one worker holds two partitions, so its copy must change once
+    per round) give the model of full rounds (the client sends previous values, changes, the
+    next factor's and the gathered class's values) bit for bit, with sample weights and
+    feature groups, and fewer bytes."""
+    X, y = one_hot(2000, seed=7)
+    sw = np.random.default_rng(7).uniform(0.5, 2.0, X.shape[0])
+    Xd, yd, swd = dask_rows(X, y, (700, 600, 700), sw)
+    groups = np.repeat([0, 1, 2], [N_USERS, N_ITEMS, N_CTX])
+    kw = dict(n_factors=3, solver=solver, n_iter=12, random_state=3, groups=groups)
+    compact = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
+    monkeypatch.setattr(_fm._Sweeper, "compact", False)
+    full = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
+    for name in ("w_", "V_"):
+        np.testing.assert_array_equal(getattr(compact, name), getattr(full, name))
+    assert compact.w0_ == full.w0_
+    assert compact.distributed_["bytes_sent"] < full.distributed_["bytes_sent"] / 2
+
+
 _CLIENT_SCRIPT = """
 import sys, time
 sys.path.insert(0, {tests!r})

@@ -7,10 +7,14 @@ A class's update needs the rows only through two class-length sums per feature, 
 changes each row's cache ``E`` by the class's new values. So each partition keeps its rows
 and its cache on one worker, and one *round* is: the client sends the changes of the class it
 updated last and the current values of the next class; every worker applies the changes to
-its rows' cache and returns the next class's sums (:func:`fmlearn.kernels.cd_rows.
-class_round`); the client adds the sums in partition order and steps the class. A round
-moves O(class size) numbers each way per partition, never a row; a sweep is one round for
-w0 (and the noise precision), then one per colour class for w and for each factor. A round is
+its rows' cache and returns the next class's sums; the client adds the sums in partition
+order and steps the class. A round moves O(class size) numbers each way per partition, never
+a row; a sweep is one round for w0 (and the noise precision), then one per colour class for w
+and for each factor. Each worker lays its partitions out once per fit as the in-memory sweep
+lays out its rows (class-major, rows sorted by their first feature:
+:func:`fmlearn.distributed._fm_worker.layout`) and runs the in-memory sweep's fused pass on
+them (:func:`fmlearn.kernels.cd_rows.layout_round`); it keeps a copy of the model, so a round
+sends only the new values of the class stepped last (``_fm_sweep._Sweeper``). A round is
 one message per worker (not a task per partition): each worker holding partitions has a
 :class:`~fmlearn.distributed._fm_worker.Rounds` actor that runs the round on all of them, and
 the client reaches it over a socket of its own (authenticated, kept open for the fit) or, when

@@ -217,6 +217,8 @@ class _RelSweeper(_Sweeper):
     """The sweep of :class:`fmlearn.distributed._fm_sweep._Sweeper` with every block's
     features after each pass's colour classes (see the module docstring)."""
 
+    compact = False  # the workers' row states carry no model copy (_rel_build)
+
     def __init__(self, plan, color, pos, classes_of, rel):
         super().__init__(plan, color, pos, classes_of)
         self.rel = rel  # the client's Relations record: blocks by feature, caches, qn

@@ -15,7 +15,7 @@ from ..kernels.losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _reserve, record_sweep, sweep_config
-from ._fm_worker import StateLost, _bias_round, _class_round
+from ._fm_worker import StateLost, _bias_round, _class_round, _compact_bias, _compact_class
 
 # Sweeps between rebuilds of the row caches from the model (as ALSSettings / MCMCSettings).
 REFRESH_EVERY = 10
@@ -45,7 +45,16 @@ def _lost_errors():
 
 
 class _Sweeper:
-    """The client's part of the sweeps: the model, the chain, the random numbers."""
+    """The client's part of the sweeps: the model, the chain, the random numbers.
+
+    With ``compact`` (the plain sweep) a round sends only what changed: the new values of
+    the class stepped last (each worker keeps a copy of the model, reset by every cache
+    build, and derives the previous values, the changes, the next factor's values and the
+    gathered class's values from it: ``_fm_worker._round_args``), 8 m bytes instead of the
+    32 m of the full round's arrays (m features in the class); the sums come back as one
+    (2, m) array per partition. The rounds are the same bit for bit."""
+
+    compact = True
 
     def __init__(self, plan, color, pos, classes_of):
         self.plan = plan
@@ -81,8 +90,9 @@ class _Sweeper:
         self.restarts = 0  # sweeps restarted after a lost worker
         self.pending = None
         self.t_wait = 0.0  # seconds waiting for the workers' rounds (compute + transfer)
-        self.t_compute = 0.0  # of which the slowest partition's kernel CPU seconds
+        self.t_compute = 0.0  # of which the slowest worker's kernel CPU seconds
         self.t_client = 0.0  # seconds of the client's own steps
+        self.rid = 0  # rounds sent (a compact round's id)
 
     def _use_chain(self, chain):
         self.chain = chain
@@ -140,7 +150,7 @@ class _Sweeper:
                     # builds them): E[:, 0] = pred - target from the model.
                     cluster.build(self.state, self.mode)
                     built = True
-                    self.pending = _no_apply()
+                    self.pending = (_no_apply(), None)
                 self.pending, ok = self._sweep(cluster, self.pending)
             except lost:
                 self.restarts += 1
@@ -185,7 +195,12 @@ class _Sweeper:
         t0 = time.perf_counter()
         out = cluster.map(fn, *args)
         self.t_wait += time.perf_counter() - t0
-        self.t_compute += max(o[-1] for o in out)  # the slowest partition's CPU seconds
+        # the slowest worker's kernel CPU seconds (its partitions' tasks run one after the
+        # other; without workers: every partition's)
+        per = {}
+        for where, o in zip(cluster.where, out, strict=True):
+            per[where] = per.get(where, 0.0) + o[-1]
+        self.t_compute += max(per.values(), default=0.0)
         return out
 
     def _sweep(self, cluster, pending):
@@ -207,7 +222,13 @@ class _Sweeper:
             g = rs.standard_gamma(gamma_shapes(d, k, self.size, cfg, self.sw_total))
             if self.probit:
                 latent = [self.seed, self.chain.t, 1]
-        sums = self._wait(cluster, _bias_round, pending, self.loss, latent)
+        if self.compact:
+            self.rid += 1
+            ap0, chg0 = pending
+            sums = self._wait(cluster, _compact_bias, self.rid, _head(ap0), chg0, self.loss,
+                              latent)
+        else:
+            sums = self._wait(cluster, _bias_round, pending[0], self.loss, latent)
         t0 = time.perf_counter()
         g0 = sum(s[0] for s in sums)
         h0 = sum(s[1] for s in sums)
@@ -247,6 +268,8 @@ class _Sweeper:
             zi += d
         self.t_client += time.perf_counter() - t0
         ap = Apply(float(shift), -1, 0, 1, 1, _E, _E, _E, -1)
+        chg = None  # compact: (c, slot, col, fn, new values) of ap's class
+        compact = self.compact
         for slot, theta, col, cur, nxt, fn, lam, mu, z0 in passes:
             step = Step(self.group, lam, mu, float(alpha), cfg.curv, z, z0, sample, cfg.relax)
             # The next factor's sums start from 0 (set after the last change of the previous
@@ -254,26 +277,42 @@ class _Sweeper:
             ap = ap._replace(zero=nxt if fn >= 0 else -1)
             for c, feats in enumerate(self.classes_of):
                 m = feats.shape[0]
-                old = np.ascontiguousarray(theta[feats, col], dtype=np.float64)
-                ga = Gather(c, slot, cur, old, self.loss)
-                sums = self._wait(cluster, _class_round, ap, ga, m)
-                t0 = time.perf_counter()
-                G = sums[0][0].copy()
-                H = sums[0][1].copy()
-                for gp, hp, _ in sums[1:]:
-                    G += gp
-                    H += hp
+                if compact:
+                    self.rid += 1
+                    sums = self._wait(cluster, _compact_class, self.rid, _head(ap), chg,
+                                      (c, slot, col, cur), self.loss)
+                    t0 = time.perf_counter()
+                    GH = sums[0][0].copy()
+                    for gh, _ in sums[1:]:
+                        GH += gh
+                    G, H = GH[0], GH[1]
+                else:
+                    old = np.ascontiguousarray(theta[feats, col], dtype=np.float64)
+                    ga = Gather(c, slot, cur, old, self.loss)
+                    sums = self._wait(cluster, _class_round, ap, ga, m)
+                    t0 = time.perf_counter()
+                    G = sums[0][0].copy()
+                    H = sums[0][1].copy()
+                    for gp, hp, _ in sums[1:]:
+                        G += gp
+                        H += hp
                 prev = np.empty(m)
                 delta = np.empty(m)
                 class_step(feats, theta, col, G, H, step, prev, delta)
-                vn = (np.ascontiguousarray(st.V[feats, fn], dtype=np.float64) if fn >= 0
-                      else _E)
-                ap = Apply(0.0, c, slot, cur, nxt, prev, delta, vn, -1)
+                if compact:
+                    chg = (c, slot, col, fn, np.ascontiguousarray(theta[feats, col]))
+                    ap = Apply(0.0, c, slot, cur, nxt, _E, _E, _E, -1)
+                else:
+                    vn = (np.ascontiguousarray(st.V[feats, fn], dtype=np.float64) if fn >= 0
+                          else _E)
+                    ap = Apply(0.0, c, slot, cur, nxt, prev, delta, vn, -1)
                 self.t_client += time.perf_counter() - t0
-            ap = self._after_pass(cluster, ap, slot, theta, col, cur, nxt, fn, step)
+            done = self._after_pass(cluster, ap, slot, theta, col, cur, nxt, fn, step)
+            if done is not ap:  # the relation blocks' rounds applied ap
+                ap, chg = done, None
         if sample:
             self.chain.t += 1
-        return ap, ok
+        return (ap, chg), ok
 
     def _after_pass(self, cluster, ap, slot, theta, col, cur, nxt, fn, step):
         """What a sweep updates after a pass's colour classes (the relation blocks of
@@ -287,3 +326,9 @@ _E = np.zeros(0)
 
 def _no_apply():
     return Apply(0.0, -1, 0, 1, 1, _E, _E, _E, -1)
+
+
+def _head(ap):
+    """The scalars of a round's changes (compact rounds): w0's shift, the factor-sum columns
+    and the column set to 0."""
+    return (float(ap.shift), int(ap.cur), int(ap.nxt), int(ap.zero))

@@ -18,7 +18,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .cd import _dloss, _step, scatter_delta
+from .cd import _dloss, _fused, _Side, _step, scatter_delta
 
 Rows = namedtuple("Rows", ["indptr", "indices", "data", "y", "sw", "unit"])
 Rows.__doc__ = """A partition's CSR arrays, its targets or labels ``y`` and weights ``sw``
@@ -118,6 +118,41 @@ def class_round(rows, crows, pos, E, ap, ga, G, H):
             s = 1.0 if rows.unit else rows.sw[i]
             G[t] += s * _dloss(ga.loss, E[i, 0], rows.y, i) * h
             H[t] += s * h * h
+
+
+@njit(cache=True, nogil=True)
+def layout_round(cols, plan, E, ap, ga):
+    """:func:`class_round` on a partition laid out class-major (the in-memory sweep's
+    :data:`fmlearn.kernels.cd.Columns` and :data:`~fmlearn.kernels.cd.Plan` of the partition's
+    rows under the fit's colouring, one block): the fused pass of ``kernels.cd`` (the
+    scatter of class ``ap.c`` and the gather of class ``ga.c`` chunk by chunk, streaming each
+    class's entries and ``E`` in row order) in place of a walk through the CSR rows. Returns
+    nothing: the sums of ``ga.c`` are in ``plan.G[0, :m]``, ``plan.H[0, :m]``.
+
+    Each row sees the same operations in the same order as in :func:`class_round` and each
+    feature's sums add its rows in increasing order (the serial gather, one running sum per
+    feature), with the same arithmetic (the unit-value paths drop multiplications by 1,
+    which are exact), so the result equals :func:`class_round`'s bit for bit (tested). On
+    one-hot rows a round costs what a class pass of the in-memory sweep costs (about 2 ns per
+    row against 16-18 ns for the walk through the CSR rows)."""
+    if ap.shift != 0.0:
+        for i in range(E.shape[0]):
+            E[i, 0] += ap.shift
+    fn = -1
+    if ap.c >= 0:
+        for t in range(ap.delta.shape[0]):
+            plan.old[0, t] = ap.old[t]
+            plan.delta[0, t] = ap.delta[t]
+        if ap.vn.shape[0] > 0:
+            fn = 0
+            for t in range(ap.vn.shape[0]):
+                plan.vn[0, t] = ap.vn[t]
+    if ga.c >= 0:
+        for t in range(ga.old.shape[0]):
+            plan.old[1, t] = ga.old[t]
+    sc = _Side(ap.c, ap.slot, ap.cur, ap.nxt, fn, 0)
+    gs = _Side(ga.c, ga.slot, ga.cur, 0, -1, 1)
+    _fused(cols, plan, E, sc, gs, ap.zero, plan.G, ga.loss, None)
 
 
 @njit(cache=True, nogil=True)
