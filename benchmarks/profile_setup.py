@@ -6,7 +6,7 @@ the first sweep, and prints per phase: CPU seconds, wall seconds, the peak of tr
 above the phase's start (tracemalloc: NumPy's buffers included) and the traced memory the
 phase leaves allocated. Sub-phases are indented under the phase that calls them.
 
-Usage::
+Usage (``PYTHONPATH=OTHER/src`` profiles another checkout's code the same way)::
 
     python benchmarks/profile_setup.py [--train FILE | --rows N] [--solver als|mcmc]
         [--no-trace]
@@ -155,8 +155,10 @@ def main(argv=None):
     prof.patch(fm_plan.ClassicFMPlan, "build", "ClassicFMPlan.build")
     import fmlearn.kernels.dedup as dedup
 
-    for attr in ("row_keys", "radix_argsort", "group_keys", "group_weights", "take"):
-        setattr(dedup, attr, prof.wrap(attr, getattr(dedup, attr)))
+    for attr in ("row_keys", "radix_argsort", "hash_argsort", "group_keys", "group_hashed",
+                 "group_weights", "take"):  # this checkout's names and earlier ones
+        if hasattr(dedup, attr):
+            setattr(dedup, attr, prof.wrap(attr, getattr(dedup, attr)))
     for attr in ("_colour_classes", "class_counts", "fill_dense_classes", "fill_classes",
                  "_plan", "rows_cooccurrence_work", "coloring_rounds"):
         if hasattr(common, attr):
