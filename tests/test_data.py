@@ -47,6 +47,27 @@ def test_merged_rows_equals_merge_duplicate_rows(dtype, by_first, zeros):
         assert keep is None
 
 
+@pytest.mark.parametrize("merged", [True, False])
+def test_merged_rows_without_weights_equal_unit_weights(merged):
+    # sample_weight=None (the fits without weights): the rows, targets and counts of unit
+    # weights; None for the weights when nothing was merged (no n ones kept)
+    rng = np.random.default_rng(2)
+    X, y, _ = _rows_with_duplicates(np.float64, rng)
+    if not merged:
+        X, y, _ = merge_duplicate_rows(X, y, np.ones(X.shape[0]))
+    rows, yr, wr, keep = merged_rows(X, y, np.ones(X.shape[0]))
+    rows0, yr0, wr0, keep0 = merged_rows(X, y, None)
+    assert np.array_equal(rows0, rows) and np.array_equal(yr0, yr)
+    assert keep is None and keep0 is None
+    if merged:
+        assert np.array_equal(wr0, wr) and wr0.max() > 1
+        return
+    assert wr0 is None and np.all(wr == 1.0)
+    data = column_data(X, yr0, wr0, rows0, keep0)  # one entry for the unit weights
+    assert data.cols.unit and data.cols.sw.shape == (1,)
+    assert data.sw.shape == (rows0.shape[0],) and np.all(data.sw == 1.0)
+
+
 def test_merged_rows_rejects_all_zero_weights():
     X = to_csr(sp.eye(4, format="csr"))
     with pytest.raises(ValueError, match="all sample weights are zero"):
