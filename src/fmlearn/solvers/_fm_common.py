@@ -19,6 +19,7 @@ from ..kernels.cd_layout import (
     coloring_rounds,
     fill_classes,
     fill_dense_classes,
+    inverse_rows,
     row_state_at,
     rows_cooccurrence_work,
 )
@@ -218,8 +219,7 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     n = rows.shape[0] if rows.shape[0] else n_src
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
-        inv = np.full(n_src, -1, dtype=rows.dtype)
-        inv[rows] = np.arange(n, dtype=rows.dtype)
+        inv = inverse_rows(rows, n_src)
     order, color_ptr, color = _colour_classes(X_csr, inv, keep)
     n_colors = color_ptr.shape[0] - 1
     pos = np.empty(d, dtype=np.int32)
