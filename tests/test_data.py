@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from fmlearn._data import canonical_csr, merge_duplicate_rows, merged_rows, to_csr
-from fmlearn.kernels.dedup import radix_argsort
+from fmlearn.kernels.dedup import hash_argsort
 from fmlearn.solvers._fm_common import FMState, column_data
 
 
@@ -47,20 +47,47 @@ def test_merged_rows_equals_merge_duplicate_rows(dtype, by_first, zeros):
         assert keep is None
 
 
+@pytest.mark.parametrize("merged", [True, False])
+def test_merged_rows_without_weights_equal_unit_weights(merged):
+    # sample_weight=None (the fits without weights): the rows, targets and counts of unit
+    # weights; None for the weights when nothing was merged (no n ones kept)
+    rng = np.random.default_rng(2)
+    X, y, _ = _rows_with_duplicates(np.float64, rng)
+    if not merged:
+        X, y, _ = merge_duplicate_rows(X, y, np.ones(X.shape[0]))
+    rows, yr, wr, keep = merged_rows(X, y, np.ones(X.shape[0]))
+    rows0, yr0, wr0, keep0 = merged_rows(X, y, None)
+    assert np.array_equal(rows0, rows) and np.array_equal(yr0, yr)
+    assert keep is None and keep0 is None
+    if merged:
+        assert np.array_equal(wr0, wr) and wr0.max() > 1
+        return
+    assert wr0 is None and np.all(wr == 1.0)
+    data = column_data(X, yr0, wr0, rows0, keep0)  # one entry for the unit weights
+    assert data.cols.unit and data.cols.sw.shape == (1,)
+    assert data.sw.shape == (rows0.shape[0],) and np.all(data.sw == 1.0)
+
+
 def test_merged_rows_rejects_all_zero_weights():
     X = to_csr(sp.eye(4, format="csr"))
     with pytest.raises(ValueError, match="all sample weights are zero"):
         merged_rows(X, np.ones(4), np.zeros(4))
 
 
-def test_radix_argsort_is_a_stable_argsort():
+def test_hash_argsort_is_a_stable_argsort():
+    # the top halves radix-sorted, runs of equal top halves by the bottom halves: insertion
+    # (short runs) and merge sort (long runs), ties between whole keys kept in input order
     rng = np.random.default_rng(1)
+    low = rng.integers(0, 100, 5000).astype(np.uint64)
     for keys in (rng.integers(0, 2**63, 5000, dtype=np.uint64) * np.uint64(2),  # top bit too
-                 rng.integers(0, 7, 5000).astype(np.uint64) << np.uint64(40),  # ties, one digit
+                 rng.integers(0, 7, 5000).astype(np.uint64) << np.uint64(40),  # ties only
+                 (rng.integers(0, 7, 5000).astype(np.uint64) << np.uint64(40)) | low,  # long
+                 (rng.integers(0, 1000, 5000).astype(np.uint64) << np.uint64(32)) | low,
                  np.zeros(10, dtype=np.uint64), np.zeros(0, dtype=np.uint64)):
-        order, sorted_keys = radix_argsort(keys)
-        assert np.array_equal(order, np.argsort(keys, kind="stable"))
-        assert np.array_equal(sorted_keys, keys[order])
+        order, top = hash_argsort(keys)
+        want = np.argsort(keys, kind="stable")
+        assert np.array_equal(order, want)
+        assert np.array_equal(top, (keys[want] >> np.uint64(32)).astype(np.uint32))
 
 
 def test_canonical_csr_is_not_copied_and_others_are():

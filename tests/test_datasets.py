@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from fmlearn._data import canonical_csr
 from fmlearn.datasets import (
     _movielens,
     fm_scores,
@@ -92,6 +93,9 @@ def test_save_load_round_trip_is_exact_for_short_decimals(tmp_path, ext, zero_ba
     assert sp.issparse(X2) and X2.shape == (40, 7)
     np.testing.assert_array_equal(X2.toarray(), X)
     np.testing.assert_array_equal(y2, y)
+    # the kernels' index dtypes: a fit reads the rows in place (no narrowed copy)
+    assert X2.indices.dtype == X2.indptr.dtype == np.int32
+    assert canonical_csr(X2, X2.dtype) is X2
     # dtype float32 is honoured
     X3, _ = load_svmlight(path, n_features=7, zero_based=zero_based, dtype=np.float32)
     assert X3.dtype == np.float32

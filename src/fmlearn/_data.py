@@ -147,31 +147,37 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     ``y[r]`` and the summed weight ``sample_weight[r]``; ``keep`` (bool per row of ``X``) marks
     the rows of positive weight (within ``subset``), or is None when every row has one. The
     same rows in the same order as :func:`merge_duplicate_rows` (bit for bit: the same keys,
-    sorted stably by a radix sort), without a copy of ``X``: 4 bytes per row instead of the
-    rows. With ``subset`` (sorted row indices), those of ``merge_duplicate_rows(X[subset],
-    y[subset], sample_weight[subset])``, as indices into ``X``.
+    sorted stably by :func:`fmlearn.kernels.dedup.hash_argsort`), without a copy of ``X``:
+    4 bytes per row instead of the rows. With ``subset`` (sorted row indices), those of
+    ``merge_duplicate_rows(X[subset], y[subset], sample_weight[subset])``, as indices into
+    ``X``.
 
     Parameters
     ----------
     X : csr_matrix, canonical (see :func:`to_csr`)
     y : ndarray of shape (n_samples,)
-    sample_weight : ndarray of shape (n_samples,)
+    sample_weight : ndarray of shape (n_samples,) or None
+        None: unit weights, never materialised; the returned ``sample_weight`` is then None
+        when no row was merged or left out (every fit row has weight 1).
     group_by_first : bool, default=True
     subset : ndarray of sorted row indices, optional
         Only these rows (the training part of an early-stopping split, not copied).
     """
-    from .kernels.dedup import group_keys, group_weights, radix_argsort, row_keys, take
+    from .kernels.dedup import group_hashed, group_weights, hash_argsort, row_keys, take
 
-    sw = np.asarray(sample_weight, dtype=np.float64)
-    keep = sw > 0
+    unit = sample_weight is None
+    if not unit:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        unit = bool(np.all(sw == 1.0))
+    keep = None if unit else sw > 0  # unit weights: every row kept, no mask
     if subset is not None:  # only these rows (the training part of a split)
         inside = np.zeros(X.shape[0], dtype=bool)
         inside[subset] = True
-        keep &= inside
+        keep = inside if keep is None else keep & inside
         del inside
     src = np.zeros(0, dtype=np.int32)
     n = X.shape[0]
-    if not keep.all():
+    if keep is not None and not keep.all():
         src = np.flatnonzero(keep).astype(np.int32 if n < 2**31 else np.int64)
         n = src.shape[0]
     else:
@@ -179,27 +185,28 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     if n == 0:
         raise ValueError("all sample weights are zero: there is nothing to fit")
     indptr, indices, data = X.indptr, X.indices, X.data
-    yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
+    yy = np.ascontiguousarray(y, dtype=np.float64)  # row_keys maps -0.0 to +0.0 itself
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
     b = max(1, int(X.shape[1] + 1).bit_length())
-    key = row_keys(indptr, indices, data.view(bits), yy.view(np.uint64), src, n, b,
-                   group_by_first)
-    if n < 2**31:
-        order, key = radix_argsort(key)
+    key = row_keys(indptr, indices, data.view(bits), yy, src, n, b, group_by_first)
+    if n < 2**31:  # radix sort of the keys' top halves, runs of equal ones by the rest
+        order, top = hash_argsort(key)
     else:  # pragma: no cover - beyond the int32 positions of the radix sort
         order = np.argsort(key, kind="stable")
-        key = key[order]
-    group, reps = group_keys(order, key, src, indptr, indices, data, yy)
-    del key
-    if np.all(sw == 1.0):  # the same sums of ones, without reading sw in sorted order
+        top = (key[order] >> np.uint64(32)).astype(np.uint32)
+    group, reps = group_hashed(order, top, key, src, indptr, indices, data, yy)
+    del key, top, yy
+    if unit:  # the same sums of ones, without reading sw in sorted order
         if reps.shape[0] == n and src.shape[0] == 0:  # nothing merged or dropped: all ones
-            w = sw  # (8 bytes per row less for the fit; the solvers only read the weights)
+            # (8 bytes per row less for the fit; the solvers only read the weights)
+            w = None if sample_weight is None else sw
         else:
             w = np.bincount(group, minlength=reps.shape[0]).astype(np.float64)
     else:
         w = group_weights(group, order, src, sw, reps.shape[0])
+    del group, order
     rows = reps if src.shape[0] == 0 else src[reps]
-    rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64)
+    rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64, copy=False)
     y = np.asarray(y)
     if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
         return rows, take(y, rows), w, keep

@@ -961,3 +961,17 @@ def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
         plan = plan_mod.ClassicFMPlan.build(FMRegressor(3, solver=solver, random_state=0),
                                             summary)
         assert not plan.state.w.any() and plan.state.V.any()
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_fit_without_weights_equals_unit_weights(solver):
+    # ALS / MCMC carry no array of ones when sample_weight is None: the same model, bit for
+    # bit, as with sample_weight=ones, with duplicate rows merged (counts) or none
+    X, y, _ = make_fm(300, 12, 2, x="sparse", density=0.3, noise=0.3, random_state=4)
+    for rows in (X, sp.vstack([X, X[:50]]).tocsr()):
+        yy = np.r_[y, y[:50]][:rows.shape[0]]
+        kw = dict(n_factors=3, solver=solver, n_iter=4, random_state=0, n_jobs=1)
+        a = FMRegressor(**kw).fit(rows, yy)
+        b = FMRegressor(**kw).fit(rows, yy, sample_weight=np.ones(rows.shape[0]))
+        assert a.w0_ == b.w0_ and np.array_equal(a.w_, b.w_) and np.array_equal(a.V_, b.V_)
+        assert a.init_stdev_ == b.init_stdev_

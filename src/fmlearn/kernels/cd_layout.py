@@ -20,6 +20,18 @@ def _src(rows, r):
 
 
 @njit(cache=True)
+def inverse_rows(rows, n_src):
+    """``inv`` (n_src, ``rows``' dtype): ``inv[rows[r]] = r``, -1 for the source rows no fit row
+    reads; one pass, without the n-long ``arange`` of NumPy's ``inv[rows] = arange(n)``
+    (8,000,000 rows in random order: 0.04-0.07 against 0.08-0.09 CPU s, loaded machine).
+    ``rows`` must index rows below ``n_src`` (``fmlearn._data.merged_rows`` gives such)."""
+    inv = np.full(n_src, -1, dtype=rows.dtype)
+    for r in range(rows.shape[0]):
+        inv[rows[r]] = r
+    return inv
+
+
+@njit(cache=True)
 def rows_cooccurrence_work(indptr, inv):
     """sum_r nnz_r^2 over the fit rows: the cost of the feature co-occurrence graph. Reads the
     source rows in order; source row u counts when ``inv[u] >= 0`` (an empty ``inv``: all)."""

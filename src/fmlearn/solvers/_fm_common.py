@@ -19,6 +19,7 @@ from ..kernels.cd_layout import (
     coloring_rounds,
     fill_classes,
     fill_dense_classes,
+    inverse_rows,
     row_state_at,
     rows_cooccurrence_work,
 )
@@ -66,7 +67,12 @@ class ColumnData:
 
     @property
     def sw(self):
-        return self.cols.sw
+        """The fit rows' weights; unit weights (``cols.unit`` and a one-entry ``cols.sw``,
+        which the kernels never read) as a read-only view of one 1.0 (no memory per row)."""
+        sw = self.cols.sw
+        if self.cols.unit and sw.shape[0] != self.n_samples:
+            return np.broadcast_to(sw[:1], (self.n_samples,))
+        return sw
 
     @property
     def n_samples(self):
@@ -198,7 +204,8 @@ BLOCK_BUDGET = 1_000_000
 
 def column_data(X_csr, y, sw, rows=None, keep=None):
     """Build :class:`ColumnData` from the canonical CSR rows ``X_csr`` (see ``_data.to_csr``)
-    with targets ``y`` and weights ``sw`` of the fit's rows: fit row r is row ``rows[r]`` of
+    with targets ``y`` and weights ``sw`` of the fit's rows (None: unit weights, kept as one
+    entry instead of n; :attr:`ColumnData.sw`): fit row r is row ``rows[r]`` of
     ``X_csr`` (None: the rows of ``X_csr`` in order; see ``_data.merged_rows``). ``keep``
     (bool, one per row of ``X_csr``) marks the rows the fit uses when ``rows`` leaves some out
     (for the colouring; None: every row).
@@ -212,8 +219,7 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     n = rows.shape[0] if rows.shape[0] else n_src
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
-        inv = np.full(n_src, -1, dtype=rows.dtype)
-        inv[rows] = np.arange(n, dtype=rows.dtype)
+        inv = inverse_rows(rows, n_src)
     order, color_ptr, color = _colour_classes(X_csr, inv, keep)
     n_colors = color_ptr.shape[0] - 1
     pos = np.empty(d, dtype=np.int32)
@@ -234,7 +240,7 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
                      ex)
     del inv  # the layout's only: the row state reads the source rows and gathers by rows
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
-    sw = np.ascontiguousarray(sw, dtype=np.float64)
+    sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
     cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
                    bool(np.all(sw == 1.0)))
     return ColumnData(cols, plan, (indptr, indices, data), rows)
