@@ -108,6 +108,8 @@ AUTO_TRACE_FACTORS = (1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
 CHUNK_DIVISOR = 64
 # relative rounding allowed between the chunked and the one-pass sums of the losses
 LOSS_ROUNDING = 1e-9
+# chunks of the candidates' runs for learners without a tracked projection
+COARSE_CHUNKS = 16
 # a candidate whose projections saturated the tracked subspace in more rounds than this is
 # refused (module docstring, "The cost of the scan")
 AUTO_COSTLY_ROUNDS = 16
@@ -329,6 +331,9 @@ class _Scan:
         while bounds[-1] < n:
             bounds.append(min(n, bounds[-1] + max(1, bounds[-1] // CHUNK_DIVISOR)))
         self.bounds = bounds
+        # learners without a tracked projection (dense, OCCFM, the low-rank projected ones)
+        # need the chunks only to stop a losing candidate: COARSE_CHUNKS of them
+        self.coarse = sorted({int(round(n * k / COARSE_CHUNKS)) for k in range(COARSE_CHUNKS + 1)})
         self.best_costly = None  # costly rounds of the best candidate's run so far
         self.S0 = None  # the accumulated gradient prepared for the sample (empty)
         self.free_bound = None  # every bound >= this runs as the unbounded learner
@@ -354,7 +359,8 @@ class _Scan:
         outcome = "run"
         with blas_single_thread():
             self._prepare(learner)
-            for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True):
+            bounds = self.bounds if getattr(learner, "dense", True) is False else self.coarse
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
                 t0 = learner.rounds() if free else 0
                 try:
                     status, _, _ = learner.learn(self.csr, self.y, self.sw, order[a:b], out,
