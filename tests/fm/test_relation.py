@@ -79,18 +79,28 @@ def _relational_classes(data, d):
 
 # -- the sweep against the oracle ----------------------------------------------------------------
 
-@pytest.mark.parametrize("sample, relax", [(False, 0.0), (True, 0.0), (True, -0.9)])
-def test_relation_sweep_matches_full_conditional_oracle(sample, relax):
+@pytest.mark.parametrize("sample, relax, unit", [(False, 0.0, False), (True, 0.0, False),
+                                                 (True, -0.9, False), (True, 0.0, True)])
+def test_relation_sweep_matches_full_conditional_oracle(sample, relax, unit):
     # Each coordinate, in the relational order, must be set to the minimiser of its 1-D
     # objective (ALS) or to mean + a (old - mean) + sqrt(1 - a^2) noise / sqrt(precision) of
     # its full conditional (MCMC), computed here from the objective evaluated on the expanded
-    # rows (three evaluations of a quadratic); two groups with their own priors.
-    rng, Xr, y, sw = _case(1)
+    # rows (three evaluations of a quadratic); two groups with their own priors. ``unit``:
+    # unit weights and the samples sorted by their block-0 row (as the estimator's merge
+    # orders them), the kernels' fast paths: block 0's gather summing runs of one block row,
+    # the scatter of block 0 fused with the gather of block 1.
+    rng, Xr, y, sw = _case(1, weights=not unit)
+    if unit:
+        order = np.argsort(Xr.blocks[0].indices, kind="stable")
+        Xr = RelationData(Xr.X[order], [RelationBlock(b.indices[order], b.X)
+                                        for b in Xr.blocks])
+        y = y[order]
     Xr, blocks = _parts(Xr)
     X = Xr.to_csr()
     n, d = X.shape
     k = 2
     data = relation_column_data(Xr.X, blocks, y, sw)
+    assert list(data.rel.grouped) == [unit, False] and data.rel.unit == unit
     w0, w, V = float(rng.normal()), rng.normal(size=d), 0.5 * rng.normal(size=(d, k))
     group, size = group_index(rng.integers(0, 2, size=d), d)
     alpha, reg0 = 2.0, 0.4

@@ -59,7 +59,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 from numba.extending import overload
 
 from . import compile_for
@@ -105,8 +105,17 @@ RelationRows.__doc__ = """Relational samples to predict: the row-level features 
 # The columns of a block row's cache C: weight, sums of l', qm, qm^2, l' qm; the block row's
 # share of the factor sum, that share when the pass started, and the change of the block row's
 # own share of the prediction.
-_N, _SE, _SQ, _SQQ, _SEQ, _QB, _Q0, _DY = range(8)
+_N, _SE, _SQ, _SQQ, _SEQ, _QB, _Q0, _DY = (uint64(t) for t in range(8))
 N_CACHE = 8  # one 64-byte cache line per block row
+
+
+@njit(inline="always")
+def _row(b):
+    # Offset of block row b's cache in the flat view of C (C.reshape(-1)). Unsigned offsets
+    # and the flat view spare numba's negative-index wraparound and the 2-D address
+    # arithmetic: _block_features took 7 % less time on MovieLens-100K's blocks (0.630
+    # against 0.676 ms per pass over both blocks, min of 40 alternated, same process).
+    return uint64(N_CACHE) * uint64(b)
 
 
 def block_caches(n_rows):
@@ -151,32 +160,39 @@ def _scatter(rel, r, pa, E):
     # Block r's changes written to the row states: the block row's own share of the
     # prediction moved by DY, its cross term by qm DQ, its factor sum by DQ; plus its share of
     # the next factor's sums. (Loops written out here and below: a call per sample passing
-    # arrays costs their reference counts.)
-    C = rel.C
+    # arrays costs their reference counts. E and C through flat views with unsigned offsets,
+    # as kernels.cd's _scatter_unit: no negative-index wraparound.)
+    C = rel.C.reshape(-1)
     qn = rel.qn
     ix = rel.ix[r]
-    cur = pa.cur
-    nxt = pa.nxt
+    Ef = E.reshape(-1)
+    cur = uint64(pa.cur)
+    nxt = uint64(pa.nxt)
     fn = pa.fn
+    n = uint64(ix.shape[0])
+    three = uint64(3)
     if pa.slot == 0:
         if fn >= 0:
-            for i in range(ix.shape[0]):
+            for i in range(n):
                 b = ix[i]
-                E[i, 0] += C[b, _DY]
-                E[i, nxt] += qn[b]
+                e = three * i
+                Ef[e] += C[_row(b) + _DY]
+                Ef[e + nxt] += qn[b]
         else:
-            for i in range(ix.shape[0]):
-                E[i, 0] += C[ix[i], _DY]
+            for i in range(n):
+                Ef[three * i] += C[_row(ix[i]) + _DY]
         return
-    for i in range(ix.shape[0]):
+    for i in range(n):
         b = ix[i]
-        q0 = C[b, _Q0]
-        dq = C[b, _QB] - q0
-        qm = E[i, cur] - q0
-        E[i, 0] += C[b, _DY] + qm * dq
-        E[i, cur] += dq
+        k = _row(b)
+        e = three * i
+        q0 = C[k + _Q0]
+        dq = C[k + _QB] - q0
+        qm = Ef[e + cur] - q0
+        Ef[e] += C[k + _DY] + qm * dq
+        Ef[e + cur] += dq
         if fn >= 0:
-            E[i, nxt] += qn[b]
+            Ef[e + nxt] += qn[b]
 
 
 @njit(cache=True, nogil=True)
@@ -188,75 +204,83 @@ def _gather(rel, r, pa, E, cfg):
     the samples are sorted) a run's sums are kept in registers and added to the row's cache
     when the run ends -- the same additions in the same order, without a chain of stores and
     loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples)."""
-    C = rel.C
+    C = rel.C.reshape(-1)
     ix = rel.ix[r]
-    n = ix.shape[0]
-    cur = pa.cur
+    Ef = E.reshape(-1)
+    n = uint64(ix.shape[0])
+    cur = uint64(pa.cur)
+    three = uint64(3)
+    one = uint64(1)
     fast = rel.unit and cfg.loss == SQUARED
+    y = rel.rows.y
     if pa.slot == 0:
-        i = 0
+        i = uint64(0)
         while i < n:  # runs of one block row (of length 1 when the block is not grouped)
             b = ix[i]
-            se = C[b, _SE]
+            k = _row(b)
+            se = C[k + _SE]
             while i < n and ix[i] == b:
                 if fast:
-                    se += E[i, 0]
+                    se += Ef[three * i]
                 else:
                     s = 1.0 if rel.unit else rel.sw[i]
-                    se += s * _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                i += 1
-            C[b, _SE] = se
+                    se += s * _dloss(cfg.loss, Ef[three * i], y, i)
+                i += one
+            C[k + _SE] = se
         return
     if not rel.grouped[r]:
         for i in range(n):
-            b = ix[i]
+            k = _row(ix[i])
+            t = three * i
             if fast:
-                e = E[i, 0]
-                qm = E[i, cur] - C[b, _QB]
-                C[b, _SE] += e
-                C[b, _SQ] += qm
-                C[b, _SQQ] += qm * qm
-                C[b, _SEQ] += qm * e
+                e = Ef[t]
+                qm = Ef[t + cur] - C[k + _QB]
+                C[k + _SE] += e
+                C[k + _SQ] += qm
+                C[k + _SQQ] += qm * qm
+                C[k + _SEQ] += qm * e
             else:
                 s = 1.0 if rel.unit else rel.sw[i]
-                e = _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                qm = E[i, cur] - C[b, _QB]
-                t = s * qm
-                C[b, _SE] += s * e
-                C[b, _SQ] += t
-                C[b, _SQQ] += t * qm
-                C[b, _SEQ] += t * e
+                e = _dloss(cfg.loss, Ef[t], y, i)
+                qm = Ef[t + cur] - C[k + _QB]
+                h = s * qm
+                C[k + _SE] += s * e
+                C[k + _SQ] += h
+                C[k + _SQQ] += h * qm
+                C[k + _SEQ] += h * e
         return
-    i = 0
+    i = uint64(0)
     while i < n:
         b = ix[i]
-        qb = C[b, _QB]
-        se = C[b, _SE]
-        sq = C[b, _SQ]
-        sqq = C[b, _SQQ]
-        seq = C[b, _SEQ]
+        k = _row(b)
+        qb = C[k + _QB]
+        se = C[k + _SE]
+        sq = C[k + _SQ]
+        sqq = C[k + _SQQ]
+        seq = C[k + _SEQ]
         while i < n and ix[i] == b:
+            t = three * i
             if fast:
-                e = E[i, 0]
-                qm = E[i, cur] - qb
+                e = Ef[t]
+                qm = Ef[t + cur] - qb
                 se += e
                 sq += qm
                 sqq += qm * qm
                 seq += qm * e
             else:
                 s = 1.0 if rel.unit else rel.sw[i]
-                e = _dloss(cfg.loss, E[i, 0], rel.rows.y, i)
-                qm = E[i, cur] - qb
-                t = s * qm
+                e = _dloss(cfg.loss, Ef[t], y, i)
+                qm = Ef[t + cur] - qb
+                h = s * qm
                 se += s * e
-                sq += t
-                sqq += t * qm
-                seq += t * e
-            i += 1
-        C[b, _SE] = se
-        C[b, _SQ] = sq
-        C[b, _SQQ] = sqq
-        C[b, _SEQ] = seq
+                sq += h
+                sqq += h * qm
+                seq += h * e
+            i += one
+        C[k + _SE] = se
+        C[k + _SQ] = sq
+        C[k + _SQQ] = sqq
+        C[k + _SEQ] = seq
 
 
 @njit(cache=True, nogil=True)
@@ -264,33 +288,37 @@ def _scatter_gather(rel, r, r2, pa, E):
     """:func:`_scatter` of block r then :func:`_gather` of block r2 in one pass over the
     samples: a factor pass, unit weights, the squared loss, block r2 not grouped (the same
     operations in the same order; 0.22 against 0.26 ms on MovieLens' 75,000 samples)."""
-    C = rel.C
+    C = rel.C.reshape(-1)
     qn = rel.qn
     ix = rel.ix[r]
     ix2 = rel.ix[r2]
-    cur = pa.cur
-    nxt = pa.nxt
+    Ef = E.reshape(-1)
+    cur = uint64(pa.cur)
+    nxt = uint64(pa.nxt)
     fn = pa.fn
-    for i in range(ix.shape[0]):
+    three = uint64(3)
+    for i in range(uint64(ix.shape[0])):
         b = ix[i]
-        q0 = C[b, _Q0]
-        dq = C[b, _QB] - q0
-        q = E[i, cur]
-        e = E[i, 0] + (C[b, _DY] + (q - q0) * dq)
+        k = _row(b)
+        t = three * i
+        q0 = C[k + _Q0]
+        dq = C[k + _QB] - q0
+        q = Ef[t + cur]
+        e = Ef[t] + (C[k + _DY] + (q - q0) * dq)
         q += dq
-        E[i, 0] = e
-        E[i, cur] = q
+        Ef[t] = e
+        Ef[t + cur] = q
         if fn >= 0:
-            E[i, nxt] += qn[b]
-        b2 = ix2[i]
-        qm = q - C[b2, _QB]
-        C[b2, _SE] += e
-        C[b2, _SQ] += qm
-        C[b2, _SQQ] += qm * qm
-        C[b2, _SEQ] += qm * e
+            Ef[t + nxt] += qn[b]
+        k2 = _row(ix2[i])
+        qm = q - C[k2 + _QB]
+        C[k2 + _SE] += e
+        C[k2 + _SQ] += qm
+        C[k2 + _SQQ] += qm * qm
+        C[k2 + _SEQ] += qm * e
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def _block_features(rel, r, pa, group, cfg):
     # Every feature of block r once, in index order, from and into the block rows' caches;
     # the second visit of a feature's entries also adds its share of the next factor's sums
@@ -303,8 +331,16 @@ def _block_features(rel, r, pa, group, cfg):
     # MovieLens-100K's relation blocks took 7 % less CPU (3.06 against 3.28 s, median of 3,
     # benchmarks/bench_relation.py --baseline-src, load 13). The sums round otherwise (by
     # ulps of their terms), so the chain is not bit for bit the one of the unfactored sums.
-    C = rel.C
+    # Compiled with fused multiply-adds (fastmath "contract" only: no flag that assumes no
+    # NaN or infinity, which the divergence test needs): a product and the sum it feeds are
+    # rounded once, so the sums move by ulps and the chain is not bit for bit the one of
+    # separate multiplies and adds; 10 % less time (0.571 against 0.633 ms per pass over
+    # MovieLens-100K's two blocks, min of 40 alternated in one process, load 8-10). The
+    # same kernel runs on every thread count and in the Dask backend's client.
+    C = rel.C.reshape(-1)  # block row b's cache at C[8 b:8 b + 8] (see _row)
     qn = rel.qn
+    cidx = rel.cidx
+    cval = rel.cval
     d0 = rel.foff[0]
     theta = pa.theta
     col = pa.col
@@ -315,22 +351,24 @@ def _block_features(rel, r, pa, group, cfg):
         old = theta[j, col]
         g = 0.0
         hh = 0.0
-        lo = rel.cptr[j - d0]
-        hi = rel.cptr[j - d0 + 1]
+        lo = uint64(rel.cptr[j - d0])
+        hi = uint64(rel.cptr[j - d0 + 1])
         if pa.slot == 0:
             for p in range(lo, hi):
-                b = rel.cidx[p]
-                x = rel.cval[p]
-                g += x * C[b, _SE]
-                hh += x * x * C[b, _N]
+                b = cidx[p]
+                k = _row(b)
+                x = cval[p]
+                g += x * C[k + _SE]
+                hh += x * x * C[k + _N]
         else:
             for p in range(lo, hi):
-                b = rel.cidx[p]
-                x = rel.cval[p]
-                u = C[b, _QB] - old * x
-                sq = C[b, _SQ]
-                g += x * (u * C[b, _SE] + C[b, _SEQ])
-                hh += x * x * (u * (u * C[b, _N] + sq + sq) + C[b, _SQQ])
+                b = cidx[p]
+                k = _row(b)
+                x = cval[p]
+                u = C[k + _QB] - old * x
+                sq = C[k + _SQ]
+                g += x * (u * C[k + _SE] + C[k + _SEQ])
+                hh += x * x * (u * (u * C[k + _N] + sq + sq) + C[k + _SQQ])
         noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
         gj = group[j]
         theta[j, col] = _step(old, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, c, noise,
@@ -340,28 +378,30 @@ def _block_features(rel, r, pa, group, cfg):
         if delta == 0.0:
             if fn >= 0:
                 for p in range(lo, hi):
-                    qn[rel.cidx[p]] += vn * rel.cval[p]
+                    qn[cidx[p]] += vn * cval[p]
             continue
         cd = c * delta
         if pa.slot == 0:
             for p in range(lo, hi):
-                b = rel.cidx[p]
-                x = rel.cval[p]
-                C[b, _SE] += cd * x * C[b, _N]
-                C[b, _DY] += delta * x
+                b = cidx[p]
+                k = _row(b)
+                x = cval[p]
+                C[k + _SE] += cd * x * C[k + _N]
+                C[k + _DY] += delta * x
                 qn[b] += vn * x
         else:
             for p in range(lo, hi):
-                b = rel.cidx[p]
-                x = rel.cval[p]
-                u = C[b, _QB] - old * x
-                sq = C[b, _SQ]
+                b = cidx[p]
+                k = _row(b)
+                x = cval[p]
+                u = C[k + _QB] - old * x
+                sq = C[k + _SQ]
                 dx = delta * x
                 cdx = c * dx
-                C[b, _SE] += cdx * (u * C[b, _N] + sq)
-                C[b, _SEQ] += cdx * (u * sq + C[b, _SQQ])
-                C[b, _DY] += dx * u
-                C[b, _QB] += dx
+                C[k + _SE] += cdx * (u * C[k + _N] + sq)
+                C[k + _SEQ] += cdx * (u * sq + C[k + _SQQ])
+                C[k + _DY] += dx * u
+                C[k + _QB] += dx
                 qn[b] += vn * x
 
 
