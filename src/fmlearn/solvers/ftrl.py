@@ -15,6 +15,7 @@ On wide sparse data S becomes a Frequent Directions sketch (as for OCCFM), which
 cost of the products the saturated projection's refinement needs.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +137,31 @@ class _TraceFTRLLearner(GradientOwner, OnlineLearner):
                 "saturated_projections": int(st.saturated[0]),
                 "gradient_sketch": bool(st.S.mode == SKETCH),
                 "sketch_error_bound": float(st.S.shrunk.sum())}
+
+    def costly_rounds(self):
+        """Rounds whose projection saturated the tracked subspace (every Ritz pair survived)
+        so far: each costs up to ``eig_max_iter`` products with S (``trace_bound="auto"``
+        refuses a candidate bound with many; fmlearn.online._trace)."""
+        return int(self.state.saturated[0])
+
+    def unprojected_bound(self, t0):
+        """A bound delta such that every round after round ``t0`` up to now left the
+        projection the identity under any trace bound >= delta (None when every round
+        projects: the dense and PSD forms).
+
+        A round t is the identity when eta_t b_t <= delta, b_t the running bound on ||S_t||_tr
+        (``s_trace_bound``, non-decreasing) and eta_t = eta0 / t ** power_t (non-increasing):
+        eta_{t0+1} b_now bounds every round since t0, in floating point too (each operation is
+        monotone). Under such bounds the state evolves as without any bound, bit for bit."""
+        if self.dense or self.psd:
+            return None
+        s = self.settings
+        eta = s.learning_rate_pairwise / math.pow(t0 + 1, s.power_t)
+        return eta * float(self.state.s_trace_bound[0])
+
+    def rounds(self):
+        """The rounds learned so far (t)."""
+        return int(self.state.t[0])
 
     def predict(self, csr):
         indptr, indices, data = csr
