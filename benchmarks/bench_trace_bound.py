@@ -4,7 +4,8 @@ at the first rise: fmlearn 12d3f42), alternated A B C A B C in one process, and 
 the chosen bound given (no selection).
 
     python benchmarks/bench_trace_bound.py [--quick] [--reps 3] [--text-data DIR]
-        [--sets reuters,newsgroups,tweets,generated] [--models ccfm-ftrl,ccfm-ocg,cfm-ftrl]
+        [--sets reuters,newsgroups,tweets,generated]
+        [--models ccfm-ftrl,ccfm-ocg,cfm-ftrl,ccfm-default,ccfmreg-default,cfmreg-default]
         [--frappe FILE]
 
 Data (offline):
@@ -29,7 +30,9 @@ Data (offline):
   the shared data): its first 4,000 rows (5,382 one-hot columns).
 
 ``--models``: CCFMClassifier or OnlineCFMClassifier (``ccfm``, ``cfm``) with the learner
-after the dash (default ``ccfm-ftrl``, the issue's case). ``--quick``: at most 2,000 training
+after the dash (default ``ccfm-ftrl``, the issue's case; ``default``: the estimator's default
+learner); ``ccfmreg``, ``cfmreg``: CCFMRegressor, OnlineCFMRegressor fitted to the 0/1 labels
+(squared loss; the AUC ranks their predictions). ``--quick``: at most 2,000 training
 and 2,000 test rows per set. Prints per (set, model, variant): the chosen bound, held-out AUC,
 CPU and wall seconds (median and min-max over ``--reps``), and the load average before and
 after.
@@ -159,11 +162,19 @@ def sets(args):
 
 
 def model(name, **kw):
-    from fmlearn import CCFMClassifier, OnlineCFMClassifier
+    import fmlearn
 
     family, learner = name.split("-")
-    cls = CCFMClassifier if family == "ccfm" else OnlineCFMClassifier
-    return cls(learner=learner, random_state=0, **kw)
+    cls = getattr(fmlearn, {"ccfm": "CCFMClassifier", "cfm": "OnlineCFMClassifier",
+                            "ccfmreg": "CCFMRegressor", "cfmreg": "OnlineCFMRegressor"}[family])
+    if learner != "default":
+        kw["learner"] = learner
+    return cls(random_state=0, **kw)
+
+
+def scores(m, X):
+    """The held-out scores ranked by the AUC (a regressor's predictions of the 0/1 labels)."""
+    return m.decision_function(X) if hasattr(m, "decision_function") else m.predict(X)
 
 
 def main():
@@ -202,7 +213,7 @@ def main():
                     times[variant].append((time.process_time() - c0,
                                            time.perf_counter() - w0))
                     info[variant] = (m.trace_bound_,
-                                     roc_auc_score(yte, m.decision_function(Xte)))
+                                     roc_auc_score(yte, scores(m, Xte)))
             TraceBounded._select_trace_bound = library
             for variant, t in times.items():
                 t = np.array(t)
