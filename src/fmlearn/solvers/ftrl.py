@@ -38,6 +38,9 @@ from ._online_common import (
 # eigendecomposition of S every round (O(D^3): about 10 ms at D = 400); above it they use the
 # refined partial eigendecomposition of a tracked subspace.
 DENSE_EIGH_MAX = 400
+# relative margin of the PSD form's unprojected bound over eta_t b_t (its docstring): the
+# computed Ritz values' sum exceeds the exact one by O(m_max eps) relatively
+PSD_MARGIN = 1e-6
 
 
 @dataclass
@@ -152,11 +155,22 @@ class _TraceFTRLLearner(GradientOwner, OnlineLearner):
         A round t is the identity when eta_t b_t <= delta, b_t the running bound on ||S_t||_tr
         (``s_trace_bound``, non-decreasing) and eta_t = eta0 / t ** power_t (non-increasing):
         eta_{t0+1} b_now bounds every round since t0, in floating point too (each operation is
-        monotone). Under such bounds the state evolves as without any bound, bit for bit."""
-        if self.dense or self.psd:
+        monotone). Under such bounds the state evolves as without any bound, bit for bit.
+
+        The PSD form (CFM-FTRL) projects every round, but onto {W >= 0, tr W <= delta}, whose
+        threshold tau is 0 (and the round's result independent of delta) while the sum of the
+        positive Ritz values of -eta_t S_t is at most delta; that sum is at most
+        eta_t ||S_t||_tr <= eta_t b_t up to the rounding of the Ritz values, covered by the
+        relative margin PSD_MARGIN. A sketch P'P - N'N - diag(dg) of S (fmlearn.kernels.symacc)
+        has trace norm at most tr P'P + tr N'N + sum |dg| <= b_t too (Frequent Directions only
+        shrinks: P'P <= the exact sum of its rows' outer products), and the positive Ritz values
+        on the tracked subspace sum to at most the positive eigenvalues' sum (Ky Fan)."""
+        if self.dense and not self.psd:
             return None
         s = self.settings
         eta = s.learning_rate_pairwise / math.pow(t0 + 1, s.power_t)
+        if self.psd:
+            return eta * float(self.state.s_trace_bound[0]) * (1.0 + PSD_MARGIN)
         return eta * float(self.state.s_trace_bound[0])
 
     def rounds(self):
