@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_online_defaults import classification, regression, sparse_text
 
-from fmlearn import CCFMClassifier, CCFMRegressor, OnlineCFMRegressor
+from fmlearn import CCFMClassifier, CCFMRegressor, OnlineCFMClassifier, OnlineCFMRegressor
 from fmlearn._threads import blas_single_thread
 from fmlearn.kernels.losses import loss_value_np
 from fmlearn.online import _trace
@@ -103,6 +103,27 @@ def test_scan_work_is_bounded_on_wide_sparse_rows(scans):
     refused = scan.record[-1][0]
     assert dict((c, s) for c, _, s in losses)[refused] > 4 * (_trace.AUTO_COSTLY_ROUNDS + chunk)
     assert est.trace_bound_ == first_rise_choice(losses)
+
+
+def test_psd_scan_skips_bounds_that_repeat_the_unprojected_run(scans):
+    """OnlineCFMClassifier() (CFM-FTRL, the PSD trace simplex) on wide sparse text: the
+    largest candidate's projections never threshold (tau = 0 while the positive eigenvalues of
+    -eta_t S_t sum to at most eta_t b_t), so the bounds above that are not run ("same"), with
+    the one-pass oracle's loss bit for bit and its choice."""
+    made, oracle = scans
+    X, y = sparse_text(n=400, d=600, nnz=20, pos_rate=0.3)
+    est = OnlineCFMClassifier(random_state=0)
+    est._oracle = True
+    est.fit(X, y)
+    (scan,) = made
+    outcomes = [r[1] for r in scan.record]
+    assert outcomes.count("same") >= 2, scan.record
+    losses = oracle[0]
+    assert est.trace_bound_ == first_rise_choice(losses)
+    by_bound = {c: v for c, v, _ in losses}
+    for cand, outcome, _, _, value in scan.record:
+        if outcome in ("run", "same"):
+            assert value == by_bound[cand], (cand, value, by_bound[cand])
 
 
 @pytest.mark.parametrize("case", ["text-ftrl", "dense-ogd", "dense-reg-ocg", "cfm-reg"])
