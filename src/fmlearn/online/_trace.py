@@ -45,7 +45,9 @@ chunks of rows (one row at first, then 1/64 of the rows done) and, between chunk
   scan stops there as at a rise (the smaller bounds start projecting earlier);
 * does not run a candidate under which the largest candidate's run never projected: CCFM-FTRL
   keeps M = -eta_t S_t while eta_t times its running bound on ||S_t||_tr is at most the
-  bound, and then evolves as without a bound, bit for bit; the chunks bound eta_t ||S_t||_tr
+  bound, and then evolves as without a bound, bit for bit (CFM-FTRL, whose set is the PSD
+  trace simplex, projects every round, but with a zero threshold, whatever the bound, while
+  the same quantity is at most the bound); the chunks bound eta_t ||S_t||_tr
   over each chunk (the learner's ``unprojected_bound``), and every candidate at least that
   bound has the largest candidate's loss (ties: the smaller bound, as before).
 
