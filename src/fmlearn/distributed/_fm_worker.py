@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.cd import Columns, Plan
-from ..kernels.cd_layout import class_counts, fill_classes, fill_dense_classes
 from ..kernels.cd_rows import (
     Apply,
     ClassRows,
@@ -21,7 +20,7 @@ from ..kernels.cd_rows import (
     layout_round,
 )
 from ..kernels.losses import SQUARED
-from ..solvers._fm_common import FMState, predict_rows
+from ..solvers._fm_common import FMState, class_entries, predict_rows
 from ..solvers.mcmc import draw_latent
 
 
@@ -94,22 +93,8 @@ def layout(rows, color):
     order = np.argsort(color, kind="stable").astype(np.int64)
     n_colors = int(color.max()) + 1 if d else 0
     color_ptr = np.searchsorted(color[order], np.arange(n_colors + 1)).astype(np.int64)
-    pos = np.empty(d, dtype=np.int32)
-    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    count, ones = class_counts(indptr, indices, data, np.zeros(0, dtype=idx), color, n_colors)
-    eptr = np.zeros(n_colors + 1, dtype=np.int64)
-    np.cumsum(count, out=eptr[1:])
-    dense = count == n
-    roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
-    xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
-    etpos = np.empty(eptr[-1], dtype=np.int32)
-    erow = np.empty(int(count[~dense].sum()), dtype=idx)
-    ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
-    if dense.all():  # one entry per class in every row (one-hot fields): in source order
-        fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex)
-    else:
-        fill_classes(indptr, indices, data, perm, n, color, pos, eptr, roff, xoff, etpos,
-                     erow, ex)
+    _, _, eptr, roff, xoff, etpos, erow, ex = class_entries(
+        indptr, indices, data, perm, inv, np.zeros(0, dtype=idx), n, order, color_ptr, color)
     m = max(1, int(np.diff(color_ptr).max()) if n_colors else 1)
     plan = Plan(order, color_ptr, eptr, roff, xoff, np.full(n_colors, -1, dtype=np.int64),
                 np.zeros((1, 2), dtype=np.int64), max(1, n), np.ones(1, dtype=data.dtype),

@@ -221,10 +221,29 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     if rows.shape[0]:
         inv = inverse_rows(rows, n_src)
     order, color_ptr, color = _colour_classes(X_csr, inv, keep)
+    count, dense, eptr, roff, xoff, etpos, erow, ex = class_entries(
+        indptr, indices, data, rows, inv, inv, n, order, color_ptr, color)
+    del inv  # the layout's only: the row state reads the source rows and gathers by rows
+    plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
+    sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
+    cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
+                   bool(np.all(sw == 1.0)))
+    return ColumnData(cols, plan, (indptr, indices, data), rows)
+
+
+def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_ptr, color):
+    """The class-major entries of ``n`` fit rows under the colour classes ``(order,
+    color_ptr, color)`` (``kernels.cd_layout``'s passes): returns ``(count, dense, eptr,
+    roff, xoff, etpos, erow, ex)``, the entries per class, the classes with an entry in every
+    row, the classes' offsets into the entries, rows and values (-1 where a class keeps no
+    rows or no values) and the three arrays. Fit row r is source row ``rows[r]`` (empty: the
+    source rows in order) and ``inv`` its inverse (empty likewise); ``count_inv`` is the
+    inverse the counts use (empty: every source row counts). One home for
+    :func:`column_data` and the distributed workers' layout of a partition."""
     n_colors = color_ptr.shape[0] - 1
-    pos = np.empty(d, dtype=np.int32)
-    pos[order] = np.arange(d) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    count, ones = class_counts(indptr, indices, data, inv, color, n_colors)
+    pos = np.empty(color.shape[0], dtype=np.int32)
+    pos[order] = np.arange(color.shape[0]) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    count, ones = class_counts(indptr, indices, data, count_inv, color, n_colors)
     eptr = np.zeros(n_colors + 1, dtype=np.int64)
     np.cumsum(count, out=eptr[1:])
     dense = count == n
@@ -238,12 +257,7 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     else:
         fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow,
                      ex)
-    del inv  # the layout's only: the row state reads the source rows and gathers by rows
-    plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
-    sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
-    cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
-                   bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows)
+    return count, dense, eptr, roff, xoff, etpos, erow, ex
 
 
 def _colour_classes(X_csr, inv, keep):
