@@ -3,8 +3,8 @@ on disk between the epochs of one call.
 
 A text file is parsed chunk by chunk on every epoch of a streamed fit, which costs about half
 as much again as learning from the rows (``benchmarks/bench_ffm.py scale``: a 1,000,000-row
-libffm file of 20 fields, k=4, on a loaded machine: 4.5 CPU s an epoch parsing the text, 3.2
-reading this cache, 3.0 in memory). LIBFFM writes its text to a binary cache on its first
+libffm file of 20 fields, k=4, quiet machine, alternated: 3.5 CPU s an epoch parsing the text,
+3.0 reading this cache, 2.7 in memory). LIBFFM writes its text to a binary cache on its first
 epoch and reads that cache on later epochs (Juan et al. 2016, libffm ``ffm.cpp``);
 :class:`ChunkCache` does
 the same for one :func:`fmlearn.fit_stream` call: the first epoch writes each parsed chunk's

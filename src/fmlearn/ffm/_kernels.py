@@ -320,7 +320,8 @@ def _pair_step(typingctx, Wf, r1, r2, kv, lam, eta):
     scalar lanes, all loaded before anything is stored, the SLP vectorizer made the same
     arithmetic (same operations and flags: the same results, bit for bit) but built its
     vectors from masked loads, permutations and blends and reloaded its constants per pair:
-    Frappe, k=8, float32, one epoch 32.7-36.6 -> 24.0-27.1 ms CPU (load 5)."""
+    Frappe, k=8, float32, CPU per epoch 32.7 (31.0-36.5) -> 23.8 (23.4-26.1) ms, the two
+    versions alternated on a quiet machine (``benchmarks/bench_ffm.py speed --old``)."""
     return types.void(Wf, r1, r2, kv, lam, eta), _chunk_step_codegen(1)
 
 
