@@ -64,9 +64,13 @@ from numba.extending import overload
 
 from . import compile_for
 from .cd import (
+    CHUNK_ROWS,
+    _class_step,
     _dloss,
     _fused,
+    _gather as _class_gather,
     _parallel_flag,
+    _scatter as _class_scatter,
     _Side,
     _step,
     _sweep_pass,
@@ -157,64 +161,89 @@ def _prepare(rel, r, pa):
 
 @njit(cache=True, nogil=True)
 def _scatter(rel, r, pa, E):
-    # Block r's changes written to the row states: the block row's own share of the
-    # prediction moved by DY, its cross term by qm DQ, its factor sum by DQ; plus its share of
-    # the next factor's sums. (Loops written out here and below: a call per sample passing
-    # arrays costs their reference counts. E and C through flat views with unsigned offsets,
-    # as kernels.cd's _scatter_unit: no negative-index wraparound.)
+    # Block r's changes written to every sample's row state (see _scatter_rows).
+    _scatter_rows(rel, r, pa.slot, pa.cur, pa.nxt, pa.fn, E, 0, rel.ix.shape[1], False)
+
+
+@njit(cache=True, nogil=True)
+def _scatter_rows(rel, r, slot, cur, nxt, fn, E, lo, hi, dead):
+    # Block r's changes written to the row states of samples lo..hi-1 (after the features'
+    # update of a pass with slot, cur, nxt, fn): the block row's own share of the prediction
+    # moved by DY, its cross term by qm DQ, its factor sum by DQ; plus its share of the next
+    # factor's sums. ``dead``: the factor sums E[:, cur] are zeroed right after (the next
+    # factor's first pass reuses the column), so their update is not written. (Loops written
+    # out here and below: a call per sample passing arrays costs their reference counts. E
+    # and C through flat views with unsigned offsets, as kernels.cd's _scatter_unit: no
+    # negative-index wraparound.)
     C = rel.C.reshape(-1)
     qn = rel.qn
     ix = rel.ix[r]
     Ef = E.reshape(-1)
-    cur = uint64(pa.cur)
-    nxt = uint64(pa.nxt)
-    fn = pa.fn
-    n = uint64(ix.shape[0])
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    a = uint64(lo)
+    z = uint64(hi)
     three = uint64(3)
-    if pa.slot == 0:
+    if slot == 0:
         if fn >= 0:
-            for i in range(n):
+            for i in range(a, z):
                 b = ix[i]
                 e = three * i
                 Ef[e] += C[_row(b) + _DY]
-                Ef[e + nxt] += qn[b]
+                Ef[e + nx] += qn[b]
         else:
-            for i in range(n):
+            for i in range(a, z):
                 Ef[three * i] += C[_row(ix[i]) + _DY]
         return
-    for i in range(n):
+    if dead:  # fn >= 0 here: a next factor's pass follows
+        for i in range(a, z):
+            b = ix[i]
+            k = _row(b)
+            e = three * i
+            q0 = C[k + _Q0]
+            Ef[e] += C[k + _DY] + (Ef[e + cu] - q0) * (C[k + _QB] - q0)
+            Ef[e + nx] += qn[b]
+        return
+    for i in range(a, z):
         b = ix[i]
         k = _row(b)
         e = three * i
         q0 = C[k + _Q0]
         dq = C[k + _QB] - q0
-        qm = Ef[e + cur] - q0
+        qm = Ef[e + cu] - q0
         Ef[e] += C[k + _DY] + qm * dq
-        Ef[e + cur] += dq
+        Ef[e + cu] += dq
         if fn >= 0:
-            Ef[e + nxt] += qn[b]
+            Ef[e + nx] += qn[b]
 
 
 @njit(cache=True, nogil=True)
 def _gather(rel, r, pa, E, cfg):
-    """Block r's caches from the row states: over the samples of each block row b, the sums
+    # Block r's caches from every sample's row state (see _gather_rows).
+    _gather_rows(rel, r, pa.slot, pa.cur, E, cfg, 0, rel.ix.shape[1])
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows(rel, r, slot, cur, E, cfg, lo, hi):
+    """Block r's caches from the row states of samples lo..hi-1 (added to them): over the samples of each block row b, the sums
     of s l', s qm, s qm^2, s l' qm (N is fixed: ``wsum``).
 
     For a block whose samples come in runs of the same row (``grouped``: block 0, by which
     the samples are sorted) a run's sums are kept in registers and added to the row's cache
     when the run ends -- the same additions in the same order, without a chain of stores and
-    loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples)."""
+    loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples); a
+    run cut by ``lo`` or ``hi`` is stored and loaded again, which changes no sum."""
     C = rel.C.reshape(-1)
     ix = rel.ix[r]
     Ef = E.reshape(-1)
-    n = uint64(ix.shape[0])
-    cur = uint64(pa.cur)
+    n = uint64(hi)
+    cur = uint64(cur)
     three = uint64(3)
     one = uint64(1)
     fast = rel.unit and cfg.loss == SQUARED
     y = rel.rows.y
-    if pa.slot == 0:
-        i = uint64(0)
+    if slot == 0:
+        i = uint64(lo)
         while i < n:  # runs of one block row (of length 1 when the block is not grouped)
             b = ix[i]
             k = _row(b)
@@ -229,7 +258,7 @@ def _gather(rel, r, pa, E, cfg):
             C[k + _SE] = se
         return
     if not rel.grouped[r]:
-        for i in range(n):
+        for i in range(uint64(lo), n):
             k = _row(ix[i])
             t = three * i
             if fast:
@@ -249,7 +278,7 @@ def _gather(rel, r, pa, E, cfg):
                 C[k + _SQQ] += h * qm
                 C[k + _SEQ] += h * e
         return
-    i = uint64(0)
+    i = uint64(lo)
     while i < n:
         b = ix[i]
         k = _row(b)
@@ -421,23 +450,152 @@ def _flush(cols, plan, V, E, loss, par):
     pend[0] = -1
 
 
+# plan.pend[0] of a relational sweep between two passes when the changes of the last block
+# are still to be written (plan.pend[1:5]: that pass's slot, cur, nxt, fn): the next pass
+# writes them in its first pass over the samples (_rows_pass).
+_BLOCK_PENDING = -2
+
+
+@njit(cache=True, nogil=True)
+def _serial_class(plan, c, par):
+    # Whether kernels.cd runs the fused passes of row-level class c serially (over all rows
+    # in order, one running sum per feature) -- as its _fused and _sweep_pass decide with
+    # nothing pending: the class is not blocked or the plan runs no blocks.
+    return par is None or plan.bptr.shape[1] <= 2 or plan.bidx[c] == -1
+
+
+@njit(cache=True, nogil=True)
+def _scatter_first_class(rel, plan, pa, E, cfg, buf, zero):
+    """The first pass over the samples of a factor pass whose previous pass left its last
+    block's changes pending: chunk by chunk of ``kernels.cd.CHUNK_ROWS`` samples, the
+    block's changes written (:func:`_scatter_rows`), the next factor's column zeroed
+    (``zero`` >= 0), then row-level class 0's sums gathered (``kernels.cd._gather`` into
+    ``G[0]``, ``H[0]``): per sample the operations of the separate passes in their order, so
+    the same values; the chunk's row states are still in cache for the gather. When ``zero``
+    is the pending pass's factor column, its update is not written (it is zeroed next)."""
+    pend = plan.pend
+    cols = rel.rows
+    r = rel.ix.shape[0] - 1
+    slot, cur, nxt, fn = pend[1], pend[2], pend[3], pend[4]
+    dead = slot == 1 and zero == cur
+    ga = _Side(0, pa.slot, pa.cur, pa.nxt, pa.fn, buf)
+    for t in range(plan.color_ptr[1] - plan.color_ptr[0]):
+        plan.G[0, t] = 0.0
+        plan.H[0, t] = 0.0
+    n = E.shape[0]
+    qg = 0
+    a = 0
+    while a < n:
+        z = min(n, a + CHUNK_ROWS)
+        _scatter_rows(rel, r, slot, cur, nxt, fn, E, a, z, dead)
+        if zero >= 0:
+            for i in range(a, z):
+                E[i, zero] = 0.0
+        qg = _class_gather(cols, plan, E, ga, cfg.loss, 0, qg, z)
+        a = z
+    pend[0] = -1
+
+
+@njit(cache=True, nogil=True)
+def _rows_pass(rel, plan, pa, group, E, cfg, par):
+    """The row-level features' pass: :func:`kernels.cd._sweep_pass`, with the pending
+    changes of the previous pass's last block (``plan.pend[0]`` = ``_BLOCK_PENDING``)
+    written first -- in the same pass over the samples as the gather of the first colour
+    class (:func:`_scatter_first_class`) when that class runs serially, else by a pass of
+    their own."""
+    pend = plan.pend
+    n_classes = plan.color_ptr.shape[0] - 1
+    if pend[0] == _BLOCK_PENDING and (n_classes == 0 or not _serial_class(plan, 0, par)):
+        _scatter_rows(rel, rel.ix.shape[0] - 1, pend[1], pend[2], pend[3], pend[4], E, 0,
+                      E.shape[0], False)
+        pend[0] = -1
+    if pend[0] != _BLOCK_PENDING:
+        _sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
+        return
+    # kernels.cd._sweep_pass's class loop, its first fused pass replaced (nothing of the
+    # row-level classes is pending: the previous pass wrote its last class before its blocks)
+    zero = pa.nxt if pa.fn >= 0 else -1
+    n_blocks = plan.bptr.shape[1] - 1
+    for c in range(n_classes):
+        buf = 1 - pend[5]
+        lo = plan.color_ptr[c]
+        old = plan.old[buf]
+        for t in range(plan.color_ptr[c + 1] - lo):
+            old[t] = pa.theta[plan.order[lo + t], pa.col]
+        if c == 0:
+            _scatter_first_class(rel, plan, pa, E, cfg, buf, zero)
+            blocked = False
+        else:
+            sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+            ga = _Side(c, pa.slot, pa.cur, pa.nxt, pa.fn, buf)
+            _fused(rel.rows, plan, E, sc, ga, -1, pa.V, cfg.loss, par)
+            blocked = par is not None and n_blocks > 1 and plan.bidx[c] != -1 and (
+                sc.c < 0 or plan.bidx[sc.c] != -1)
+        _class_step(plan, c, pa, group, cfg, buf, n_blocks if blocked else 1)
+        pend[0] = c
+        pend[1] = pa.slot
+        pend[2] = pa.cur
+        pend[3] = pa.nxt
+        pend[4] = pa.fn
+        pend[5] = buf
+    if pa.fn < 0:
+        sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+        _fused(rel.rows, plan, E, sc, _Side(-1, 0, 0, 0, -1, 0), -1, pa.V, cfg.loss, par)
+        pend[0] = -1
+
+
+@njit(cache=True, nogil=True)
+def _flush_gather(rel, plan, pa, E, cfg):
+    """The changes of the row-level pass's last colour class (pending, ``plan.pend``)
+    written to the row states and block 0's caches gathered from them, in one pass over
+    the samples, chunk by chunk (``kernels.cd._scatter`` then :func:`_gather_rows` on each
+    chunk: per sample the operations of :func:`_flush` and :func:`_gather`, in their order)."""
+    pend = plan.pend
+    sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+    n = E.shape[0]
+    qs = 0
+    a = 0
+    while a < n:
+        z = min(n, a + CHUNK_ROWS)
+        qs = _class_scatter(rel.rows, plan, E, sc, pa.V, qs, z)
+        _gather_rows(rel, 0, pa.slot, pa.cur, E, cfg, a, z)
+        a = z
+    pend[0] = -1
+
+
 @njit(cache=True, nogil=True)
 def _relation_pass(rel, plan, pa, group, E, cfg, par):
     # The row-level features with kernels.cd's pass (which clears and starts the next
     # factor's column), then block after block: gather its caches, update its features, write
-    # its changes (and its share of the next factor's sums) back to the row states.
-    _sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
+    # its changes (and its share of the next factor's sums) back to the row states. Passes
+    # over the samples are fused where the order of operations per sample allows: the last
+    # row-level class's changes with block 0's gather, block r's changes with block r + 1's
+    # gather, the last block's changes with the next factor's first row-level gather (left
+    # pending in plan.pend when a factor follows: gibbs_sweep's next call is that factor's
+    # pass).
     B = rel.ix.shape[0]
+    _rows_pass(rel, plan, pa, group, E, cfg, par)
     if B == 0:
         return
-    _flush(rel.rows, plan, pa.V, E, cfg.loss, par)
-    fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
     _prepare(rel, 0, pa)
-    _gather(rel, 0, pa, E, cfg)
+    if plan.pend[0] >= 0 and _serial_class(plan, plan.pend[0], par):
+        _flush_gather(rel, plan, pa, E, cfg)
+    else:
+        _flush(rel.rows, plan, pa.V, E, cfg.loss, par)
+        _gather(rel, 0, pa, E, cfg)
+    fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
     for r in range(B):
         _block_features(rel, r, pa, group, cfg)
         if r + 1 == B:
-            _scatter(rel, r, pa, E)
+            if pa.fn >= 0:
+                pend = plan.pend
+                pend[0] = _BLOCK_PENDING
+                pend[1] = pa.slot
+                pend[2] = pa.cur
+                pend[3] = pa.nxt
+                pend[4] = pa.fn
+            else:
+                _scatter(rel, r, pa, E)
             break
         _prepare(rel, r + 1, pa)
         if fuse and not rel.grouped[r + 1]:
