@@ -326,25 +326,33 @@ def _scatter_gather(rel, r, r2, pa, E):
     nxt = uint64(pa.nxt)
     fn = pa.fn
     three = uint64(3)
-    for i in range(uint64(ix.shape[0])):
+    n = uint64(ix.shape[0])
+    i = uint64(0)
+    while i < n:  # runs of one row of block r (of length 1 unless it is grouped)
         b = ix[i]
         k = _row(b)
-        t = three * i
         q0 = C[k + _Q0]
         dq = C[k + _QB] - q0
-        q = Ef[t + cur]
-        e = Ef[t] + (C[k + _DY] + (q - q0) * dq)
-        q += dq
-        Ef[t] = e
-        Ef[t + cur] = q
-        if fn >= 0:
-            Ef[t + nxt] += qn[b]
-        k2 = _row(ix2[i])
-        qm = q - C[k2 + _QB]
-        C[k2 + _SE] += e
-        C[k2 + _SQ] += qm
-        C[k2 + _SQQ] += qm * qm
-        C[k2 + _SEQ] += qm * e
+        dy = C[k + _DY]
+        qnb = qn[b] if fn >= 0 else 0.0
+        while True:
+            t = three * i
+            q = Ef[t + cur]
+            e = Ef[t] + (dy + (q - q0) * dq)
+            q += dq
+            Ef[t] = e
+            Ef[t + cur] = q
+            if fn >= 0:
+                Ef[t + nxt] += qnb
+            k2 = _row(ix2[i])
+            qm = q - C[k2 + _QB]
+            C[k2 + _SE] += e
+            C[k2 + _SQ] += qm
+            C[k2 + _SQQ] += qm * qm
+            C[k2 + _SEQ] += qm * e
+            i += uint64(1)
+            if i == n or ix[i] != b:
+                break
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
@@ -387,17 +395,25 @@ def _block_features(rel, r, pa, group, cfg):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                g += x * C[k + _SE]
-                hh += x * x * C[k + _N]
+                nb = C[k + _N]
+                g += x * (C[k + _SE] + c * nb * C[k + _DY])
+                hh += x * x * nb
         else:
             for p in range(lo, hi):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                u = C[k + _QB] - old * x
+                qb = C[k + _QB]
+                dq = qb - C[k + _Q0]
+                dy = C[k + _DY]
+                nb = C[k + _N]
                 sq = C[k + _SQ]
-                g += x * (u * C[k + _SE] + C[k + _SEQ])
-                hh += x * x * (u * (u * C[k + _N] + sq + sq) + C[k + _SQQ])
+                sqq = C[k + _SQQ]
+                se = C[k + _SE] + c * (nb * dy + sq * dq)
+                seq = C[k + _SEQ] + c * (sq * dy + sqq * dq)
+                u = qb - old * x
+                g += x * (u * se + seq)
+                hh += x * x * (u * (u * nb + sq + sq) + sqq)
         noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
         gj = group[j]
         theta[j, col] = _step(old, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, c, noise,
@@ -409,28 +425,21 @@ def _block_features(rel, r, pa, group, cfg):
                 for p in range(lo, hi):
                     qn[cidx[p]] += vn * cval[p]
             continue
-        cd = c * delta
         if pa.slot == 0:
             for p in range(lo, hi):
                 b = cidx[p]
-                k = _row(b)
                 x = cval[p]
-                C[k + _SE] += cd * x * C[k + _N]
-                C[k + _DY] += delta * x
+                C[_row(b) + _DY] += delta * x
                 qn[b] += vn * x
         else:
             for p in range(lo, hi):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                u = C[k + _QB] - old * x
-                sq = C[k + _SQ]
+                qb = C[k + _QB]
                 dx = delta * x
-                cdx = c * dx
-                C[k + _SE] += cdx * (u * C[k + _N] + sq)
-                C[k + _SEQ] += cdx * (u * sq + C[k + _SQQ])
-                C[k + _DY] += dx * u
-                C[k + _QB] += dx
+                C[k + _DY] += dx * (qb - old * x)
+                C[k + _QB] = qb + dx
                 qn[b] += vn * x
 
 
