@@ -474,6 +474,68 @@ def _serial_class(plan, c, par):
 
 
 @njit(cache=True, nogil=True)
+def _scatter_first_unit(rel, plan, gslot, gcur, E, buf, zero, slot, cur, nxt, fn, dead):
+    """:func:`_scatter_first_class` sample by sample, for unit weights, the squared loss and a
+    first row-level class with one entry of value 1 in every sample (a day as a category):
+    the last block's changes (pass ``slot, cur, nxt, fn``), the zeroed column, then the
+    class's sums (pass ``gslot, gcur``; ``kernels.cd._gather_unit``'s arithmetic, a run of
+    one feature summed in registers) -- per sample the operations of the separate passes in
+    their order, so the same values, with the row state read once."""
+    C = rel.C.reshape(-1)
+    qn = rel.qn
+    ix = rel.ix[rel.ix.shape[0] - 1]
+    Ef = E.reshape(-1)
+    etpos = rel.rows.etpos
+    lo = uint64(plan.eptr[0])
+    old = plan.old[buf]
+    G = plan.G[0]
+    H = plan.H[0]
+    n = uint64(ix.shape[0])
+    if n == 0:
+        return
+    three = uint64(3)
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    gc = uint64(gcur)
+    zc = uint64(max(zero, 0))
+    tp = uint64(etpos[lo])
+    g = G[tp]
+    hh = H[tp]
+    for i in range(n):
+        e = three * i
+        b = ix[i]
+        k = _row(b)
+        if slot == 0:
+            Ef[e] += C[k + _DY]
+        else:
+            q0 = C[k + _Q0]
+            dq = C[k + _QB] - q0
+            Ef[e] += C[k + _DY] + (Ef[e + cu] - q0) * dq
+            if not dead:
+                Ef[e + cu] += dq
+        if fn >= 0:
+            Ef[e + nx] += qn[b]
+        if zero >= 0:
+            Ef[e + zc] = 0.0
+        t = uint64(etpos[lo + i])
+        if t != tp:
+            G[tp] = g
+            H[tp] = hh
+            tp = t
+            g = G[t]
+            hh = H[t]
+        if gslot == 0:
+            g += Ef[e]
+            hh += 1.0
+        else:
+            h = Ef[e + gc] - old[t]
+            g += Ef[e] * h
+            hh += h * h
+    G[tp] = g
+    H[tp] = hh
+
+
+@njit(cache=True, nogil=True)
 def _scatter_first_class(rel, plan, pa, E, cfg, buf, zero):
     """The first pass over the samples of a factor pass whose previous pass left its last
     block's changes pending: chunk by chunk of ``kernels.cd.CHUNK_ROWS`` samples, the
@@ -491,6 +553,11 @@ def _scatter_first_class(rel, plan, pa, E, cfg, buf, zero):
     for t in range(plan.color_ptr[1] - plan.color_ptr[0]):
         plan.G[0, t] = 0.0
         plan.H[0, t] = 0.0
+    pend[0] = -1
+    if rel.unit and cfg.loss == SQUARED and plan.roff[0] < 0 and plan.xoff[0] < 0:
+        _scatter_first_unit(rel, plan, pa.slot, pa.cur, E, buf, zero, slot, cur, nxt, fn,
+                            dead)
+        return
     n = E.shape[0]
     qg = 0
     a = 0
@@ -502,7 +569,6 @@ def _scatter_first_class(rel, plan, pa, E, cfg, buf, zero):
                 E[i, zero] = 0.0
         qg = _class_gather(cols, plan, E, ga, cfg.loss, 0, qg, z)
         a = z
-    pend[0] = -1
 
 
 @njit(cache=True, nogil=True)
@@ -554,6 +620,63 @@ def _rows_pass(rel, plan, pa, group, E, cfg, par):
 
 
 @njit(cache=True, nogil=True)
+def _flush_gather_unit(rel, plan, c, slot, cur, nxt, fn, buf, gslot, gcur, E):
+    """:func:`_flush_gather` sample by sample, for unit weights, the squared loss and a last
+    row-level class c with one entry of value 1 in every sample: the class's changes
+    (``kernels.cd._scatter_unit``'s arithmetic, pass ``slot, cur, nxt, fn``) then block 0's
+    sums (pass ``gslot, gcur``; :func:`_gather_rows`'s arithmetic, a run of one block row
+    summed in registers) -- the same values, with the row state read once."""
+    C = rel.C.reshape(-1)
+    ix = rel.ix[0]
+    Ef = E.reshape(-1)
+    etpos = rel.rows.etpos
+    lo = uint64(plan.eptr[c])
+    old = plan.old[buf]
+    delta = plan.delta[buf]
+    vn = plan.vn[buf]
+    n = uint64(ix.shape[0])
+    three = uint64(3)
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    gc = uint64(gcur)
+    i = uint64(0)
+    while i < n:  # runs of one row of block 0 (of length 1 unless it is grouped)
+        b = ix[i]
+        k = _row(b)
+        qb = C[k + _QB]
+        se = C[k + _SE]
+        sq = C[k + _SQ]
+        sqq = C[k + _SQQ]
+        seq = C[k + _SEQ]
+        while True:
+            e = three * i
+            t = uint64(etpos[lo + i])
+            d = delta[t]
+            if slot == 0:
+                Ef[e] += d
+            else:
+                Ef[e] += d * (Ef[e + cu] - old[t])
+                Ef[e + cu] += d
+            if fn >= 0:
+                Ef[e + nx] += vn[t]
+            r = Ef[e]
+            se += r
+            if gslot == 1:
+                qm = Ef[e + gc] - qb
+                sq += qm
+                sqq += qm * qm
+                seq += qm * r
+            i += uint64(1)
+            if i == n or ix[i] != b:
+                break
+        C[k + _SE] = se
+        if gslot == 1:
+            C[k + _SQ] = sq
+            C[k + _SQQ] = sqq
+            C[k + _SEQ] = seq
+
+
+@njit(cache=True, nogil=True)
 def _flush_gather(rel, plan, pa, E, cfg):
     """The changes of the row-level pass's last colour class (pending, ``plan.pend``)
     written to the row states and block 0's caches gathered from them, in one pass over
@@ -561,6 +684,14 @@ def _flush_gather(rel, plan, pa, E, cfg):
     chunk: per sample the operations of :func:`_flush` and :func:`_gather`, in their order)."""
     pend = plan.pend
     sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+    pend[0] = -1
+    if sc.c < 0:  # nothing pending
+        _gather_rows(rel, 0, pa.slot, pa.cur, E, cfg, 0, E.shape[0])
+        return
+    if rel.unit and cfg.loss == SQUARED and plan.roff[sc.c] < 0 and plan.xoff[sc.c] < 0:
+        _flush_gather_unit(rel, plan, sc.c, sc.slot, sc.cur, sc.nxt, sc.fn, sc.buf, pa.slot,
+                           pa.cur, E)
+        return
     n = E.shape[0]
     qs = 0
     a = 0
@@ -569,7 +700,6 @@ def _flush_gather(rel, plan, pa, E, cfg):
         qs = _class_scatter(rel.rows, plan, E, sc, pa.V, qs, z)
         _gather_rows(rel, 0, pa.slot, pa.cur, E, cfg, a, z)
         a = z
-    pend[0] = -1
 
 
 @njit(cache=True, nogil=True)
