@@ -336,6 +336,12 @@ def test_merged_rows_are_order_invariant_and_keep_the_weights():
     assert got.keys() == rows.keys()
     for key, w in rows.items():
         assert got[key] == pytest.approx(w)
+    # grouped by block 0, within it by the first row-level feature (-1: none)
+    Xm = a[0].X
+    lead = np.where(np.diff(Xm.indptr) > 0, Xm.indices[np.minimum(Xm.indptr[:-1],
+                                                                  max(Xm.nnz - 1, 0))], -1)
+    key = a[0].blocks[0].indices.astype(np.int64) * (Xm.shape[1] + 1) + lead + 1
+    assert np.all(np.diff(key) >= 0)
 
 
 def test_threads_do_not_change_the_chain(monkeypatch):

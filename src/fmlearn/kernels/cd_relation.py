@@ -35,12 +35,27 @@ x_bj (c the loss's curvature: 1 for the squared loss, where this is exact; for t
 loss of ALS the derivatives move along the quadratic majorizer with curvature 1/4, so the
 block's steps minimise a surrogate that touches the loss where the pass starts -- a
 majorization-minimization step that never increases the objective, where the flat sweep
-recomputes each derivative exactly). A last pass over the samples writes the block's changes
-to each row state: the block row's own share of the prediction moved by DY (the sum of the
-delta a_b), its cross term by qm_i DQ (DQ the change of qB), so
-e_i += DY[b] + qm_i DQ[b] and q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds
-the block row's sum of the next factor to the next factor's column, as the row-level pass does
-for its features.
+recomputes each derivative exactly). N, SQ and SQQ do not move in a block's pass (qm_i is the
+rest of the row's factor sum), so these changes add up to SE = SE0 + c (N DY + SQ DQ) and
+SEQ = SEQ0 + c (SQ DY + SQQ DQ), with SE0, SEQ0 the gathered sums, DY the sum of the delta
+a_b (the block row's own share of the prediction moved by DY) and DQ the change of qB: the
+pass keeps DY and qB per block row and reads SE and SEQ from them. A last pass over the
+samples writes the block's changes to each row state: the block row's own share of the
+prediction moved by DY, its cross term by qm_i DQ, so e_i += DY[b] + qm_i DQ[b] and
+q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds the block row's sum of the next
+factor to the next factor's column, as the row-level pass does for its features.
+
+The passes over the samples are fused where the order of the operations on each sample
+allows: the write of the last row-level class's changes with block 0's gather, the write of
+block r's changes with block r + 1's gather, and the write of the last block's changes with
+the next factor's first row-level gather (left pending in ``plan.pend`` between the two
+passes of :func:`~fmlearn.kernels.cd.gibbs_sweep`): B + 1 passes over the samples per factor
+with B blocks and one row-level class. For unit weights, the squared loss and a row-level
+class with one entry of value 1 in every sample (a day as a category) the fused passes run
+sample by sample (:func:`_scatter_first_unit`, :func:`_flush_gather_unit`); the
+estimator's merge orders a block-0 row's samples by their first row-level feature, so that
+the class's gather sums runs of one feature. Each sample sees the operations of the
+separate passes in their order: the same values.
 
 Per sweep the cost is O(k (nnz(X^0) + sum_r nnz(X_r) + B n)) against O(k nnz(expanded)) for the
 flat sweep. The result is that of the flat sweep over the expanded matrix visiting the
@@ -361,19 +376,23 @@ def _block_features(rel, r, pa, group, cfg):
     # the second visit of a feature's entries also adds its share of the next factor's sums
     # (qn, cleared by _prepare; V's next column does not change in this pass). A factor's
     # sums are written with u = qB[b] - v_jf x_bj (a_b = x_bj u): g = sum_b x_bj (u SE[b] +
-    # SEQ[b]), hh = sum_b x_bj^2 (u (u N[b] + 2 SQ[b]) + SQQ[b]), and the changes
-    # SE += c delta x_bj (u N + SQ), SEQ += c delta x_bj (u SQ + SQQ), DY += delta x_bj u:
-    # the module docstring's sums, factored: 31 against 36 floating-point operations per
-    # entry over both visits; with the aligned caches (block_caches) the MCMC fit of
-    # MovieLens-100K's relation blocks took 7 % less CPU (3.06 against 3.28 s, median of 3,
-    # benchmarks/bench_relation.py --baseline-src, load 13). The sums round otherwise (by
-    # ulps of their terms), so the chain is not bit for bit the one of the unfactored sums.
+    # SEQ[b]), hh = sum_b x_bj^2 (u (u N[b] + 2 SQ[b]) + SQQ[b]) (the module docstring's
+    # sums, factored), where SE and SEQ are the current ones, read lazily from the gathered
+    # SE0, SEQ0 and the block row's changes so far (DY, DQ = QB - Q0; see the module
+    # docstring): SE = SE0 + c (N DY + SQ DQ), SEQ = SEQ0 + c (SQ DY + SQQ DQ). A step then
+    # writes only DY += delta x_bj u and QB += delta x_bj per entry (and qn): 4 stores and
+    # about 22 floating-point operations per entry over both visits instead of 6 and 31 for
+    # the eager updates of SE and SEQ, 6 % less time in this function within the MCMC sweep
+    # on MovieLens-100K (4.79 against 5.09 ms per sweep, median of 8 alternated rounds of 40
+    # sweeps in one process, load 7). The sums round otherwise (by ulps of their terms; the
+    # chain moves by ulps, its test RMSE by less than 1e-4).
     # Compiled with fused multiply-adds (fastmath "contract" only: no flag that assumes no
     # NaN or infinity, which the divergence test needs): a product and the sum it feeds are
     # rounded once, so the sums move by ulps and the chain is not bit for bit the one of
     # separate multiplies and adds; 10 % less time (0.571 against 0.633 ms per pass over
     # MovieLens-100K's two blocks, min of 40 alternated in one process, load 8-10). The
-    # same kernel runs on every thread count and in the Dask backend's client.
+    # same kernel runs on every thread count and in the Dask backend's client (whose
+    # partitions' sums fill SE0, SQ, SQQ, SEQ0 as the gather does).
     C = rel.C.reshape(-1)  # block row b's cache at C[8 b:8 b + 8] (see _row)
     qn = rel.qn
     cidx = rel.cidx
@@ -480,7 +499,11 @@ def _scatter_first_unit(rel, plan, gslot, gcur, E, buf, zero, slot, cur, nxt, fn
     the last block's changes (pass ``slot, cur, nxt, fn``), the zeroed column, then the
     class's sums (pass ``gslot, gcur``; ``kernels.cd._gather_unit``'s arithmetic, a run of
     one feature summed in registers) -- per sample the operations of the separate passes in
-    their order, so the same values, with the row state read once."""
+    their order, so the same values, with the row state read once. Within the MCMC sweep on
+    MovieLens-100K's relation blocks this and :func:`_flush_gather_unit` took 1.73 and 1.20
+    ms per sweep against 1.96 and 1.42 for the separate passes (5 % of the sweep; two
+    alternated rounds of 200 sweeps in one process, load 9; the chunked fusion of
+    :func:`_scatter_first_class` alone measured no gain)."""
     C = rel.C.reshape(-1)
     qn = rel.qn
     ix = rel.ix[rel.ix.shape[0] - 1]
