@@ -13,8 +13,11 @@ Pass steps (milliseconds, the minimum over ``--reps`` alternated rounds of 5 cal
 fit's own data layout and a random model): the row-level features' pass with the previous
 pass's block 1 scatter fused into its first gather, the write of its last class with block 0's
 gather, block 0's features, block 0's scatter with block 1's gather, block 1's features; a
-sweep runs k + 1 such passes (the w pass is cheaper), the last one with a scatter of its own. These call private kernels of ``fmlearn.kernels.cd_relation``: a profile of this
-source tree, not an API.
+sweep runs k + 1 such passes (the w pass is cheaper), the last one with a scatter of its own.
+These call private kernels of ``fmlearn.kernels.cd_relation``: a profile of this source tree,
+not an API. ``--fit-only`` times the fit's parts only, and runs on another source tree too
+(``PYTHONPATH=DIR/src``: a before/after of the fit's parts, run alternately);
+``--steps-only`` the pass steps only.
 
     python benchmarks/profile_relation.py                   # split 0, 200 sweeps
     python benchmarks/profile_relation.py --n-iter 50 --reps 20

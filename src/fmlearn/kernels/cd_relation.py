@@ -83,9 +83,7 @@ from .cd import (
     _class_step,
     _dloss,
     _fused,
-    _gather as _class_gather,
     _parallel_flag,
-    _scatter as _class_scatter,
     _Side,
     _step,
     _sweep_pass,
@@ -94,6 +92,12 @@ from .cd import (
     is_record,
     sweep_bias,
     sweep_pass,
+)
+from .cd import (
+    _gather as _class_gather,
+)
+from .cd import (
+    _scatter as _class_scatter,
 )
 from .losses import SQUARED
 
@@ -240,8 +244,9 @@ def _gather(rel, r, pa, E, cfg):
 
 @njit(cache=True, nogil=True)
 def _gather_rows(rel, r, slot, cur, E, cfg, lo, hi):
-    """Block r's caches from the row states of samples lo..hi-1 (added to them): over the samples of each block row b, the sums
-    of s l', s qm, s qm^2, s l' qm (N is fixed: ``wsum``).
+    """Block r's caches from the row states of samples lo..hi-1 (added to them): over the
+    samples of each block row b, the sums of s l', s qm, s qm^2, s l' qm (N is fixed:
+    ``wsum``).
 
     For a block whose samples come in runs of the same row (``grouped``: block 0, by which
     the samples are sorted) a run's sums are kept in registers and added to the row's cache
