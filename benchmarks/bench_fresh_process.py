@@ -108,11 +108,16 @@ print(f"{len(sys.modules)} modules in sys.modules, {len(fm)} of fmlearn:", " ".j
 
 
 def run(code, src=None):
-    env = None
+    # scikit-learn, SciPy and numba were byte-compiled when pip installed them; fmlearn's
+    # source tree (an editable install, or --compare's tree) gets its .pyc files from the
+    # unmeasured first run, which PYTHONDONTWRITEBYTECODE would prevent (every process would
+    # then compile fmlearn's modules from source, a cost no installed package pays)
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if src is not None:  # the fmlearn of another source tree first on the path
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        env["PYTHONPATH"] = os.pathsep.join(
             [os.path.abspath(src)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                      if p]))
+                                      if p])
     w = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, env=env)
     _, status, ru = os.wait4(p.pid, 0)
@@ -177,7 +182,9 @@ def main(argv=None):
     if a.detail:
         print()
         sys.stdout.flush()
-        subprocess.run([sys.executable, "-c", DETAIL], check=True)
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([sys.executable, "-c", DETAIL], check=True, env=env)
 
 
 if __name__ == "__main__":
