@@ -20,6 +20,7 @@ collector to walk in the fit and at interpreter exit.
 
 import numba
 from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 
 __all__ = ["njit"]
 
@@ -51,7 +52,8 @@ def njit(*args, **options):
 
     def decorate(func):
         disp = numba.njit(**options)(func)
-        disp._cache = _KernelCache(disp.py_func)  # what Dispatcher.enable_caching does
+        if isinstance(disp, Dispatcher):  # not the plain function of NUMBA_DISABLE_JIT=1
+            disp._cache = _KernelCache(disp.py_func)  # what Dispatcher.enable_caching does
         return disp
 
     return decorate(args[0]) if args else decorate
