@@ -259,3 +259,23 @@ def test_fmlearn_kernels_cache_through_the_light_loader():
         return x + 1
 
     assert plain(1) == 2 and not isinstance(plain._cache, FunctionCache)
+
+
+def test_importing_every_public_name_compiles_or_loads_no_kernel():
+    # kernels are compiled or read from numba's cache on first use, never at import (no
+    # explicit signature lists, no warm-up calls in module bodies)
+    script = ("import numba.core.dispatcher as D\n"
+              "loaded = []\n"
+              "compile = D.Dispatcher.compile\n"
+              "def spy(self, sig):\n"
+              "    loaded.append(self.py_func.__qualname__)\n"
+              "    return compile(self, sig)\n"
+              "D.Dispatcher.compile = spy\n"
+              "import fmlearn\n"
+              "for name in fmlearn.__all__:\n"
+              "    getattr(fmlearn, name)\n"
+              "import fmlearn.kernels.cd_relation, fmlearn.ffm._kernels\n"
+              "print(loaded)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
