@@ -21,9 +21,10 @@ difference within each round (median and range) for CPU and wall seconds.
 
 ``--detail`` then splits one fmlearn process (the default fit on 100 rows) into phases
 (in-process CPU clock): scikit-learn's base modules, numba's import, fmlearn's own modules, the
-first kernel call (numba builds its CPU target there: its typing and lowering registries,
-whatever the kernel), the other kernels' cache loads, and the rest of the fit; and lists every
-dispatcher the fit loads with the CPU each load costs.
+first kernel call (numba creates its CPU target context there; the first kernel whose cached
+environment names numba's array implementation, ``dedup.row_keys`` today, imports
+``numba.np.arrayobj`` and what it pulls in), the other kernels' cache loads, and the rest of
+the fit; and lists every dispatcher the fit loads with the CPU each load costs.
 
 A single-system measurement (fmlearn against scikit-learn's import, no peer).
 """
