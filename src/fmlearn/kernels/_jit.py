@@ -25,11 +25,19 @@ from numba.core.dispatcher import Dispatcher
 __all__ = ["njit"]
 
 
+# numba releases whose ``Cache.load_overload`` is the refresh followed by the guarded
+# ``_load_overload`` this class repeats (checked up to 0.68); a later numba gets its own load.
+_LIGHT_LOAD = tuple(int(p) for p in numba.__version__.split(".")[:2] if p.isdigit()) < (0, 69)
+
+
 class _KernelCache(FunctionCache):
     """numba's ``FunctionCache`` minus the context refresh before a load (see the module's
-    docstring); falls back to numba's own load if its internals are not the expected ones."""
+    docstring); falls back to numba's own load on a numba release not checked against
+    (``_LIGHT_LOAD``) or whose internals are not the expected ones."""
 
     def load_overload(self, sig, target_context):
+        if not _LIGHT_LOAD:
+            return super().load_overload(sig, target_context)
         try:
             from numba.core.runtime import rtsys
 
