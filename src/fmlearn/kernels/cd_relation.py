@@ -74,10 +74,11 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 from numba.extending import overload
 
 from . import compile_for
+from ._jit import njit
 from .cd import (
     CHUNK_ROWS,
     _class_step,
