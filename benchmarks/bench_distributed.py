@@ -291,6 +291,84 @@ def sweep_bar(n, k, sweeps, repeat, parts):
     return out
 
 
+def sweep_ab_child(n, k, sweeps, parts, solvers):
+    """One side of part 7, in a fresh process (its PYTHONPATH picks the source tree): per
+    solver one ``fd.fit`` of 1 + ``sweeps`` sweeps on a 2-worker LocalCluster; prints one JSON
+    line per solver (median seconds per sweep after the first, the CPU seconds of the client
+    and of the workers per sweep)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    import fmlearn
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+        yd = da.from_array(y, chunks=rows)
+        Xd, yd = client.persist([Xd, yd])
+        for solver in solvers:
+            def make(n_iter, solver=solver):
+                return FMRegressor(k, solver=solver, n_iter=n_iter, random_state=0,
+                                   **kw[solver])
+            fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
+            w0 = _cpu_of_workers(client)
+            cpu0 = time.process_time()
+            est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+            print(json.dumps({
+                "solver": solver, "src": os.path.dirname(os.path.dirname(fmlearn.__file__)),
+                "rows": n, "load": os.getloadavg()[0],
+                "s_per_sweep": float(np.median(est.history_["iter_time"][1:])),
+                "cpu_client_per_sweep": (time.process_time() - cpu0) / (1 + sweeps),
+                "cpu_workers_per_sweep": (_cpu_of_workers(client) - w0) / (1 + sweeps),
+                "V_sum": float(np.sum(est.V_))}), flush=True)
+
+
+def sweep_ab(n, sweeps, repeat, parts, base):
+    """Part 7: the distributed sweep of this source tree (B) against another (A: ``--base``,
+    the ``src`` directory of an older tree), each side a fresh process with its PYTHONPATH,
+    alternated A B A B ... ``repeat`` times; seconds per sweep (median of the fit's sweeps
+    after the first) and CPU seconds per sweep, median (min-max) per side and the ratio
+    B / A of each pair. The two sides must give the same model (``V_sum`` printed)."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    sides = {"A": os.path.abspath(base), "B": os.path.abspath(here)}
+    runs = {"A": [], "B": []}
+    for _ in range(repeat):
+        for side in ("A", "B"):
+            env = dict(os.environ, PYTHONPATH=sides[side])
+            cmd = [sys.executable, os.path.abspath(__file__), "--part", "7", "--child",
+                   "--rows", str(n), "--sweeps", str(sweeps), "--parts", str(parts)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    row["side"] = side
+                    print(json.dumps(row), flush=True)
+                    runs[side].append(row)
+
+    def med(v, f=4):
+        return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
+
+    print("| solver | rows | A s/sweep | B s/sweep | **B / A** | A CPU client + workers | "
+          "B CPU client + workers | load |\n|---|---|---|---|---|---|---|---|")
+    for solver in ("als", "mcmc"):
+        a = [r for r in runs["A"] if r["solver"] == solver]
+        b = [r for r in runs["B"] if r["solver"] == solver]
+        ratio = [y["s_per_sweep"] / x["s_per_sweep"] for x, y in zip(a, b, strict=True)]
+        load = [r["load"] for r in a + b]
+        print(f"| {solver} | {n:,} | {med([r['s_per_sweep'] for r in a])} | "
+              f"{med([r['s_per_sweep'] for r in b])} | **{med(ratio, 2)}** | "
+              f"{med([r['cpu_client_per_sweep'] for r in a], 3)} + "
+              f"{med([r['cpu_workers_per_sweep'] for r in a], 3)} | "
+              f"{med([r['cpu_client_per_sweep'] for r in b], 3)} + "
+              f"{med([r['cpu_workers_per_sweep'] for r in b], 3)} | "
+              f"{min(load):.1f}-{max(load):.1f} |", flush=True)
+
+
 def _ping(client, fn, keys, args, repeat):
     """Round trips of one message ``(fn, keys, args)`` to every worker's Rounds actor over its
     socket (the channel of the rounds; the worker replies ``[fn(key, *args) for key in
@@ -563,7 +641,11 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6, 7])
+    parser.add_argument("--base", default=None,
+                        help="part 7: the src directory of the source tree to compare with "
+                             "(e.g. from `git archive <commit> src | tar -x -C DIR`)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
@@ -576,7 +658,17 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chunk-mb", type=float, default=16.0)
     args = parser.parse_args(argv)
+    if args.part == 7 and args.child:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sweep_ab_child(args.rows, 8, args.sweeps, args.parts, ("als", "mcmc"))
+        return
     print("load average:", os.getloadavg())
+    if args.part == 7:
+        if args.base is None:
+            parser.error("--part 7 needs --base (the src directory of the tree to compare)")
+        sweep_ab(args.rows or (60_000 if args.quick else 600_000), args.sweeps or 6,
+                 max(3, args.repeat), args.parts, args.base)
     if args.part in (None, 1):
         d, k = (200, 4) if args.quick else (1000, 10)
         with warnings.catch_warnings():
