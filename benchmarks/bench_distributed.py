@@ -211,13 +211,17 @@ def dask_sweeps(n, k, sweeps, repeat, parts=4):
     return out
 
 
-def sweep_bar(n, k, sweeps, repeat, parts):
-    """Part 4: per-sweep wall and CPU, fd.fit on 2 workers x 1 thread vs in memory n_jobs=2."""
+def sweep_bar(n, k, sweeps, repeat, parts, modes=("mem", "dask")):
+    """Part 4: per-sweep wall and CPU, fd.fit on 2 workers x 1 thread vs in memory n_jobs=2
+    (``modes``: "mem", "dask" and "dask-client", the distributed fit with every class round
+    through the client instead of between the workers; one table line per distributed mode,
+    its ratio to "mem")."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
     from fmlearn import FMRegressor
     from fmlearn import distributed as fd
+    from fmlearn.distributed import _fm
 
     X, y = _one_hot_rows(n, 2000, 2000)
     rows = -(-n // parts)
@@ -235,11 +239,11 @@ def sweep_bar(n, k, sweeps, repeat, parts):
             # warm-up: compile / load the kernels in every process
             make(2, n_jobs=2).fit(X[:5000], y[:5000])
             fd.fit(make(2), Xd[:5000], yd[:5000], client=client)
-            runs = {"mem": [], "dask": []}
+            runs = {mode: [] for mode in modes}
             for rep in range(repeat):
                 fits = {}
                 for n_iter in (1, 1 + sweeps):
-                    for mode in ("mem", "dask"):
+                    for mode in modes:
                         load = os.getloadavg()[0]
                         w0 = _cpu_of_workers(client)
                         cpu0 = time.process_time()
@@ -247,12 +251,16 @@ def sweep_bar(n, k, sweeps, repeat, parts):
                         if mode == "mem":
                             est = make(n_iter, n_jobs=2).fit(X, y)
                         else:
-                            est = fd.fit(make(n_iter), Xd, yd, client=client)
+                            _fm._Cluster.peers_allowed = mode == "dask"
+                            try:
+                                est = fd.fit(make(n_iter), Xd, yd, client=client)
+                            finally:
+                                _fm._Cluster.peers_allowed = True
                         wall = time.perf_counter() - t0
                         cpu = time.process_time() - cpu0
                         wcpu = _cpu_of_workers(client) - w0
                         fits[mode, n_iter] = (wall, cpu, wcpu, load, est)
-                for mode in ("mem", "dask"):
+                for mode in modes:
                     (w1, c1, x1, _, _), (w2, c2, x2, load, est) = (fits[mode, 1],
                                                                   fits[mode, 1 + sweeps])
                     row = {"solver": solver, "mode": mode, "rep": rep, "rows": n, "k": k,
@@ -263,32 +271,38 @@ def sweep_bar(n, k, sweeps, repeat, parts):
                            "iter_time_median_s": float(np.median(est.history_["iter_time"][1:])),
                            "fit_wall_s": w2,
                            "train_rmse": float(np.sqrt(np.mean((est.predict(X) - y) ** 2)))}
-                    if mode == "dask":
+                    if mode != "mem":
                         info = est.distributed_
                         row.update(rounds_per_sweep=info["rounds"] / est.n_iter_,
                                    bytes_per_sweep=info["bytes_sent"] / est.n_iter_)
                     print(json.dumps(row), flush=True)
                     runs[mode].append(row)
                     out.append(row)
-            m, dk = runs["mem"], runs["dask"]
-            it = "iter_time_median_s"
-            ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
-            ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
-            cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
-                   / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
-            diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
-
-            def med(v, f=3):
-                return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
-
-            print(f"| {solver} | {n:,} | {parts} | {med([r[it] for r in m])} | "
-                  f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
-                  f"{med([r['sweep_cpu_client_s'] for r in m])} | "
-                  f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
-                  f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
-                  f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
-                  f" | {diff:.1e} |", flush=True)
+            for mode in modes[1:]:
+                _bar_line(solver, n, parts, mode, runs["mem"], runs[mode])
     return out
+
+
+def _bar_line(solver, n, parts, mode, m, dk):
+    """One line of part 4's table: the distributed mode ``mode`` (runs ``dk``) against the
+    in-memory runs ``m``, paired by repetition."""
+    it = "iter_time_median_s"
+    ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
+    ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
+    cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
+           / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
+    diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
+
+    def med(v, f=3):
+        return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
+
+    print(f"| {solver} | {mode} | {n:,} | {parts} | {med([r[it] for r in m])} | "
+          f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
+          f"{med([r['sweep_cpu_client_s'] for r in m])} | "
+          f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
+          f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
+          f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
+          f" | {diff:.1e} |", flush=True)
 
 
 def sweep_ab_child(n, k, sweeps, parts, solvers):
@@ -646,6 +660,10 @@ def main(argv=None):
                         help="part 7: the src directory of the source tree to compare with "
                              "(e.g. from `git archive <commit> src | tar -x -C DIR`)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default="dask",
+                        help="part 4: the distributed modes, alternated with the in-memory fit: "
+                             "dask (class rounds between the workers), dask-client (every "
+                             "round through the client), or both: dask,dask-client")
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
@@ -680,14 +698,16 @@ def main(argv=None):
         file_streaming(args.quick, int(args.chunk_mb * 2**20))
     if args.part == 4:
         n = args.rows or (60_000 if args.quick else 600_000)
-        print("| solver | rows | partitions | memory 2 threads, s/sweep | 2 workers, s/sweep | "
+        modes = ("mem",) + tuple(args.modes.split(","))
+        print("| solver | mode | rows | partitions | memory 2 threads, s/sweep | 2 workers, "
+              "s/sweep | "
               "ratio | ratio (by difference) | memory CPU s/sweep | dask CPU s/sweep (client "
               "+ workers) | CPU ratio | load | train RMSE diff |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
-                      args.parts)
+                      args.parts, modes)
     if args.part == 5:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -19,7 +19,11 @@ one message per worker (not a task per partition): each worker holding partition
 :class:`~fmlearn.distributed._fm_worker.Rounds` actor that runs the round on all of them, and
 the client reaches it over a socket of its own (authenticated, kept open for the fit) or, when
 there is none, through Dask's connection to the worker; the scheduler is not involved in a
-round (see :class:`_Cluster`).
+round (see :class:`_Cluster`). With a socket to every worker, the workers are also connected
+to one another and the class rounds run between them (``_fm_worker._peer_passes``): each
+worker sends its partitions' sums to the others, adds all of them in partition order and
+steps the class on its copy of the model as the client would, bit for bit; the client sends
+one message per worker for a sweep's passes and is off the critical path of its rounds.
 
 Where the state lives. Each partition's validated rows are a persisted Dask future (its
 lineage goes back to the source: a Dask array, dataframe or files, so Dask recomputes it when

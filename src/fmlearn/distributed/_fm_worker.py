@@ -475,15 +475,16 @@ def _pollers(peers, client):
 
 
 def _wait_peer(poll):
-    """Until the peer's connection has a message: polled without sleeping for up to
-    :data:`SPIN` seconds (waking a sleeping thread costs more than that on a virtual
-    machine), then waiting; a client that closed its connection (it lost a worker and
+    """Until the peer's connection has a message: polled without sleeping (but yielding the
+    core) for up to :data:`SPIN` seconds (waking a sleeping thread costs more than that on a
+    virtual machine), then waiting; a client that closed its connection (it lost a worker and
     restarts the sweep) ends the wait with StateLost."""
     spin, block, client = poll
     if spin.poll(0):
         return
     end = time.perf_counter() + SPIN
     while time.perf_counter() < end:
+        os.sched_yield()  # a busy machine's other threads (the peer's kernel) run first
         if spin.poll(0):
             return
     while True:
