@@ -529,7 +529,8 @@ def _peer_passes(keys, spec):
     order, so all copies stay equal, bit for bit, to the model the client's rounds give. The
     last class's changes are applied at the end. ``spec`` (from ``_Sweeper._peer_spec``): the
     w0 shift, the step's settings, the passes, the worker of each partition. Returns, for the
-    first key, ``(w, V, cpu seconds)`` of this worker's copy (None, None, 0 for the others)."""
+    first key, ``(w, V, cpu seconds)`` of this worker's copy (w and V from the first worker
+    only; None, None, 0 for the other keys)."""
     t0 = time.process_time()
     mesh = _SERVING.mesh
     if mesh is None:
@@ -588,5 +589,7 @@ def _peer_passes(keys, spec):
     none = Gather(-1, 0, 1, _F0, loss)
     for part in parts:
         _round(part, ap, none)
-    return [(w, V, time.process_time() - t0)] + [(None, None, 0.0)] * (len(keys)
-                                                                                    - 1)
+    cpu = time.process_time() - t0
+    if me > 0:  # the first worker brings the model back (all copies are equal)
+        w = V = None
+    return [(w, V, cpu)] + [(None, None, 0.0)] * (len(keys) - 1)
