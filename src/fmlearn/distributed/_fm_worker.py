@@ -374,7 +374,8 @@ _SERVING = threading.local()
 CHUNK = 1 << 16
 # Seconds between two checks of the client's connection while a worker waits for its peers.
 PEER_CHECK = 0.5
-# Seconds a worker polls its peer's connection without sleeping before it waits.
+# Seconds a worker polls its peer's connection at most without sleeping before it waits
+# (see _wait_peer; 0: it sleeps at once).
 SPIN = 0.0003
 # A list to record each class round's perf_counter stamps in (start, sums gathered, peers'
 # sums received, class stepped), or None (bench_distributed.py --part 5 sets it).
@@ -474,19 +475,26 @@ def _pollers(peers, client):
     return out
 
 
-def _wait_peer(poll):
-    """Until the peer's connection has a message: polled without sleeping (but yielding the
-    core) for up to :data:`SPIN` seconds (waking a sleeping thread costs more than that on a
-    virtual machine), then waiting; a client that closed its connection (it lost a worker and
-    restarts the sweep) ends the wait with StateLost."""
+def _wait_peer(poll, spin_for):
+    """Until the peer's connection has a message: polled without sleeping for up to
+    ``spin_for[0]`` seconds (waking a sleeping thread costs more than that on a virtual
+    machine), then waiting; a client that closed its connection (it lost a worker and
+    restarts the sweep) ends the wait with StateLost. The busy poll adapts: a poll that ended
+    in a sleep halves the next one's budget, one that found the message doubles it (up to
+    :data:`SPIN`): on a busy machine, where the peer's message is late because the peer waits
+    for a core, the worker sleeps at once and leaves the core to others."""
     spin, block, client = poll
     if spin.poll(0):
         return
-    end = time.perf_counter() + SPIN
-    while time.perf_counter() < end:
-        os.sched_yield()  # a busy machine's other threads (the peer's kernel) run first
-        if spin.poll(0):
-            return
+    if spin_for[0] > 0.0:
+        now = time.perf_counter()
+        end = now + spin_for[0]
+        while now < end:
+            if spin.poll(0):
+                spin_for[0] = min(SPIN, 2.0 * spin_for[0])
+                return
+            now = time.perf_counter()
+    spin_for[0] = max(SPIN / 16, 0.5 * spin_for[0]) if SPIN > 0 else 0.0
     while True:
         ready = block.poll(1000 * PEER_CHECK)
         if any(fd != client for fd, _ in ready):
@@ -495,7 +503,7 @@ def _wait_peer(poll):
             raise StateLost("the client ended the sweep")
 
 
-def _exchange(peers, polls, mine, theirs):
+def _exchange(peers, polls, mine, theirs, spin_for):
     """Send this worker's sums ``mine`` to every peer and read each peer's into
     ``theirs[j]``, in chunks of at most :data:`CHUNK` bytes (see there)."""
     out = memoryview(mine).cast("B")
@@ -508,7 +516,7 @@ def _exchange(peers, polls, mine, theirs):
                     conn.send_bytes(out[lo:lo + CHUNK])
             for j, conn in peers.items():
                 if lo < ins[j].nbytes:
-                    _wait_peer(polls[j])
+                    _wait_peer(polls[j], spin_for)
                     got = conn.recv_bytes_into(ins[j][lo:lo + CHUNK])
                     if got != min(CHUNK, ins[j].nbytes - lo):
                         raise StateLost(f"a peer worker sent {got} bytes of sums, expected "
@@ -555,6 +563,7 @@ def _peer_passes(keys, spec):
     held = {j: sum(1 for o in owner if o == j) for j in peers}
     loss = spec["loss"]
     ap = Apply(float(spec["shift"]), -1, 0, 1, 1, _F0, _F0, _F0, -1)
+    spin_for = [SPIN]
     t = time.perf_counter()
     for slot, col, cur, nxt, fn, lam, mu, z0 in spec["passes"]:
         theta = w if slot == 0 else V
@@ -571,7 +580,7 @@ def _peer_passes(keys, spec):
                 mine[i, 1] = H[:m]
             theirs = {j: np.empty((held[j], 2, m)) for j in peers}
             t1 = time.perf_counter()
-            _exchange(peers, polls, mine, theirs)
+            _exchange(peers, polls, mine, theirs, spin_for)
             t2 = time.perf_counter()
             o, i = where[0]
             GH = (mine if o == me else theirs[o])[i].copy()
