@@ -44,13 +44,27 @@
 5. ``--part 5``: where a distributed sweep's time goes (``--rows``, default 600,000;
    ``--workers``, default 2; ``--parts``): per round, the wall time the client waits, the
    slowest worker's kernel CPU in it, the client's own steps, and the rest (messages and
-   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; then the round trip
+   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; per worker and class
+   round between the workers, its kernel, its wait for the peers' sums and its step
+   (median, 10th-90th percentile, ``_fm_worker.TRACE``); then the round trip
    of the socket channel alone on the same workers: an empty message, a compact round's
    bytes (m = 2000 values out, a (2, m) array back per partition) and a full round's (four
    m-arrays each way); median, 10th and 90th percentile of 300.
 6. ``--part 6``: the workers' round kernel on one partition (``--rows``, default 300,000
    one-hot rows): the former walk through the CSR rows against the class-major layout,
    alternated, CPU ns per row and round (median, min-max of ``--repeat``).
+
+7. ``--part 7 --base DIR``: the distributed sweep of this source tree against another (DIR:
+   the ``src`` directory of an older tree, e.g. ``git archive <commit> src | tar -x -C
+   /tmp/old`` then ``--base /tmp/old/src``): each side a fresh process (its own LocalCluster
+   of 2 workers x 1 thread, ``--rows`` default 600,000, ``--parts``), alternated A B A B
+   ``--repeat`` times; per solver the median seconds per sweep after the first of a fit of
+   1 + ``--sweeps`` (default 6) sweeps, the CPU seconds of the client and the workers per
+   sweep, the ratio B / A of each pair (median, min-max), and each fit's ``V_sum`` (the two
+   trees must give the same model).
+
+Part 4 takes ``--modes dask,dask-client`` to alternate the class rounds between the workers
+(the default) and every round through the client, both against the in-memory fit.
 
 Run under the benchmark lock, e.g.::
 
@@ -432,6 +446,35 @@ def _pings(client, workers, m=2000, parts=2):
                           "load": os.getloadavg()[0]}), flush=True)
 
 
+def _trace(on):
+    """In a worker: start recording the class rounds between the workers
+    (``_fm_worker.TRACE``), or stop and return the records."""
+    from fmlearn.distributed import _fm_worker
+
+    out = _fm_worker.TRACE
+    _fm_worker.TRACE = [] if on else None
+    return out
+
+
+def _trace_summary(traces, solver, rep):
+    """Per worker, the median (10th-90th percentile) ms per class round between the workers:
+    its kernel (apply + gather on its partitions), the wait for its peers' sums (their
+    kernels' lag + one hop + the wake-up), and the step (adding the sums, stepping the
+    class)."""
+    for addr, t in sorted(traces.items()):
+        if not t:
+            continue
+        t = 1e3 * np.array(t)
+        row = {"solver": solver, "rep": rep, "worker": addr, "rounds": len(t),
+               "load": os.getloadavg()[0]}
+        for name, a, b in (("kernel", 0, 1), ("exchange", 1, 2), ("step", 2, 3)):
+            v = t[:, b] - t[:, a]
+            row[f"{name}_ms"] = [round(float(np.median(v)), 3),
+                                 round(float(np.percentile(v, 10)), 3),
+                                 round(float(np.percentile(v, 90)), 3)]
+        print(json.dumps(row), flush=True)
+
+
 def round_profile(n, k, sweeps, repeat, parts, workers):
     """Part 5: where a distributed sweep's wall time goes, per round: the slowest worker's
     kernel CPU, the client's own steps and the rest (messages, wake-ups); and the round trip
@@ -455,7 +498,9 @@ def round_profile(n, k, sweeps, repeat, parts, workers):
                 k, solver=solver, n_iter=n_iter, random_state=0, **kw[solver])
             fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
             for rep in range(repeat):
+                client.run(_trace, True)
                 est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+                _trace_summary(client.run(_trace, False), solver, rep)
                 info = est.distributed_
                 r = info["rounds"]
                 row = {"solver": solver, "rep": rep, "rows": n, "workers": workers,
