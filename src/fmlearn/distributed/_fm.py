@@ -252,14 +252,17 @@ class _Cluster:
         self.mesh = None
         if not self.peers_allowed or not all(a in self.socks for a in addrs):
             return
+        from multiprocessing import AuthenticationError
+
         key = os.urandom(32)
         first = {a: self.where.index(a) for a in addrs}
         try:
             got = self.map(_mesh_listen, key, count=False)
             listeners = [got[first[a]] for a in addrs]
             self.map(_mesh_connect, key, listeners, count=False)
-        except (OSError, EOFError, ValueError, StateLost):  # the rounds go through the client
-            return
+        except (OSError, EOFError, ValueError, AuthenticationError):
+            return  # a worker could not reach another: the rounds go through the client
+        # (a lost worker raises StateLost: the sweep restarts and connects them afresh)
         self.mesh = addrs
 
     @property

@@ -59,7 +59,12 @@ class _Sweeper:
     build, and derives the previous values, the changes, the next factor's values and the
     gathered class's values from it: ``_fm_worker._round_args``), 8 m bytes instead of the
     32 m of the full round's arrays (m features in the class); the sums come back as one
-    (2, m) array per partition. The rounds are the same bit for bit."""
+    (2, m) array per partition. The rounds are the same bit for bit.
+
+    With ``compact`` and the workers connected to one another (``_Cluster.peer``), a sweep's
+    class rounds run between the workers (:meth:`_peer_passes`): the client runs the first
+    round (w0, the noise precision, the hyper-parameters), then sends each worker one message
+    with the sweep's settings and random numbers and receives the model at the end."""
 
     compact = True
 

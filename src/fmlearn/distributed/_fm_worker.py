@@ -372,6 +372,8 @@ _SERVING = threading.local()
 # worker sending its chunk to all its peers before reading theirs, so no more than two chunks
 # are unread on a connection (its buffers are set to hold them: no send can wait for ever).
 CHUNK = 1 << 16
+# Seconds a worker waits for its peers to connect to it (they do so as soon as they are asked).
+PEER_ACCEPT_TIMEOUT = 30
 # Seconds between two checks of the client's connection while a worker waits for its peers.
 PEER_CHECK = 0.5
 # Seconds a worker polls its peer's connection at most without sleeping before it waits
@@ -421,8 +423,8 @@ def _mesh_listen(keys, authkey):
     _close_mesh()
     listener = Listener((_SERVING.host, 0), authkey=authkey)
     sock = getattr(getattr(listener, "_listener", None), "_socket", None)
-    if sock is not None:
-        sock.settimeout(ACCEPT_TIMEOUT)
+    if sock is not None:  # the peers connect right away, or failed (then it is no use waiting)
+        sock.settimeout(PEER_ACCEPT_TIMEOUT)
     _SERVING.listener = listener
     return [listener.address] + [None] * (len(keys) - 1)
 
