@@ -44,13 +44,27 @@
 5. ``--part 5``: where a distributed sweep's time goes (``--rows``, default 600,000;
    ``--workers``, default 2; ``--parts``): per round, the wall time the client waits, the
    slowest worker's kernel CPU in it, the client's own steps, and the rest (messages and
-   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; then the round trip
+   wake-ups), from ``est.distributed_`` of ``--repeat`` fits per solver; per worker and class
+   round between the workers, its kernel, its wait for the peers' sums and its step
+   (median, 10th-90th percentile, ``_fm_worker.TRACE``); then the round trip
    of the socket channel alone on the same workers: an empty message, a compact round's
    bytes (m = 2000 values out, a (2, m) array back per partition) and a full round's (four
    m-arrays each way); median, 10th and 90th percentile of 300.
 6. ``--part 6``: the workers' round kernel on one partition (``--rows``, default 300,000
    one-hot rows): the former walk through the CSR rows against the class-major layout,
    alternated, CPU ns per row and round (median, min-max of ``--repeat``).
+
+7. ``--part 7 --base DIR``: the distributed sweep of this source tree against another (DIR:
+   the ``src`` directory of an older tree, e.g. ``git archive <commit> src | tar -x -C
+   /tmp/old`` then ``--base /tmp/old/src``): each side a fresh process (its own LocalCluster
+   of 2 workers x 1 thread, ``--rows`` default 600,000, ``--parts``), alternated A B A B
+   ``--repeat`` times; per solver the median seconds per sweep after the first of a fit of
+   1 + ``--sweeps`` (default 6) sweeps, the CPU seconds of the client and the workers per
+   sweep, the ratio B / A of each pair (median, min-max), and each fit's ``V_sum`` (the two
+   trees must give the same model).
+
+Part 4 takes ``--modes dask,dask-client`` to alternate the class rounds between the workers
+(the default) and every round through the client, both against the in-memory fit.
 
 Run under the benchmark lock, e.g.::
 
@@ -211,13 +225,17 @@ def dask_sweeps(n, k, sweeps, repeat, parts=4):
     return out
 
 
-def sweep_bar(n, k, sweeps, repeat, parts):
-    """Part 4: per-sweep wall and CPU, fd.fit on 2 workers x 1 thread vs in memory n_jobs=2."""
+def sweep_bar(n, k, sweeps, repeat, parts, modes=("mem", "dask")):
+    """Part 4: per-sweep wall and CPU, fd.fit on 2 workers x 1 thread vs in memory n_jobs=2
+    (``modes``: "mem", "dask" and "dask-client", the distributed fit with every class round
+    through the client instead of between the workers; one table line per distributed mode,
+    its ratio to "mem")."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
     from fmlearn import FMRegressor
     from fmlearn import distributed as fd
+    from fmlearn.distributed import _fm
 
     X, y = _one_hot_rows(n, 2000, 2000)
     rows = -(-n // parts)
@@ -235,11 +253,11 @@ def sweep_bar(n, k, sweeps, repeat, parts):
             # warm-up: compile / load the kernels in every process
             make(2, n_jobs=2).fit(X[:5000], y[:5000])
             fd.fit(make(2), Xd[:5000], yd[:5000], client=client)
-            runs = {"mem": [], "dask": []}
+            runs = {mode: [] for mode in modes}
             for rep in range(repeat):
                 fits = {}
                 for n_iter in (1, 1 + sweeps):
-                    for mode in ("mem", "dask"):
+                    for mode in modes:
                         load = os.getloadavg()[0]
                         w0 = _cpu_of_workers(client)
                         cpu0 = time.process_time()
@@ -247,12 +265,16 @@ def sweep_bar(n, k, sweeps, repeat, parts):
                         if mode == "mem":
                             est = make(n_iter, n_jobs=2).fit(X, y)
                         else:
-                            est = fd.fit(make(n_iter), Xd, yd, client=client)
+                            _fm._Cluster.peers_allowed = mode == "dask"
+                            try:
+                                est = fd.fit(make(n_iter), Xd, yd, client=client)
+                            finally:
+                                _fm._Cluster.peers_allowed = True
                         wall = time.perf_counter() - t0
                         cpu = time.process_time() - cpu0
                         wcpu = _cpu_of_workers(client) - w0
                         fits[mode, n_iter] = (wall, cpu, wcpu, load, est)
-                for mode in ("mem", "dask"):
+                for mode in modes:
                     (w1, c1, x1, _, _), (w2, c2, x2, load, est) = (fits[mode, 1],
                                                                   fits[mode, 1 + sweeps])
                     row = {"solver": solver, "mode": mode, "rep": rep, "rows": n, "k": k,
@@ -263,32 +285,116 @@ def sweep_bar(n, k, sweeps, repeat, parts):
                            "iter_time_median_s": float(np.median(est.history_["iter_time"][1:])),
                            "fit_wall_s": w2,
                            "train_rmse": float(np.sqrt(np.mean((est.predict(X) - y) ** 2)))}
-                    if mode == "dask":
+                    if mode != "mem":
                         info = est.distributed_
                         row.update(rounds_per_sweep=info["rounds"] / est.n_iter_,
                                    bytes_per_sweep=info["bytes_sent"] / est.n_iter_)
                     print(json.dumps(row), flush=True)
                     runs[mode].append(row)
                     out.append(row)
-            m, dk = runs["mem"], runs["dask"]
-            it = "iter_time_median_s"
-            ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
-            ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
-            cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
-                   / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
-            diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
-
-            def med(v, f=3):
-                return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
-
-            print(f"| {solver} | {n:,} | {parts} | {med([r[it] for r in m])} | "
-                  f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
-                  f"{med([r['sweep_cpu_client_s'] for r in m])} | "
-                  f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
-                  f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
-                  f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
-                  f" | {diff:.1e} |", flush=True)
+            for mode in modes[1:]:
+                _bar_line(solver, n, parts, mode, runs["mem"], runs[mode])
     return out
+
+
+def _bar_line(solver, n, parts, mode, m, dk):
+    """One line of part 4's table: the distributed mode ``mode`` (runs ``dk``) against the
+    in-memory runs ``m``, paired by repetition."""
+    it = "iter_time_median_s"
+    ratio = [b[it] / a[it] for a, b in zip(m, dk, strict=True)]
+    ratio_d = [b["sweep_wall_s"] / a["sweep_wall_s"] for a, b in zip(m, dk, strict=True)]
+    cpu = [(b["sweep_cpu_client_s"] + b["sweep_cpu_workers_s"])
+           / max(a["sweep_cpu_client_s"], 1e-9) for a, b in zip(m, dk, strict=True)]
+    diff = abs(m[-1]["train_rmse"] - dk[-1]["train_rmse"])
+
+    def med(v, f=3):
+        return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
+
+    print(f"| {solver} | {mode} | {n:,} | {parts} | {med([r[it] for r in m])} | "
+          f"{med([r[it] for r in dk])} | **{med(ratio, 2)}** | {med(ratio_d, 2)} | "
+          f"{med([r['sweep_cpu_client_s'] for r in m])} | "
+          f"{med([r['sweep_cpu_client_s'] for r in dk])} + "
+          f"{med([r['sweep_cpu_workers_s'] for r in dk])} | {med(cpu, 2)} | "
+          f"{min(r['load'] for r in m + dk):.1f}-{max(r['load'] for r in m + dk):.1f}"
+          f" | {diff:.1e} |", flush=True)
+
+
+def sweep_ab_child(n, k, sweeps, parts, solvers):
+    """One side of part 7, in a fresh process (its PYTHONPATH picks the source tree): per
+    solver one ``fd.fit`` of 1 + ``sweeps`` sweeps on a 2-worker LocalCluster; prints one JSON
+    line per solver (median seconds per sweep after the first, the CPU seconds of the client
+    and of the workers per sweep)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    import fmlearn
+    from fmlearn import FMRegressor
+    from fmlearn import distributed as fd
+
+    X, y = _one_hot_rows(n, 2000, 2000)
+    rows = -(-n // parts)
+    kw = {"als": dict(reg_linear=1.0, reg_pairwise=1.0), "mcmc": {}}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        Xd = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False)
+        yd = da.from_array(y, chunks=rows)
+        Xd, yd = client.persist([Xd, yd])
+        for solver in solvers:
+            def make(n_iter, solver=solver):
+                return FMRegressor(k, solver=solver, n_iter=n_iter, random_state=0,
+                                   **kw[solver])
+            fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
+            w0 = _cpu_of_workers(client)
+            cpu0 = time.process_time()
+            est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+            print(json.dumps({
+                "solver": solver, "src": os.path.dirname(os.path.dirname(fmlearn.__file__)),
+                "rows": n, "load": os.getloadavg()[0],
+                "s_per_sweep": float(np.median(est.history_["iter_time"][1:])),
+                "cpu_client_per_sweep": (time.process_time() - cpu0) / (1 + sweeps),
+                "cpu_workers_per_sweep": (_cpu_of_workers(client) - w0) / (1 + sweeps),
+                "V_sum": float(np.sum(est.V_))}), flush=True)
+
+
+def sweep_ab(n, sweeps, repeat, parts, base):
+    """Part 7: the distributed sweep of this source tree (B) against another (A: ``--base``,
+    the ``src`` directory of an older tree), each side a fresh process with its PYTHONPATH,
+    alternated A B A B ... ``repeat`` times; seconds per sweep (median of the fit's sweeps
+    after the first) and CPU seconds per sweep, median (min-max) per side and the ratio
+    B / A of each pair. The two sides must give the same model (``V_sum`` printed)."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    sides = {"A": os.path.abspath(base), "B": os.path.abspath(here)}
+    runs = {"A": [], "B": []}
+    for _ in range(repeat):
+        for side in ("A", "B"):
+            env = dict(os.environ, PYTHONPATH=sides[side])
+            cmd = [sys.executable, os.path.abspath(__file__), "--part", "7", "--child",
+                   "--rows", str(n), "--sweeps", str(sweeps), "--parts", str(parts)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    row["side"] = side
+                    print(json.dumps(row), flush=True)
+                    runs[side].append(row)
+
+    def med(v, f=4):
+        return f"{np.median(v):.{f}f} ({min(v):.{f}f}-{max(v):.{f}f})"
+
+    print("| solver | rows | A s/sweep | B s/sweep | **B / A** | A CPU client + workers | "
+          "B CPU client + workers | load |\n|---|---|---|---|---|---|---|---|")
+    for solver in ("als", "mcmc"):
+        a = [r for r in runs["A"] if r["solver"] == solver]
+        b = [r for r in runs["B"] if r["solver"] == solver]
+        ratio = [y["s_per_sweep"] / x["s_per_sweep"] for x, y in zip(a, b, strict=True)]
+        load = [r["load"] for r in a + b]
+        print(f"| {solver} | {n:,} | {med([r['s_per_sweep'] for r in a])} | "
+              f"{med([r['s_per_sweep'] for r in b])} | **{med(ratio, 2)}** | "
+              f"{med([r['cpu_client_per_sweep'] for r in a], 3)} + "
+              f"{med([r['cpu_workers_per_sweep'] for r in a], 3)} | "
+              f"{med([r['cpu_client_per_sweep'] for r in b], 3)} + "
+              f"{med([r['cpu_workers_per_sweep'] for r in b], 3)} | "
+              f"{min(load):.1f}-{max(load):.1f} |", flush=True)
 
 
 def _ping(client, fn, keys, args, repeat):
@@ -340,6 +446,35 @@ def _pings(client, workers, m=2000, parts=2):
                           "load": os.getloadavg()[0]}), flush=True)
 
 
+def _trace(on):
+    """In a worker: start recording the class rounds between the workers
+    (``_fm_worker.TRACE``), or stop and return the records."""
+    from fmlearn.distributed import _fm_worker
+
+    out = _fm_worker.TRACE
+    _fm_worker.TRACE = [] if on else None
+    return out
+
+
+def _trace_summary(traces, solver, rep):
+    """Per worker, the median (10th-90th percentile) ms per class round between the workers:
+    its kernel (apply + gather on its partitions), the wait for its peers' sums (their
+    kernels' lag + one hop + the wake-up), and the step (adding the sums, stepping the
+    class)."""
+    for addr, t in sorted(traces.items()):
+        if not t:
+            continue
+        t = 1e3 * np.array(t)
+        row = {"solver": solver, "rep": rep, "worker": addr, "rounds": len(t),
+               "load": os.getloadavg()[0]}
+        for name, a, b in (("kernel", 0, 1), ("exchange", 1, 2), ("step", 2, 3)):
+            v = t[:, b] - t[:, a]
+            row[f"{name}_ms"] = [round(float(np.median(v)), 3),
+                                 round(float(np.percentile(v, 10)), 3),
+                                 round(float(np.percentile(v, 90)), 3)]
+        print(json.dumps(row), flush=True)
+
+
 def round_profile(n, k, sweeps, repeat, parts, workers):
     """Part 5: where a distributed sweep's wall time goes, per round: the slowest worker's
     kernel CPU, the client's own steps and the rest (messages, wake-ups); and the round trip
@@ -363,7 +498,9 @@ def round_profile(n, k, sweeps, repeat, parts, workers):
                 k, solver=solver, n_iter=n_iter, random_state=0, **kw[solver])
             fd.fit(make(2), Xd[:5000], yd[:5000], client=client)  # warm-up
             for rep in range(repeat):
+                client.run(_trace, True)
                 est = fd.fit(make(1 + sweeps), Xd, yd, client=client)
+                _trace_summary(client.run(_trace, False), solver, rep)
                 info = est.distributed_
                 r = info["rounds"]
                 row = {"solver": solver, "rep": rep, "rows": n, "workers": workers,
@@ -563,7 +700,15 @@ def file_streaming(quick, chunk):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6])
+    parser.add_argument("--part", type=int, choices=[1, 2, 3, 4, 5, 6, 7])
+    parser.add_argument("--base", default=None,
+                        help="part 7: the src directory of the source tree to compare with "
+                             "(e.g. from `git archive <commit> src | tar -x -C DIR`)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default="dask",
+                        help="part 4: the distributed modes, alternated with the in-memory fit: "
+                             "dask (class rounds between the workers), dask-client (every "
+                             "round through the client), or both: dask,dask-client")
     parser.add_argument("--rows", type=int, default=None,
                         help="rows of parts 3 and 4 (default 2,000,000 and 600,000)")
     parser.add_argument("--sweeps", type=int, default=None,
@@ -576,7 +721,17 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chunk-mb", type=float, default=16.0)
     args = parser.parse_args(argv)
+    if args.part == 7 and args.child:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sweep_ab_child(args.rows, 8, args.sweeps, args.parts, ("als", "mcmc"))
+        return
     print("load average:", os.getloadavg())
+    if args.part == 7:
+        if args.base is None:
+            parser.error("--part 7 needs --base (the src directory of the tree to compare)")
+        sweep_ab(args.rows or (60_000 if args.quick else 600_000), args.sweeps or 6,
+                 max(3, args.repeat), args.parts, args.base)
     if args.part in (None, 1):
         d, k = (200, 4) if args.quick else (1000, 10)
         with warnings.catch_warnings():
@@ -588,14 +743,16 @@ def main(argv=None):
         file_streaming(args.quick, int(args.chunk_mb * 2**20))
     if args.part == 4:
         n = args.rows or (60_000 if args.quick else 600_000)
-        print("| solver | rows | partitions | memory 2 threads, s/sweep | 2 workers, s/sweep | "
+        modes = ("mem",) + tuple(args.modes.split(","))
+        print("| solver | mode | rows | partitions | memory 2 threads, s/sweep | 2 workers, "
+              "s/sweep | "
               "ratio | ratio (by difference) | memory CPU s/sweep | dask CPU s/sweep (client "
               "+ workers) | CPU ratio | load | train RMSE diff |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sweep_bar(n, 8, args.sweeps or (3 if args.quick else 6), max(3, args.repeat),
-                      args.parts)
+                      args.parts, modes)
     if args.part == 5:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -192,15 +192,75 @@ def test_rounds_over_sockets_or_dask_give_the_same_model(client, monkeypatch):
     msgs = fast.distributed_["messages"]
     rounds = fast.distributed_["rounds"]
     assert msgs["dask"] == msgs["tasks"] == 0
-    assert rounds <= msgs["socket"] <= 2 * rounds  # one per worker holding partitions
+    # over sockets the class rounds run between the workers: the client sends each worker
+    # two messages a sweep (w0's round, then the passes), and two to connect them
+    assert msgs["socket"] == 2 * 2 * (kw["n_iter"] + 1) and msgs["peer"] > 0
     monkeypatch.setattr(_fm._Cluster, "_connect", lambda self, addr, actor: None)
     slow = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
-    assert slow.distributed_["messages"]["socket"] == 0
-    assert slow.distributed_["messages"]["dask"] == msgs["socket"]
+    smsgs = slow.distributed_["messages"]
+    assert smsgs["socket"] == smsgs["peer"] == 0
+    assert slow.distributed_["rounds"] == rounds
+    assert rounds <= smsgs["dask"] <= 2 * rounds  # one per worker holding partitions
     for name in ("w_", "V_"):
         np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name))
     assert fast.w0_ == slow.w0_
     assert_same_model(fast, FMRegressor(**kw).fit(X, y))
+
+
+def _die_at_step(n):
+    """Run in a worker: SIGKILL this worker process at its ``n``-th class step (the class
+    rounds between the workers step the classes on the workers)."""
+    from fmlearn.distributed import _fm_worker
+
+    step = _fm_worker.class_step
+    calls = [0]
+
+    def dying(*args):
+        calls[0] += 1
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return step(*args)
+
+    _fm_worker.class_step = dying
+
+
+def test_worker_killed_in_the_rounds_between_workers(client):
+    """A worker killed in the middle of a sweep's class rounds between the workers (its
+    peer waits for its sums): the peer ends the sweep, the client restarts it from the
+    sweep's start on fresh connections, and the chain equals the in-memory one to 1e-8."""
+    X, y = one_hot(2000, seed=8)
+    Xd, yd = dask_rows(X, y, (500, 500, 500, 500))
+    kw = dict(n_factors=2, solver="mcmc", n_iter=8, n_burn_in=2, random_state=4)
+    victim = sorted(client.scheduler_info()["workers"])[0]
+    client.run(_die_at_step, 3 * 9 + 4, workers=[victim])  # sweep 4 (9 class rounds each)
+    m = fd.fit(FMRegressor(**kw), Xd, yd, client=client)
+    client.wait_for_workers(2, timeout=60)
+    assert victim not in client.scheduler_info()["workers"]
+    assert m.distributed_["restarts"] >= 1 and m.distributed_["messages"]["peer"] > 0
+    assert_same_model(m, FMRegressor(**kw).fit(X, y))
+
+
+def test_rounds_between_workers_give_the_clients_model(client, monkeypatch, solver="mcmc"):
+    """The class rounds run between the workers (each adds all partitions' sums in partition
+    order and steps the class on its copy of the model; one worker holds two partitions)
+    give the model and the kept samples of rounds through the client bit for bit, with sample
+    weights and feature groups (MCMC: the random numbers and hyper-parameters reach the
+    workers; ALS: test_rounds_over_sockets_or_dask_give_the_same_model)."""
+    X, y = one_hot(2000, seed=9)
+    sw = np.random.default_rng(9).uniform(0.5, 2.0, X.shape[0])
+    Xd, yd, swd = dask_rows(X, y, (700, 600, 700), sw)
+    groups = np.repeat([0, 1, 2], [N_USERS, N_ITEMS, N_CTX])
+    kw = dict(n_factors=3, solver=solver, n_iter=12, random_state=5, groups=groups)
+    peers = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
+    monkeypatch.setattr(_fm._Cluster, "peers_allowed", False)
+    through = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
+    assert peers.distributed_["messages"]["peer"] > 0
+    assert through.distributed_["messages"]["peer"] == 0
+    for name in ("w_", "V_"):
+        np.testing.assert_array_equal(getattr(peers, name), getattr(through, name))
+    assert peers.w0_ == through.w0_
+    if solver == "mcmc":  # the kept samples too
+        np.testing.assert_array_equal(peers.samples_V_, through.samples_V_)
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])

@@ -19,7 +19,11 @@ one message per worker (not a task per partition): each worker holding partition
 :class:`~fmlearn.distributed._fm_worker.Rounds` actor that runs the round on all of them, and
 the client reaches it over a socket of its own (authenticated, kept open for the fit) or, when
 there is none, through Dask's connection to the worker; the scheduler is not involved in a
-round (see :class:`_Cluster`).
+round (see :class:`_Cluster`). With a socket to every worker, the workers are also connected
+to one another and the class rounds run between them (``_fm_worker._peer_passes``): each
+worker sends its partitions' sums to the others, adds all of them in partition order and
+steps the class on its copy of the model as the client would, bit for bit; the client sends
+one message per worker for a sweep's passes and is off the critical path of its rounds.
 
 Where the state lives. Each partition's validated rows are a persisted Dask future (its
 lineage goes back to the source: a Dask array, dataframe or files, so Dask recomputes it when
@@ -69,7 +73,7 @@ from ..kernels.cd_rows import Rows, row_pairs
 from ._common import active_client, is_frame, part_weights, row_arrays
 from ._files import SvmlightFiles, read_svmlight  # noqa: F401 - re-exported
 from ._fm_sweep import _Sweeper
-from ._fm_worker import Rounds, StateLost, _build, _drop, nodelay
+from ._fm_worker import Rounds, StateLost, _build, _drop, _mesh_connect, _mesh_listen, nodelay
 
 __all__ = ["SvmlightFiles", "fit", "read_svmlight"]
 
@@ -177,6 +181,10 @@ class _Cluster:
     (submit + gather). Results are still returned per partition and added on the client in
     partition order, so the fit does not depend on which worker holds what."""
 
+    # Whether the class rounds may run between the workers (see _mesh); False: every round
+    # goes through the client.
+    peers_allowed = True
+
     def __init__(self, client, parts, prefix, color, pos, direct=False):
         self.client = client
         self.direct = direct and client is not None
@@ -184,7 +192,8 @@ class _Cluster:
         self.comms = {}  # worker address -> an open Dask connection to it
         self.socks = {}  # worker address -> a socket to its Rounds actor's listener
         self.authkey = None
-        self.messages = {"socket": 0, "dask": 0, "tasks": 0}  # worker messages of the rounds
+        self.messages = {"socket": 0, "dask": 0, "tasks": 0, "peer": 0}  # messages of the rounds
+        self.mesh = None  # the workers (addresses, in order) connected to one another
         self.color = color
         self.pos = pos
         self.prefix = prefix
@@ -193,6 +202,7 @@ class _Cluster:
         self.n = 0
         self.rounds = 0
         self.sent = 0  # bytes of the round arguments sent (estimate: their arrays' sizes)
+        self.sent_peers = 0  # bytes of sums sent between the workers
 
     def _key(self, p):
         return (self.prefix, f"partition {p}")
@@ -226,6 +236,44 @@ class _Cluster:
         self.where = list(out)
         if self.direct:
             self._actors()
+            self._mesh()
+
+    def _mesh(self):
+        """Connect the workers' serving threads to one another (``_fm_worker._mesh_listen``,
+        ``_mesh_connect``) when every worker holding partitions has a socket: the sweep's
+        class rounds then run between the workers (``_fm_worker._peer_passes``). Kept while
+        the same workers hold the partitions; else (a Dask channel, a failed connection)
+        the rounds go through the client."""
+        import os
+
+        addrs = sorted(set(self.where))
+        if self.mesh == addrs:
+            return
+        self.mesh = None
+        if not self.peers_allowed or not all(a in self.socks for a in addrs):
+            return
+        from multiprocessing import AuthenticationError
+
+        key = os.urandom(32)
+        first = {a: self.where.index(a) for a in addrs}
+        try:
+            got = self.map(_mesh_listen, key, count=False)
+            listeners = [got[first[a]] for a in addrs]
+            self.map(_mesh_connect, key, listeners, count=False)
+        except (OSError, EOFError, ValueError, AuthenticationError):
+            return  # a worker could not reach another: the rounds go through the client
+        # (a lost worker raises StateLost: the sweep restarts and connects them afresh)
+        self.mesh = addrs
+
+    @property
+    def peer(self):
+        """Whether the class rounds can run between the workers (see :meth:`_mesh`)."""
+        return self.mesh is not None and self.mesh == sorted(set(self.where)) and all(
+            a in self.socks for a in self.mesh)
+
+    def owners(self):
+        """The index (in :attr:`mesh`) of the worker of each partition."""
+        return [self.mesh.index(a) for a in self.where]
 
     def _actors(self):
         """A Rounds actor on every worker that holds a partition (created once per worker and
@@ -257,9 +305,10 @@ class _Cluster:
         except (OSError, EOFError, ValueError):  # not reachable: Dask carries the rounds
             pass
 
-    def map(self, fn, *args):
-        """``fn(key, *args)`` on every partition; results in partition order."""
-        self.rounds += 1
+    def map(self, fn, *args, count=True):
+        """``fn(key, *args)`` on every partition; results in partition order (a
+        ``_fm_worker.per_worker`` function: once per worker, one result per partition)."""
+        self.rounds += count
         if not self.direct:
             self.sent += sum(a.nbytes for a in _arrays(args)) * len(self.rows)
             self.messages["tasks"] += len(self.rows)
@@ -359,6 +408,18 @@ class _Cluster:
         return done
 
     def _lost(self, addr):
+        """Drop the worker ``addr``'s socket and actor. With the workers connected to one
+        another, drop every worker's: the others may be waiting for the lost one in a
+        sweep's class rounds (they end it when their socket to the client closes), and the
+        next build connects them afresh."""
+        drop = [addr]
+        if self.mesh is not None:
+            drop += sorted((set(self.socks) | set(self.actors)) - {addr})
+            self.mesh = None
+        for a in drop:
+            self._drop_worker(a)
+
+    def _drop_worker(self, addr):
         conn = self.socks.pop(addr, None)
         if conn is not None:
             try:
@@ -390,7 +451,9 @@ class _Cluster:
 def _arrays(obj):
     if isinstance(obj, np.ndarray):
         yield obj
-    elif isinstance(obj, tuple):
+    elif isinstance(obj, dict):
+        yield from _arrays(tuple(obj.values()))
+    elif isinstance(obj, (tuple, list)):
         for o in obj:
             yield from _arrays(o)
 
@@ -676,6 +739,7 @@ def _start(est, client, X, y, sample_weight, merge=None):
 def _report(cluster, sweeper, start):
     """The ``distributed_`` attribute: rounds, bytes sent, where the seconds went."""
     return {"rounds": cluster.rounds, "bytes_sent": int(cluster.sent),
+            "bytes_peers": int(cluster.sent_peers),
             "seconds_rounds": sweeper.t_wait, "seconds_rounds_compute": sweeper.t_compute,
             "seconds_client": sweeper.t_client, "restarts": sweeper.restarts,
             "resumed_at": start, "messages": dict(cluster.messages)}

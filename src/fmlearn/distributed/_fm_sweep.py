@@ -15,7 +15,14 @@ from ..kernels.losses import SMOOTHNESS, SQUARED
 from ..solvers._fm_common import group_index
 from ..solvers.als import fixed_prior
 from ..solvers.mcmc import Chain, _reserve, record_sweep, sweep_config
-from ._fm_worker import StateLost, _bias_round, _class_round, _compact_bias, _compact_class
+from ._fm_worker import (
+    StateLost,
+    _bias_round,
+    _class_round,
+    _compact_bias,
+    _compact_class,
+    _peer_passes,
+)
 
 # Sweeps between rebuilds of the row caches from the model (as ALSSettings / MCMCSettings).
 REFRESH_EVERY = 10
@@ -52,7 +59,12 @@ class _Sweeper:
     build, and derives the previous values, the changes, the next factor's values and the
     gathered class's values from it: ``_fm_worker._round_args``), 8 m bytes instead of the
     32 m of the full round's arrays (m features in the class); the sums come back as one
-    (2, m) array per partition. The rounds are the same bit for bit."""
+    (2, m) array per partition. The rounds are the same bit for bit.
+
+    With ``compact`` and the workers connected to one another (``_Cluster.peer``), a sweep's
+    class rounds run between the workers (:meth:`_peer_passes`): the client runs the first
+    round (w0, the noise precision, the hyper-parameters), then sends each worker one message
+    with the sweep's settings and random numbers and receives the model at the end."""
 
     compact = True
 
@@ -191,9 +203,9 @@ class _Sweeper:
                                 strict=True):
                 dst[...] = src
 
-    def _wait(self, cluster, fn, *args):
+    def _wait(self, cluster, fn, *args, count=True):
         t0 = time.perf_counter()
-        out = cluster.map(fn, *args)
+        out = cluster.map(fn, *args, count=count)
         self.t_wait += time.perf_counter() - t0
         # the slowest worker's kernel CPU seconds (its partitions' tasks run one after the
         # other; without workers: every partition's)
@@ -267,6 +279,11 @@ class _Sweeper:
                            self.lam_v[f], self.mu_v[f], zi))
             zi += d
         self.t_client += time.perf_counter() - t0
+        if self.compact and cluster.peer and type(self)._after_pass is _Sweeper._after_pass:
+            self._peer_passes(cluster, shift, alpha, cfg, z, sample, passes)
+            if sample:
+                self.chain.t += 1
+            return (_no_apply(), None), ok
         ap = Apply(float(shift), -1, 0, 1, 1, _E, _E, _E, -1)
         chg = None  # compact: (c, slot, col, fn, new values) of ap's class
         compact = self.compact
@@ -313,6 +330,29 @@ class _Sweeper:
         if sample:
             self.chain.t += 1
         return (ap, chg), ok
+
+    def _peer_passes(self, cluster, shift, alpha, cfg, z, sample, passes):
+        """The sweep's class rounds run between the workers (``_fm_worker._peer_passes``: each
+        worker adds every partition's sums in partition order and steps the class on its
+        copy of the model as the loop of :meth:`_sweep` does here, so the model is the same
+        bit for bit); one message to each worker and its reply, which brings back the model
+        (the last class's changes are applied by the workers: nothing is pending)."""
+        spec = {"shift": float(shift), "alpha": float(alpha), "curv": cfg.curv, "z": z,
+                "sample": sample, "relax": cfg.relax, "loss": self.loss, "group": self.group,
+                "owner": cluster.owners(),
+                "passes": [(slot, col, cur, nxt, fn, lam, mu, z0)
+                           for slot, _, col, cur, nxt, fn, lam, mu, z0 in passes]}
+        out = self._wait(cluster, _peer_passes, spec, count=False)
+        w, V = next((o[0], o[1]) for o in out if o[0] is not None)
+        st = self.state
+        st.w[:] = w[:, 0]
+        st.V[:] = V
+        n = len(passes) * len(self.classes_of)
+        w_ = len(cluster.mesh)
+        cluster.rounds += n
+        cluster.messages["peer"] += n * w_ * (w_ - 1)
+        # every partition's sums (16 bytes a feature) go to the other workers, once a pass
+        cluster.sent_peers += len(passes) * 16 * st.w.shape[0] * len(cluster.rows) * (w_ - 1)
 
     def _after_pass(self, cluster, ap, slot, theta, col, cur, nxt, fn, step):
         """What a sweep updates after a pass's colour classes (the relation blocks of

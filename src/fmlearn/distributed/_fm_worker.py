@@ -15,8 +15,10 @@ from ..kernels.cd_rows import (
     ClassRows,
     Gather,
     Rows,
+    Step,
     bias_sums,
     class_round,
+    class_step,
     layout_round,
 )
 from ..kernels.losses import SQUARED
@@ -259,8 +261,8 @@ class Rounds:
     worker."""
 
     def run(self, fn, keys, args):
-        """``fn(key, *args)`` for every partition key, in order."""
-        return [fn(key, *args) for key in keys]
+        """``fn(key, *args)`` for every partition key, in order (see :func:`_call`)."""
+        return _call(fn, keys, args)
 
     def serve(self, authkey):
         """Listen for the rounds of one client on a socket of this worker's host (TCP; the
@@ -279,7 +281,7 @@ class Rounds:
         sock = getattr(getattr(listener, "_listener", None), "_socket", None)
         if sock is not None:
             sock.settimeout(ACCEPT_TIMEOUT)
-        thread = threading.Thread(target=_serve, args=(listener,), daemon=True,
+        thread = threading.Thread(target=_serve, args=(listener, host), daemon=True,
                                   name="fmlearn-rounds")
         thread.start()
         return listener.address
@@ -297,11 +299,11 @@ def _host():
     return host.strip("[]")
 
 
-def nodelay(conn):
+def nodelay(conn, buffers=0):
     """Set TCP_NODELAY on a :mod:`multiprocessing.connection` socket: it writes a long
     message's length and body in two calls, and Nagle's algorithm with the peer's delayed
     acknowledgement then holds the body's tail for ~40 ms (measured: 100 ms rounds instead
-    of 2-5)."""
+    of 2-5). With ``buffers``, ask for send and receive buffers of at least that many bytes."""
     import socket
 
     try:
@@ -311,9 +313,12 @@ def nodelay(conn):
     with sock:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF) if buffers else ():
+            if sock.getsockopt(socket.SOL_SOCKET, opt) < buffers:
+                sock.setsockopt(socket.SOL_SOCKET, opt, buffers)
 
 
-def _serve(listener):
+def _serve(listener, host="127.0.0.1"):
     """Serve one client's rounds until it closes the connection: each message is
     ``(fn, keys, args)``; the reply ``(True, results)`` or ``(False, exception)``."""
     try:
@@ -323,6 +328,16 @@ def _serve(listener):
         return
     listener.close()
     nodelay(conn)
+    _SERVING.conn = conn
+    _SERVING.host = host
+    _SERVING.mesh = None
+    try:
+        _serve_rounds(conn)
+    finally:
+        _close_mesh()
+
+
+def _serve_rounds(conn):
     with conn:
         while True:
             try:
@@ -330,7 +345,7 @@ def _serve(listener):
             except (EOFError, OSError):
                 return
             try:
-                reply = (True, [fn(key, *args) for key in keys])
+                reply = (True, _call(fn, keys, args))
             except Exception as exc:  # noqa: BLE001 - sent back, raised on the client
                 reply = (False, exc)
             try:
@@ -347,3 +362,245 @@ def _drop(prefix):
         for key in [k for k in _REGISTRY if k[0] == prefix]:
             del _REGISTRY[key]
         _MODELS.pop(prefix, None)
+
+
+# -- rounds between the workers ----------------------------------------------------------------
+# The serving thread's state (``_serve``): its client's connection and its mesh of connections
+# to the other workers' serving threads of the same fit (``_mesh_listen``, ``_mesh_connect``).
+_SERVING = threading.local()
+# Bytes of the sums sent to each peer in one message; a longer exchange goes in chunks, every
+# worker sending its chunk to all its peers before reading theirs, so no more than two chunks
+# are unread on a connection (its buffers are set to hold them: no send can wait for ever).
+CHUNK = 1 << 16
+# Seconds a worker waits for its peers to connect to it (they do so as soon as they are asked).
+PEER_ACCEPT_TIMEOUT = 30
+# Seconds between two checks of the client's connection while a worker waits for its peers.
+PEER_CHECK = 0.5
+# Seconds a worker polls its peer's connection at most without sleeping before it waits
+# (see _wait_peer; 0: it sleeps at once).
+SPIN = 0.0003
+# A list to record each class round's perf_counter stamps in (start, sums gathered, peers'
+# sums received, class stepped), or None (bench_distributed.py --part 5 sets it).
+TRACE = None
+
+
+def per_worker(fn):
+    """Mark ``fn`` as called once per worker, ``fn(keys, *args)``, returning one result per
+    key (see :func:`_call`), instead of ``fn(key, *args)`` per partition key."""
+    fn.per_worker = True
+    return fn
+
+
+def _call(fn, keys, args):
+    """A round's message on a worker: ``fn(key, *args)`` for each of its partition keys, in
+    order, or ``fn(keys, *args)`` once for a :func:`per_worker` function."""
+    if getattr(fn, "per_worker", False):
+        return fn(keys, *args)
+    return [fn(key, *args) for key in keys]
+
+
+def _close_mesh():
+    mesh = getattr(_SERVING, "mesh", None)
+    _SERVING.mesh = None
+    listener = getattr(_SERVING, "listener", None)
+    _SERVING.listener = None
+    if listener is not None:
+        listener.close()
+    if mesh is not None:
+        for conn in mesh[1].values():
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+@per_worker
+def _mesh_listen(keys, authkey):
+    """Open this serving thread's listener for its peers (authenticated with ``authkey``);
+    returns its address (for the first key; None for the others)."""
+    from multiprocessing.connection import Listener
+
+    _close_mesh()
+    listener = Listener((_SERVING.host, 0), authkey=authkey)
+    sock = getattr(getattr(listener, "_listener", None), "_socket", None)
+    if sock is not None:  # the peers connect right away, or failed (then it is no use waiting)
+        sock.settimeout(PEER_ACCEPT_TIMEOUT)
+    _SERVING.listener = listener
+    return [listener.address] + [None] * (len(keys) - 1)
+
+
+@per_worker
+def _mesh_connect(keys, authkey, addresses):
+    """Connect this serving thread to every other worker's (``addresses``: the listeners of
+    :func:`_mesh_listen` of all the fit's workers, in the workers' order; this one is found by
+    its own address): to the later ones by connecting, to the earlier ones by accepting (so
+    no worker waits on one that waits on it)."""
+    from multiprocessing.connection import Client as Connect
+
+    listener = _SERVING.listener
+    me = [tuple(a) for a in addresses].index(tuple(listener.address))
+    peers = {}
+    try:
+        for j in range(me + 1, len(addresses)):
+            conn = Connect(tuple(addresses[j]), authkey=authkey)
+            conn.send(me)
+            peers[j] = conn
+        for _ in range(me):
+            conn = listener.accept()
+            peers[int(conn.recv())] = conn
+    except BaseException:
+        for conn in peers.values():
+            conn.close()
+        raise
+    finally:
+        listener.close()
+        _SERVING.listener = None
+    for conn in peers.values():
+        nodelay(conn, 4 * CHUNK)
+    peers = dict(sorted(peers.items()))
+    _SERVING.mesh = (me, peers, _pollers(peers, _SERVING.conn))
+    return [me] + [None] * (len(keys) - 1)
+
+
+def _pollers(peers, client):
+    """Per peer: a poll object of its connection alone (the short busy wait) and one of it
+    and the client's connection (the blocking wait)."""
+    import select
+
+    out = {}
+    for j, conn in peers.items():
+        spin, block = select.poll(), select.poll()
+        spin.register(conn.fileno(), select.POLLIN)
+        block.register(conn.fileno(), select.POLLIN)
+        block.register(client.fileno(), select.POLLIN)
+        out[j] = (spin, block, client.fileno())
+    return out
+
+
+def _wait_peer(poll, spin_for):
+    """Until the peer's connection has a message: polled without sleeping for up to
+    ``spin_for[0]`` seconds (waking a sleeping thread costs more than that on a virtual
+    machine), then waiting; a client that closed its connection (it lost a worker and
+    restarts the sweep) ends the wait with StateLost. The busy poll adapts: a poll that ended
+    in a sleep halves the next one's budget, one that found the message doubles it (up to
+    :data:`SPIN`): on a busy machine, where the peer's message is late because the peer waits
+    for a core, the worker sleeps at once and leaves the core to others."""
+    spin, block, client = poll
+    if spin.poll(0):
+        return
+    if spin_for[0] > 0.0:
+        now = time.perf_counter()
+        end = now + spin_for[0]
+        while now < end:
+            if spin.poll(0):
+                spin_for[0] = min(SPIN, 2.0 * spin_for[0])
+                return
+            now = time.perf_counter()
+    spin_for[0] = max(SPIN / 16, 0.5 * spin_for[0]) if SPIN > 0 else 0.0
+    while True:
+        ready = block.poll(1000 * PEER_CHECK)
+        if any(fd != client for fd, _ in ready):
+            return
+        if ready:
+            raise StateLost("the client ended the sweep")
+
+
+def _exchange(peers, polls, mine, theirs, spin_for):
+    """Send this worker's sums ``mine`` to every peer and read each peer's into
+    ``theirs[j]``, in chunks of at most :data:`CHUNK` bytes (see there)."""
+    out = memoryview(mine).cast("B")
+    ins = {j: memoryview(a).cast("B") for j, a in theirs.items()}
+    n = max([out.nbytes] + [b.nbytes for b in ins.values()])
+    try:
+        for lo in range(0, max(n, 1), CHUNK):
+            for conn in peers.values():
+                if lo < out.nbytes:
+                    conn.send_bytes(out[lo:lo + CHUNK])
+            for j, conn in peers.items():
+                if lo < ins[j].nbytes:
+                    _wait_peer(polls[j], spin_for)
+                    got = conn.recv_bytes_into(ins[j][lo:lo + CHUNK])
+                    if got != min(CHUNK, ins[j].nbytes - lo):
+                        raise StateLost(f"a peer worker sent {got} bytes of sums, expected "
+                                        f"{min(CHUNK, ins[j].nbytes - lo)}")
+    except (EOFError, OSError) as exc:  # a peer's connection closed: it died
+        raise StateLost(f"a peer worker of the fit was lost ({type(exc).__name__}: "
+                        f"{exc})") from exc
+
+
+@per_worker
+def _peer_passes(keys, spec):
+    """A sweep's colour-class passes with the workers exchanging their sums among themselves
+    (the client is not in the rounds): each worker applies the last class's changes to its
+    partitions' caches and gathers the next class's sums (:func:`_round`), sends them to every
+    other worker and receives theirs, adds all partitions' sums in partition order and steps
+    the class on its copy of the model with ``kernels.cd_rows.class_step``: every worker does
+    the client's arithmetic of ``_fm_sweep._Sweeper._sweep`` on the same numbers in the same
+    order, so all copies stay equal, bit for bit, to the model the client's rounds give. The
+    last class's changes are applied at the end. ``spec`` (from ``_Sweeper._peer_spec``): the
+    w0 shift, the step's settings, the passes, the worker of each partition. Returns, for the
+    first key, ``(w, V, cpu seconds)`` of this worker's copy (w and V from the first worker
+    only; None, None, 0 for the other keys)."""
+    t0 = time.process_time()
+    mesh = _SERVING.mesh
+    if mesh is None:
+        raise StateLost("this worker's connections to its peers are gone")
+    me, peers, polls = mesh
+    prefix = keys[0][0]
+    model = _MODELS.get(prefix)
+    if model is None:
+        raise StateLost(f"the model copy of fit {prefix} is not on this worker; it was lost "
+                        "with its worker")
+    # This serving thread's own copy of the model, taken at each cache build (workers in
+    # one process -- an in-process cluster -- share the registry's copy)
+    own = getattr(_SERVING, "model", None)
+    if own is None or own[0] is not model:
+        own = _SERVING.model = (model, model.w.copy(), model.V.copy())
+    _, w, V = own
+    parts = [_lookup(k) for k in keys]
+    owner = spec["owner"]
+    where = {}  # partition -> (worker, its place among that worker's)
+    for p, o in enumerate(owner):
+        where[p] = (o, sum(1 for q in range(p) if owner[q] == o))
+    held = {j: sum(1 for o in owner if o == j) for j in peers}
+    loss = spec["loss"]
+    ap = Apply(float(spec["shift"]), -1, 0, 1, 1, _F0, _F0, _F0, -1)
+    spin_for = [SPIN]
+    t = time.perf_counter()
+    for slot, col, cur, nxt, fn, lam, mu, z0 in spec["passes"]:
+        theta = w if slot == 0 else V
+        step = Step(spec["group"], lam, mu, spec["alpha"], spec["curv"], spec["z"], z0,
+                    spec["sample"], spec["relax"])
+        ap = ap._replace(zero=nxt if fn >= 0 else -1)
+        for c, feats in enumerate(model.classes):
+            m = feats.shape[0]
+            ga = Gather(c, slot, cur, theta[feats, col].astype(np.float64), loss)
+            mine = np.empty((len(parts), 2, m))
+            for i, part in enumerate(parts):
+                G, H = _round(part, ap, ga)
+                mine[i, 0] = G[:m]
+                mine[i, 1] = H[:m]
+            theirs = {j: np.empty((held[j], 2, m)) for j in peers}
+            t1 = time.perf_counter()
+            _exchange(peers, polls, mine, theirs, spin_for)
+            t2 = time.perf_counter()
+            o, i = where[0]
+            GH = (mine if o == me else theirs[o])[i].copy()
+            for p in range(1, len(owner)):
+                o, i = where[p]
+                GH += (mine if o == me else theirs[o])[i]
+            prev = np.empty(m)
+            delta = np.empty(m)
+            class_step(feats, theta, col, GH[0], GH[1], step, prev, delta)
+            vn = V[feats, fn].astype(np.float64) if fn >= 0 else _F0
+            ap = Apply(0.0, c, slot, cur, nxt, prev, delta, vn, -1)
+            if TRACE is not None:  # bench_distributed.py --part 5: where a round's time goes
+                TRACE.append((t, t1, t2, time.perf_counter()))
+            t = time.perf_counter()
+    none = Gather(-1, 0, 1, _F0, loss)
+    for part in parts:
+        _round(part, ap, none)
+    cpu = time.process_time() - t0
+    if me > 0:  # the first worker brings the model back (all copies are equal)
+        w = V = None
+    return [(w, V, cpu)] + [(None, None, 0.0)] * (len(keys) - 1)
