@@ -294,7 +294,9 @@ _CCFM_DOC = """
         The trace-norm bound delta of C (Zhang et al. 2018 use 10 on MovieLens
         and 300 on IJCNN1). "auto":
         derived from the first batch (each column rescaled to a unit root mean square of its
-        non-zero values, the trace norm not being invariant to column scaling, and the rows to
+        non-zero values, the trace norm not being invariant to column scaling, when that
+        brings the rows to a common norm (rows of one norm, as tf-idf's, are left as given),
+        and the rows to
         mean ||x||^2 = 1, then the bound of
         smallest prequential loss among 4^k x the targets' standard deviation, or 4^k for a
         classifier, k = 0..5, run side by side on up to 8,000 of its rows; the rule and its
@@ -394,9 +396,10 @@ _CCFM_ATTRS = """
     learning_rate_ : float
         ``CCFMClassifier("ocg", learning_rate="auto")`` only: the step in use.
     col_scale_ : ndarray of shape (n_features_in_,)
-        With ``trace_bound="auto"`` only: the divisor of each column of the learner's rows,
-        the root mean square of its non-zero values in the first batch (1 for a column
-        without one); applied before ``x_scale_``.
+        With ``trace_bound="auto"`` only, when dividing the columns brings the rows to a
+        common norm (absent for rows already of one norm, as tf-idf's): the divisor of each
+        column of the learner's rows, the root mean square of its non-zero values in the first
+        batch (1 for a column without one); applied before ``x_scale_``.
     intercept_ : float
         The constant b (0.0 with ``fit_intercept=False``); ``intercept_stats_`` holds the
         two weighted counts it comes from.
