@@ -18,7 +18,8 @@ from fmlearn.online import _trace
 def one_pass_losses(est, X, y, sw):
     """(bound, weighted prequential loss or None when diverged) of every candidate, each run
     from scratch in one call over the sample rows, largest bound first."""
-    rows = _trace.sample_rows(X.shape[0])
+    full = _trace.sample_rows(X.shape[0])
+    rows = est._scan_rows(X.shape[0])
     rows = rows[np.random.RandomState(0).permutation(rows.shape[0])]
     Xs, ys, ws = X[rows], y[rows], sw[rows]
     csr = est._rows(Xs)
@@ -30,7 +31,7 @@ def one_pass_losses(est, X, y, sw):
     scored = order[rows.shape[0] // 4:]
     loss = "logistic" if classifier else "squared"
     out = []
-    for cand in _trace.auto_candidates(ys, ws, classifier, est._augment)[::-1]:
+    for cand in _trace.auto_candidates(y[full], sw[full], classifier, est._augment)[::-1]:
         est.trace_bound_ = cand
         learner = est._new_learner(X.shape[1], None)
         pred = np.zeros(rows.shape[0])

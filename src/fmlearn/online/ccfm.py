@@ -25,7 +25,14 @@ from ._base import (
     sample_weights,
 )
 from ._platt import platt_link
-from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded, row_norms2
+from ._trace import (
+    AUTO_OCG_SHARE,
+    AUTO_TRACE_ROWS,
+    TRACE_BOUND_CONSTRAINT,
+    TraceBounded,
+    row_norms2,
+    sample_rows,
+)
 
 # What "auto" means for each learner (docs/online.md): the tracked eigen-step of OCCFM is
 # refined loosely (its errors are those of a conditional-gradient oracle), the projection of
@@ -122,6 +129,13 @@ class _CCFMBase(TraceBounded, _OnlineBase):
     def _resolved(self, name):
         value = getattr(self, name)
         return AUTO[self.learner][name] if value == "auto" else value
+
+    def _scan_rows(self, n):
+        """OCCFM's candidates run on AUTO_OCG_SHARE of the first batch's n rows, spread evenly
+        (online/_trace.py, "OCCFM's scan"); the projected learners' on the usual sample."""
+        if self.learner != "ocg":
+            return super()._scan_rows(n)
+        return sample_rows(n, min(AUTO_TRACE_ROWS, max(1, int(np.ceil(AUTO_OCG_SHARE * n)))))
 
     def _validate_params(self):
         super()._validate_params()
