@@ -94,11 +94,15 @@ eta S_t + 2 C_t, S_t the gradients at the previous iterates), so no candidate's 
 or starts from another's, and its candidates' losses are close (on tf-idf Reuters R8 the two
 run, 1024 and 256 delta0, differed by 0.3% of the loss, and the stop at the rise came in the
 last chunk). It therefore runs on fewer rows: AUTO_OCG_SHARE (1/2) of the first batch, spread
-evenly, at most AUTO_TRACE_ROWS (:meth:`_scan_rows`); the candidates are still delta0 x 4^k
-with delta0 from the targets of the full sample. Its cost was up to 3.4 fits with the bound
-given (two candidates run on every row of a 5,485-row batch, then the fit); measured with
-half the rows: the same bound on the real sets of benchmarks/bench_online_defaults.py and
-benchmarks/bench_trace_bound.py (tables in the report of the change).
+evenly, but at least AUTO_OCG_MIN_ROWS (2,000) and at most AUTO_TRACE_ROWS
+(:meth:`_scan_rows`); the candidates are still delta0 x 4^k with delta0 from the targets of
+the full sample. Its cost was up to 3.4 fits with the bound given (two candidates run on
+every row of a 5,485-row batch, then the fit). Fewer rows favour smaller bounds (above): on
+a generated 600-row text set half the rows chose 16 delta0 where all chose 64, hence the
+floor of 2,000 rows, under which a batch's scan is cheap anyway; batches of more than 16,000
+rows scan 8,000 as before. Measured on real sets (benchmarks/bench_online_defaults.py,
+benchmarks/bench_trace_bound.py, "default, main" against "default"): see the report of the
+change in benchmarks/RESULTS.md.
 
 The selection depends on the data only (no draw from random_state, no threads); every candidate is a
 deterministic online learner. It is equivariant where the model is: for squared loss the
@@ -138,8 +142,10 @@ AUTO_TRACE_FACTORS = (1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
 CHUNK_DIVISOR = 64
 # relative rounding allowed between the chunked and the one-pass sums of the losses
 LOSS_ROUNDING = 1e-9
-# OCCFM's candidates run on this share of the first batch (module docstring, "OCCFM's scan")
+# OCCFM's candidates run on this share of the first batch, at least AUTO_OCG_MIN_ROWS of its
+# rows (module docstring, "OCCFM's scan")
 AUTO_OCG_SHARE = 0.5
+AUTO_OCG_MIN_ROWS = 2000
 # chunks of the candidates' runs for learners without a tracked projection
 COARSE_CHUNKS = 16
 # a candidate whose projections saturated the tracked subspace in more rounds than this is

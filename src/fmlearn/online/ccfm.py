@@ -15,6 +15,7 @@ from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
 from ..solvers.ogd import CCFMOGDLearner, OGDSettings
 from ..solvers.pa import CCFMPALearner, PASettings
+from . import _trace
 from ._base import (
     MAX_SCALE,
     _OnlineBase,
@@ -131,11 +132,13 @@ class _CCFMBase(TraceBounded, _OnlineBase):
         return AUTO[self.learner][name] if value == "auto" else value
 
     def _scan_rows(self, n):
-        """OCCFM's candidates run on AUTO_OCG_SHARE of the first batch's n rows, spread evenly
-        (online/_trace.py, "OCCFM's scan"); the projected learners' on the usual sample."""
+        """OCCFM's candidates run on AUTO_OCG_SHARE of the first batch's n rows, at least
+        AUTO_OCG_MIN_ROWS, spread evenly (online/_trace.py, "OCCFM's scan"); the projected
+        learners' on the usual sample."""
         if self.learner != "ocg":
             return super()._scan_rows(n)
-        return sample_rows(n, min(AUTO_TRACE_ROWS, max(1, int(np.ceil(AUTO_OCG_SHARE * n)))))
+        rows = max(int(np.ceil(AUTO_OCG_SHARE * n)), _trace.AUTO_OCG_MIN_ROWS)
+        return sample_rows(n, min(AUTO_TRACE_ROWS, rows))
 
     def _validate_params(self):
         super()._validate_params()
