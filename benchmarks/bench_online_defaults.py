@@ -16,6 +16,11 @@ IJCNN1 from ``--libsvm-data DIR`` or ``$FMLEARN_LIBSVM`` (the folder holding
 report; the others were not looked at while choosing the rule. Sets without a test part are
 split 75/25 (seed 0). ``--quick``: at most 4,000 training and 4,000 test rows per set.
 
+CCFM's estimators also run the default under the "auto" rules of fmlearn c363faf
+("default, main": columns always divided, OCCFM's candidates on the whole sample;
+bench_trace_bound.py's
+``main_rules``), with the chosen ``trace_bound_`` of both.
+
 Each (set, estimator) runs the variants alternated (A B C A B C ...) ``--reps`` times
 (``random_state=0``: the error is the same every repetition; CPU and wall seconds are the
 median and min-max). Error: test RMSE (regression) or error rate (classification). The load
@@ -125,13 +130,16 @@ def baselines(task, Xtr, ytr, Xte, yte):
     return error(task, lin.predict(Hte), yte), trivial
 
 
-def run(cls, params, Xtr, ytr, Xte):
+def run(cls, params, Xtr, ytr, Xte, rules=None):
+    import contextlib
+
     c0, w0 = time.process_time(), time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), (rules or contextlib.nullcontext()):
         warnings.simplefilter("ignore")
         m = cls(random_state=0, **params).fit(Xtr, ytr)
         pred = m.predict(Xte)
-    return pred, time.process_time() - c0, time.perf_counter() - w0
+    return (pred, time.process_time() - c0, time.perf_counter() - w0,
+            vars(m).get("trace_bound_"))
 
 
 def main():
@@ -154,10 +162,13 @@ def main():
         yw = Xw[:, 0] if name in REGRESSORS else (Xw[:, 0] > 0).astype(int)
         getattr(fmlearn, name)(random_state=0).fit(Xw, yw)
         getattr(fmlearn, name)(random_state=0, standardize=False).fit(sp.csr_matrix(Xw), yw)
-    print("| set | task | estimator | before (standardize=False) | default | "
-          "before, on StandardScaler | linear | trivial | "
-          "CPU s before / default / by hand (median, min-max) | wall s default |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    from bench_trace_bound import main_rules
+
+    print("| set | task | estimator | before (standardize=False) | default, main | default | "
+          "before, on StandardScaler | linear | trivial | trace_bound_ main / default | "
+          "CPU s before / default, main / default / by hand (median, min-max) | "
+          "wall s default |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for set_name, (task, Xtr, ytr, Xte, yte) in sets.items():
         lin, trivial = baselines(task, Xtr, ytr, Xte, yte)
         Htr, Hte = by_hand(Xtr, Xte)
@@ -168,12 +179,18 @@ def main():
             cls = getattr(fmlearn, name)
             variants = [("old", {"standardize": False}, Xtr, Xte), ("new", {}, Xtr, Xte),
                         ("hand", {"standardize": False}, Htr, Hte)]
+            if name.startswith("CCFM"):
+                variants.insert(1, ("main", {}, Xtr, Xte))
             errs, cpu, wall = {}, {k: [] for k, *_ in variants}, {k: [] for k, *_ in variants}
+            bound = {"main": "-", "new": "-"}
             for _ in range(args.reps):
                 for key, params, A, B in variants:
                     try:
-                        pred, c, w = run(cls, params, A, ytr, B)
+                        pred, c, w, tb = run(cls, params, A, ytr, B,
+                                             main_rules() if key == "main" else None)
                         errs[key] = error(task, pred, yte)
+                        if tb is not None:
+                            bound[key] = f"{tb:.4g}"
                     except Exception as exc:  # a diverging default is a result too
                         errs[key], c, w = f"fails ({type(exc).__name__})", np.nan, np.nan
                     cpu[key].append(c)
@@ -185,8 +202,11 @@ def main():
             def sec(xs):
                 return f"{np.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
-            print(f"| {set_name} | {task} | {name} | {fmt(errs['old'])} | {fmt(errs['new'])} "
-                  f"| {fmt(errs['hand'])} | {lin:.4f} | {trivial:.4f} | {sec(cpu['old'])} / "
+            main_err = fmt(errs["main"]) if "main" in errs else "(same)"
+            main_cpu = sec(cpu["main"]) if "main" in errs else "-"
+            print(f"| {set_name} | {task} | {name} | {fmt(errs['old'])} | {main_err} | "
+                  f"{fmt(errs['new'])} | {fmt(errs['hand'])} | {lin:.4f} | {trivial:.4f} | "
+                  f"{bound['main']} / {bound['new']} | {sec(cpu['old'])} / {main_cpu} / "
                   f"{sec(cpu['new'])} / {sec(cpu['hand'])} | {sec(wall['new'])} |", flush=True)
     print(f"# load average {os.getloadavg()}")
 

@@ -1,12 +1,17 @@
-"""The cost of ``trace_bound="auto"`` on sparse text: the library's scan against the previous
-one (every candidate run from scratch in one pass over the sample, largest bound first, stop
-at the first rise: fmlearn 12d3f42), alternated A B C A B C in one process, and the fit with
-the chosen bound given (no selection).
+"""The cost of ``trace_bound="auto"`` on sparse text: the library's scan against a previous
+one, alternated A B C A B C in one process, and the fit with the chosen bound given (no
+selection).
 
     python benchmarks/bench_trace_bound.py [--quick] [--reps 3] [--text-data DIR]
         [--sets reuters,newsgroups,tweets,generated]
         [--models ccfm-ftrl,ccfm-ocg,cfm-ftrl,ccfm-default,ccfmreg-default,cfmreg-default]
-        [--frappe FILE]
+        [--frappe FILE] [--before main|12d3f42]
+
+``--before``: ``main`` (default), the rules before the even-rows condition and OCCFM's
+smaller sample (CCFM's columns always divided by their root mean squares, ``x_scale_`` not
+snapped to 1, OCCFM's candidates run on up to 8,000 rows of the batch: fmlearn c363faf);
+``12d3f42``: the scan before the chunked one (every candidate run from scratch in one pass over the
+sample, largest bound first, stop at the first rise: fmlearn 12d3f42).
 
 Data (offline):
 
@@ -86,6 +91,26 @@ def previous_scan(self, X, y, sw):
         else:
             break
     return best
+
+
+class main_rules:
+    """The "auto" rules of fmlearn c363faf, for the ``--before main`` variant: CCFM's columns
+    always divided (no even-rows condition), OCCFM's candidates run on the whole sample,
+    ``x_scale_`` as computed."""
+
+    def __enter__(self):
+        from fmlearn.online import _trace, ccfm
+
+        self.saved = (_trace.evens_rows, ccfm._CCFMBase._scan_rows, _trace.UNIT_ROUNDING)
+        _trace.evens_rows = lambda *a: True
+        ccfm._CCFMBase._scan_rows = _trace.TraceBounded._scan_rows
+        _trace.UNIT_ROUNDING = -1.0
+        return self
+
+    def __exit__(self, *exc):
+        from fmlearn.online import _trace, ccfm
+
+        _trace.evens_rows, ccfm._CCFMBase._scan_rows, _trace.UNIT_ROUNDING = self.saved
 
 
 def _read_tab(path):
@@ -189,39 +214,48 @@ def main():
     ap.add_argument("--sets", default="reuters,newsgroups,tweets,generated")
     ap.add_argument("--models", default="ccfm-ftrl")
     ap.add_argument("--frappe", default=None)
+    ap.add_argument("--before", choices=["main", "12d3f42"], default="main")
     args = ap.parse_args()
+    import contextlib
     print(f"load average {' / '.join(f'{v:.2f}' for v in os.getloadavg())} (1, 5, 15 min)")
-    print("| set | rows x cols | model | variant | trace_bound_ | AUC | CPU s median (min-max) | "
-          "wall s median (min-max) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| set | rows x cols | model | variant | trace_bound_ | columns divided | AUC | "
+          "CPU s median (min-max) | wall s median (min-max) | CPU / bound given |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     library = TraceBounded._select_trace_bound
     for name, (Xtr, ytr, Xte, yte) in sets(args).items():
         for mname in args.models.split(","):
             model(mname, trace_bound=10.0).fit(Xtr[:50], ytr[:50])  # compile
-            variants = ["before (previous scan)", "after (this scan)", "bound given"]
+            before = f"before ({args.before})"
+            variants = [before, "after (this branch)", "bound given"]
             times = {v: [] for v in variants}
             info = {}
             for _ in range(args.reps):
                 for variant in variants:
                     TraceBounded._select_trace_bound = (
-                        previous_scan if variant.startswith("before") else library)
+                        previous_scan if variant == "before (12d3f42)" else library)
                     kw = {}
                     if variant == "bound given":
-                        kw = {"trace_bound": info["after (this scan)"][0]}
+                        kw = {"trace_bound": info["after (this branch)"][0]}
+                    rules = main_rules() if variant == "before (main)" else contextlib.nullcontext()
                     c0, w0 = time.process_time(), time.perf_counter()
-                    m = model(mname, **kw).fit(Xtr, ytr)
+                    with rules:
+                        m = model(mname, **kw).fit(Xtr, ytr)
+                        sc = scores(m, Xte)
                     times[variant].append((time.process_time() - c0,
                                            time.perf_counter() - w0))
-                    info[variant] = (m.trace_bound_,
-                                     roc_auc_score(yte, scores(m, Xte)))
+                    info[variant] = (m.trace_bound_, roc_auc_score(yte, sc),
+                                     "col_scale_" in vars(m))
             TraceBounded._select_trace_bound = library
+            given = np.median(np.array(times["bound given"])[:, 0])
             for variant, t in times.items():
                 t = np.array(t)
                 cpu, wall = t[:, 0], t[:, 1]
                 print(f"| {name} | {Xtr.shape[0]:,} x {Xtr.shape[1]:,} | {mname} | {variant} | "
-                      f"{info[variant][0]:.4g} | {info[variant][1]:.4f} | "
+                      f"{info[variant][0]:.4g} | {'yes' if info[variant][2] else 'no'} | "
+                      f"{info[variant][1]:.4f} | "
                       f"{np.median(cpu):.2f} ({cpu.min():.2f}-{cpu.max():.2f}) | "
-                      f"{np.median(wall):.2f} ({wall.min():.2f}-{wall.max():.2f}) |", flush=True)
+                      f"{np.median(wall):.2f} ({wall.min():.2f}-{wall.max():.2f}) | "
+                      f"{np.median(cpu) / given:.2f} |", flush=True)
     print(f"load average {' / '.join(f'{v:.2f}' for v in os.getloadavg())} (1, 5, 15 min)")
 
 

@@ -18,7 +18,8 @@ from fmlearn.online import _trace
 def one_pass_losses(est, X, y, sw):
     """(bound, weighted prequential loss or None when diverged) of every candidate, each run
     from scratch in one call over the sample rows, largest bound first."""
-    rows = _trace.sample_rows(X.shape[0])
+    full = _trace.sample_rows(X.shape[0])
+    rows = est._scan_rows(X.shape[0])
     rows = rows[np.random.RandomState(0).permutation(rows.shape[0])]
     Xs, ys, ws = X[rows], y[rows], sw[rows]
     csr = est._rows(Xs)
@@ -30,7 +31,7 @@ def one_pass_losses(est, X, y, sw):
     scored = order[rows.shape[0] // 4:]
     loss = "logistic" if classifier else "squared"
     out = []
-    for cand in _trace.auto_candidates(ys, ws, classifier, est._augment)[::-1]:
+    for cand in _trace.auto_candidates(y[full], sw[full], classifier, est._augment)[::-1]:
         est.trace_bound_ = cand
         learner = est._new_learner(X.shape[1], None)
         pred = np.zeros(rows.shape[0])
@@ -156,3 +157,33 @@ def test_scan_picks_the_one_pass_oracles_bound(scans, case):
     assert done
     for cand, _, _, _, value in done:
         assert value == by_bound[cand], (cand, value, by_bound[cand])
+
+
+def test_occfm_scan_runs_half_the_rows_and_picks_the_full_scans_bound(scans, monkeypatch):
+    """OCCFM (the default learner of CCFM) shares no work between candidates (its path depends
+    on the bound from the first row): its candidates run on half the first batch's rows, spread
+    evenly (``_scan_rows``; its floor of 2,000 rows lowered to 0 for this small set), so the
+    scan learns at most about half the rounds of the scan on the whole sample, with the same
+    candidates (delta0 from the whole sample's targets) and here the same chosen bound; the
+    one-pass oracle on those rows agrees with it. Under the floor the scan is the previous."""
+    made, oracle = scans
+    X, y = regression(1.0, 1.0)
+    X, y = X[:800], y[:800]
+    make = lambda: CCFMRegressor(random_state=0)  # noqa: E731
+    plain = make().fit(X, y)
+    assert made[0].y.shape[0] == X.shape[0]  # 800 rows: under the floor, every row
+    monkeypatch.setattr(_trace, "AUTO_OCG_MIN_ROWS", 0)
+    est = make()
+    est._oracle = True
+    est.fit(X, y)
+    assert est.learner == "ocg"
+    half = made[1]
+    assert half.y.shape[0] == X.shape[0] // 2
+    assert est.trace_bound_ == first_rise_choice(oracle[0])
+    full = made[0]
+    assert plain.trace_bound_ == est.trace_bound_
+    # the same candidates, in the same order, each on half the rows
+    assert [r[0] for r in half.record] == [r[0] for r in full.record][:len(half.record)]
+    rounds_half = sum(r[2] for r in half.record)
+    rounds_full = sum(r[2] for r in full.record)
+    assert rounds_half <= 0.6 * rounds_full, (half.record, full.record)

@@ -61,7 +61,20 @@ one, the same bound (``benchmarks/bench_trace_bound.py --quick``, alternated, qu
 CCFM adds a step 0 (``_column_scaled``): each column is first divided by the root mean square
 of its non-zero values in the first batch (the fitted ``col_scale_``, float64 (d,), 1 for a
 column without a non-zero there, like scikit-learn's ``StandardScaler.scale_`` a divisor;
-predictions and later ``partial_fit`` batches apply it too).
+predictions and later ``partial_fit`` batches apply it too), when that brings the rows to a
+common norm: when it cuts the coefficient of variation of the rows' squared norms
+(:func:`norm_spread`, weighted) below AUTO_SPREAD_RATIO (1/2) of the rows' as given
+(:func:`evens_rows`); otherwise the columns are left as given (no ``col_scale_``). Why the
+condition: on rows already of one norm the division undoes the weighting the user chose.
+tf-idf rows have unit norm, their rare words the larger values; divided, every word of a row
+weighs about 1 and the rows' squared norms become their word counts (spread 0 -> 0.46 on
+Reuters R8): CCFMClassifier("ftrl")'s held-out AUC fell from 0.980 (the chosen bound given,
+X as given) to 0.966 on Reuters R8 and from 0.928 to 0.873 on 20 Newsgroups. Standardised
+one-hot rows, the case the division is for, go the other way (their norms spread by the
+factors, 0.47 -> 0 on a generated one-hot set); dense rows of like columns are near a tie
+(0.750 -> 0.751) and are left alone; both outcomes are scale-free (the spread is), so the
+rule stays equivariant in X -> b X. Rows of unit mean squared norm also keep step 1's factor
+exactly 1.0 (``x_scale_``; within UNIT_ROUNDING): tf-idf rows reach the learner as given.
 The trace norm is not invariant to column scaling: standardising a one-hot column of frequency
 p multiplies it by 1 / sqrt(p (1 - p)), 1 to ~100 on MovieLens, and a ball of trace norm delta
 then costs a rare feature's weight up to 100 times less mass than a frequent one's, so the
@@ -73,6 +86,26 @@ learner and predictions (``fit`` with ``shuffle=True`` visits the rows in an ord
 from their values, which the factors change). Columns seen only in later batches keep 1. CCFM
 only: OnlineCFM meets the defaults bar on standardised MovieLens without it (ratio 0.846,
 benchmarks/RESULTS.md) and would need its MovieLens rows re-measured.
+
+OCCFM's scan (``CCFMClassifier()``'s and ``CCFMRegressor()``'s default learner) gets none of
+these shortcuts: its conditional-gradient path depends on the bound from the first row
+(C_{t+1} = (1 - gamma_t) C_t - gamma_t delta u_t u_t', u_t the top eigenvector of
+eta S_t + 2 C_t, S_t the gradients at the previous iterates), so no candidate's run repeats
+or starts from another's, and its candidates' losses are close (on tf-idf Reuters R8 the two
+run, 1024 and 256 delta0, differed by 0.3% of the loss, and the stop at the rise came in the
+last chunk). It therefore runs on fewer rows: AUTO_OCG_SHARE (1/2) of the first batch, spread
+evenly, but at least AUTO_OCG_MIN_ROWS (2,000) and at most AUTO_TRACE_ROWS
+(:meth:`_scan_rows`); the candidates are still delta0 x 4^k with delta0 from the targets of
+the full sample. Its cost was up to 3.4 fits with the bound given (two candidates run on
+every row of a 5,485-row batch, then the fit). Fewer rows favour smaller bounds (above): on
+a generated 600-row text set half the rows chose 16 delta0 where all chose 64, hence the
+floor of 2,000 rows, under which a batch's scan is cheap anyway; batches of more than 16,000
+rows scan 8,000 as before. Measured with the defaults (benchmarks/bench_online_defaults.py,
+"default, main" against "default", which also carries the even-rows condition): the same
+bound on diabetes, breast cancer, anes96, randhie and Adult; abalone 12.7 -> 3.2 (test RMSE
+2.89 -> 2.84), fair 4 -> 256 delta0 (error 0.266 -> 0.277; its losses are flat over the
+bounds: on 4,000 of its rows the choice was 16); on the tf-idf sets of
+benchmarks/bench_trace_bound.py see its table.
 
 The selection depends on the data only (no draw from random_state, no threads); every candidate is a
 deterministic online learner. It is equivariant where the model is: for squared loss the
@@ -112,11 +145,20 @@ AUTO_TRACE_FACTORS = (1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
 CHUNK_DIVISOR = 64
 # relative rounding allowed between the chunked and the one-pass sums of the losses
 LOSS_ROUNDING = 1e-9
+# OCCFM's candidates run on this share of the first batch, at least AUTO_OCG_MIN_ROWS of its
+# rows (module docstring, "OCCFM's scan")
+AUTO_OCG_SHARE = 0.5
+AUTO_OCG_MIN_ROWS = 2000
 # chunks of the candidates' runs for learners without a tracked projection
 COARSE_CHUNKS = 16
 # a candidate whose projections saturated the tracked subspace in more rounds than this is
 # refused (module docstring, "The cost of the scan")
 AUTO_COSTLY_ROUNDS = 16
+# CCFM's "auto" divides the columns only when that cuts the spread of the rows' squared norms
+# below this fraction of the spread as given (module docstring, step 0)
+AUTO_SPREAD_RATIO = 0.5
+# relative rounding of a mean squared row norm of 1 (sums over up to 1e6 rows of unit norm)
+UNIT_ROUNDING = 1e-9
 # a bound (or a bound times a squared row norm) beyond this would overflow float64 predictions
 MAX_BOUND = 1e300
 
@@ -172,6 +214,29 @@ def column_scale(X, sw):
     return scale
 
 
+def norm_spread(X, sw, col_scale=None):
+    """The coefficient of variation (weighted standard deviation / weighted mean) of the rows'
+    squared norms ||x_i||^2 (their columns divided by ``col_scale`` if given): 0 when every
+    row has the same norm, whatever that norm; 0 for rows without a non-zero value."""
+    p = sample_weights(sw)
+    with np.errstate(over="ignore", invalid="ignore"):
+        n2 = row_norms2(X, col_scale)
+        top = n2.max() if n2.shape[0] else 0.0
+        if not (np.isfinite(top) and top > 0):
+            return 0.0
+        n2 = n2 / top
+        mean = float(np.dot(p, n2))
+        return float(np.sqrt(np.dot(p, (n2 - mean) ** 2))) / mean
+
+
+def evens_rows(X, col_scale, sw):
+    """Whether dividing the columns by ``col_scale`` brings the rows to a common norm: the
+    spread of the squared norms (:func:`norm_spread`) falls below AUTO_SPREAD_RATIO of the
+    rows' as given (module docstring, step 0: rows already of one norm, as tf-idf's, keep
+    their columns)."""
+    return norm_spread(X, sw, col_scale) < AUTO_SPREAD_RATIO * norm_spread(X, sw)
+
+
 def scale_columns(X, col_scale):
     """X with each column divided by ``col_scale`` (X itself when there is none)."""
     if col_scale is None:
@@ -182,10 +247,13 @@ def scale_columns(X, col_scale):
 
 
 def auto_x_scale(X, sw):
-    """1 / sqrt(mean ||x||^2) of the rows (weighted; module docstring)."""
+    """1 / sqrt(mean ||x||^2) of the rows (weighted; module docstring); exactly 1.0 when that
+    mean is 1 up to its summation's rounding (rows of unit norm, as tf-idf's, are left as
+    given, bit for bit)."""
     with np.errstate(over="ignore", invalid="ignore"):
         norm2 = float(np.dot(sample_weights(sw), row_norms2(X)))
-    return inverse_root(norm2, "the trace-norm bound", "trace_bound")
+    scale = inverse_root(norm2, "the trace-norm bound", "trace_bound")
+    return 1.0 if abs(scale - 1.0) <= UNIT_ROUNDING else scale
 
 
 def auto_candidates(y, sw, classifier, augment):
@@ -195,9 +263,9 @@ def auto_candidates(y, sw, classifier, augment):
     return [delta0 * f for f in AUTO_TRACE_FACTORS]
 
 
-def sample_rows(n):
-    """Up to AUTO_TRACE_ROWS row indices spread evenly over n rows, in order."""
-    return np.unique(np.linspace(0, n - 1, min(n, AUTO_TRACE_ROWS)).round().astype(np.int64))
+def sample_rows(n, cap=AUTO_TRACE_ROWS):
+    """Up to ``cap`` row indices spread evenly over n rows, in order."""
+    return np.unique(np.linspace(0, n - 1, min(n, cap)).round().astype(np.int64))
 
 
 class TraceBounded:
@@ -237,7 +305,9 @@ class TraceBounded:
                 # rows whose squares overflow are refused as without the rule: every model with
                 # interactions refuses x_j x_l beyond float64
                 auto_x_scale(X, sw)
-                self.col_scale_ = column_scale(X, sw)
+                scale = column_scale(X, sw)
+                if evens_rows(X, scale, sw):
+                    self.col_scale_ = scale
             Xc = scale_columns(X, self._col_scale())
             self.x_scale_ = auto_x_scale(Xc, sw)
             self._rows_scaled(Xc, y, sw)
@@ -253,9 +323,14 @@ class TraceBounded:
         ``col_scale_``, not yet times ``x_scale_``, which is set) before the bound is chosen
         (CCFM derives its step from them)."""
 
+    def _scan_rows(self, n):
+        """The rows (in order) on which the candidates run: :func:`sample_rows`."""
+        return sample_rows(n)
+
     def _select_trace_bound(self, X, y, sw):
         """The candidate of smallest prequential loss (module docstring)."""
-        rows = sample_rows(X.shape[0])
+        full = sample_rows(X.shape[0])
+        rows = self._scan_rows(X.shape[0])
         # visited in a fixed pseudo-random order: ``fit`` hands the rows over sorted (merged
         # duplicates, grouped by their first feature), and a sorted stream is not the shuffled
         # one the learner will see
@@ -271,7 +346,8 @@ class TraceBounded:
         # largest bound first, stopping at the first candidate whose loss rises above the best
         # so far: the same choice as the full scan when the loss is unimodal over the grid
         best, best_loss = None, np.inf
-        for cand in auto_candidates(ys, ws, classifier, self._augment)[::-1]:
+        # the candidates from the targets of the whole sample (the same whatever the rows run)
+        for cand in auto_candidates(y[full], sw[full], classifier, self._augment)[::-1]:
             value = scan.loss(cand, best_loss)
             if value is None:  # diverged
                 continue

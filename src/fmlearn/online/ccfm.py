@@ -15,6 +15,7 @@ from ..solvers.ftrl import CCFMFTRLLearner, FTRLSettings
 from ..solvers.ocg import OCGLearner, OCGSettings
 from ..solvers.ogd import CCFMOGDLearner, OGDSettings
 from ..solvers.pa import CCFMPALearner, PASettings
+from . import _trace
 from ._base import (
     MAX_SCALE,
     _OnlineBase,
@@ -25,7 +26,14 @@ from ._base import (
     sample_weights,
 )
 from ._platt import platt_link
-from ._trace import TRACE_BOUND_CONSTRAINT, TraceBounded, row_norms2
+from ._trace import (
+    AUTO_OCG_SHARE,
+    AUTO_TRACE_ROWS,
+    TRACE_BOUND_CONSTRAINT,
+    TraceBounded,
+    row_norms2,
+    sample_rows,
+)
 
 # What "auto" means for each learner (docs/online.md): the tracked eigen-step of OCCFM is
 # refined loosely (its errors are those of a conditional-gradient oracle), the projection of
@@ -122,6 +130,15 @@ class _CCFMBase(TraceBounded, _OnlineBase):
     def _resolved(self, name):
         value = getattr(self, name)
         return AUTO[self.learner][name] if value == "auto" else value
+
+    def _scan_rows(self, n):
+        """OCCFM's candidates run on AUTO_OCG_SHARE of the first batch's n rows, at least
+        AUTO_OCG_MIN_ROWS, spread evenly (online/_trace.py, "OCCFM's scan"); the projected
+        learners' on the usual sample."""
+        if self.learner != "ocg":
+            return super()._scan_rows(n)
+        rows = max(int(np.ceil(AUTO_OCG_SHARE * n)), _trace.AUTO_OCG_MIN_ROWS)
+        return sample_rows(n, min(AUTO_TRACE_ROWS, rows))
 
     def _validate_params(self):
         super()._validate_params()
@@ -294,7 +311,9 @@ _CCFM_DOC = """
         The trace-norm bound delta of C (Zhang et al. 2018 use 10 on MovieLens
         and 300 on IJCNN1). "auto":
         derived from the first batch (each column rescaled to a unit root mean square of its
-        non-zero values, the trace norm not being invariant to column scaling, and the rows to
+        non-zero values, the trace norm not being invariant to column scaling, when that
+        brings the rows to a common norm (rows of one norm, as tf-idf's, are left as given),
+        and the rows to
         mean ||x||^2 = 1, then the bound of
         smallest prequential loss among 4^k x the targets' standard deviation, or 4^k for a
         classifier, k = 0..5, run side by side on up to 8,000 of its rows; the rule and its
@@ -394,9 +413,10 @@ _CCFM_ATTRS = """
     learning_rate_ : float
         ``CCFMClassifier("ocg", learning_rate="auto")`` only: the step in use.
     col_scale_ : ndarray of shape (n_features_in_,)
-        With ``trace_bound="auto"`` only: the divisor of each column of the learner's rows,
-        the root mean square of its non-zero values in the first batch (1 for a column
-        without one); applied before ``x_scale_``.
+        With ``trace_bound="auto"`` only, when dividing the columns brings the rows to a
+        common norm (absent for rows already of one norm, as tf-idf's): the divisor of each
+        column of the learner's rows, the root mean square of its non-zero values in the first
+        batch (1 for a column without one); applied before ``x_scale_``.
     intercept_ : float
         The constant b (0.0 with ``fit_intercept=False``); ``intercept_stats_`` holds the
         two weighted counts it comes from.
