@@ -306,13 +306,14 @@ class _BaseClassicFM(BaseFM):
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
         context = RunContext(callback, may_stop=True)
-        X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
-            {"classes": classes} if is_classifier(self) else {}))
-        if (sample_weight is None and y.ndim == 1 and self.solver in ("als", "mcmc")
-                and not is_relation_data(X)):
-            # unit weights: the sweeps' set-up and layout carry None, not n ones (8 bytes per
-            # row less during the fit: 64 MB at 8,000,000 rows)
-            sw = None
+        # unit weights: the sweeps' set-up and layout carry None, not n ones (8 bytes per
+        # row less during the fit: 64 MB at 8,000,000 rows, and no pass to fill them)
+        X, y, sw = self._validate_train(
+            X, y, sample_weight, reset=True,
+            unit_none=sample_weight is None and self.solver in ("als", "mcmc"),
+            **({"classes": classes} if is_classifier(self) else {}))
+        if sw is None and (y.ndim != 1 or is_relation_data(X)):
+            sw = np.ones(X.shape[0])  # one fit per class, relational rows: the weights
         if y.ndim == 1:
             _fit_rows(self, X, y, sw, eval_set, context)
             return self

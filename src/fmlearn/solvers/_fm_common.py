@@ -84,7 +84,8 @@ class RowTargets:
             from ..kernels.dedup import take
 
             self._taken = take(self.source, self.rows)
-        return self._taken if dtype is None else self._taken.astype(dtype, copy=False)
+        out = self._taken if dtype is None else self._taken.astype(dtype, copy=False)
+        return out.copy() if copy and out is self._taken else out
 
 
 @dataclass
