@@ -15,7 +15,8 @@ the file and the line.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+
+from ..kernels._jit import njit
 
 OK = 0
 NO_FIELD = 1       # a token with one colon (svmlight's index:value)

@@ -43,10 +43,11 @@ from collections import namedtuple
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..kernels._jit import njit
 from ..losses import LOGISTIC
 
 #: Factors per chunk of ``W`` (its last axis): four float32 or float64 lanes, one SSE / AVX

@@ -12,8 +12,7 @@ core (exact: C = U' K U with orthonormal U, so C and K share their nonzero spect
 import math
 from collections import namedtuple
 
-from numba import njit
-
+from ._jit import njit
 from .losses import SQUARED, loss_derivative
 from .lowrank import extend_coordinates, lr_compress, predict_step, project_core
 from .steps import BAD_STEP, NO_ROOM, OK, invscaling, run_rows

@@ -74,11 +74,12 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import prange, uint64
 from numba.core import types
 from numba.extending import overload
 
 from . import compile_for
+from ._jit import njit
 from .losses import SQUARED, loss_derivative
 
 Columns = namedtuple("Columns", ["etpos", "erow", "ex", "y", "sw", "unit"])

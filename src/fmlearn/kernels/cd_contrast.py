@@ -37,9 +37,10 @@ prior.
 
 from collections import namedtuple
 
-from numba import njit, prange
+from numba import prange
 from numba.extending import overload
 
+from ._jit import njit
 from .cd import _step, _step_of, gibbs_sweep, is_record, sweep_bias, sweep_pass
 
 ContrastColumns = namedtuple("ContrastColumns", [

@@ -9,8 +9,8 @@ index of 4 bytes per row instead of a copy of the matrix.
 """
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .predict import _row
 
 

@@ -16,8 +16,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .cd import _dloss, _fused, _Side, _step, scatter_delta
 
 Rows = namedtuple("Rows", ["indptr", "indices", "data", "y", "sw", "unit"])

@@ -5,7 +5,8 @@ identical ones, for :func:`fmlearn._data.merge_duplicate_rows`; and the one-pass
 import math
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 
 @njit(cache=True)

@@ -6,7 +6,7 @@ results do not depend on the BLAS build or on its threads, and each is written o
 :mod:`.eigtrack`, :mod:`.lanczos` and :mod:`.lowrank`.
 """
 
-from numba import njit
+from ._jit import njit
 
 
 @njit(cache=True, nogil=True)

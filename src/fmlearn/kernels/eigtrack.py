@@ -12,8 +12,8 @@ is only needed to add a new direction (a Davidson step) or to recompute the prod
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .dense import combine_rows, dot, matvec
 from .symacc import sacc_matvec
 

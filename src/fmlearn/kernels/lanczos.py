@@ -11,8 +11,8 @@ threads.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .dense import dot, matvec
 
 # Weight of the pseudo-random part of the start vector: the warm start usually lies near the

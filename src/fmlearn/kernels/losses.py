@@ -9,8 +9,9 @@ metrics and pure-Python solvers. ``y`` is the target for the squared loss and a 
 import math
 
 import numpy as np
-from numba import njit
 from scipy.special import expit
+
+from ._jit import njit
 
 SQUARED = 0
 LOGISTIC = 1

@@ -13,8 +13,9 @@ removed).
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from .dense import combine_rows
 from .steps import load_xhat
 

@@ -25,8 +25,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .eigtrack import (
     append,
     apply_c,

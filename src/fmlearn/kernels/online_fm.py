@@ -8,8 +8,7 @@ sgd_epoch` (one learner, one kernel).
 import math
 from collections import namedtuple
 
-from numba import njit
-
+from ._jit import njit
 from .losses import LOGISTIC, loss_derivative
 from .predict import fm_row
 from .sgd import _pred_and_grad_norm2

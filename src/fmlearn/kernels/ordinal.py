@@ -11,7 +11,7 @@ NumPy (a dozen temporaries per evaluation); here each is one pass with no tempor
 
 import math
 
-from numba import njit
+from ._jit import njit
 
 _SQRT2 = math.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

@@ -10,7 +10,9 @@ not depend on the number of threads.
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 
 @njit(cache=True, nogil=True)

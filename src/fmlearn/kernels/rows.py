@@ -15,7 +15,8 @@ thread that runs the chunk (``nogil``: the chunks run on the solver's thread poo
 """
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 
 @njit(cache=True, nogil=True)

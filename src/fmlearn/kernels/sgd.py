@@ -11,8 +11,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .losses import SMOOTHNESS, SQUARED, loss_derivative
 from .predict import fm_row
 

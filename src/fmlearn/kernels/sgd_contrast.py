@@ -18,8 +18,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .losses import SMOOTHNESS, loss_derivative
 from .predict import fm_row
 from .sgd import learning_rate_at

@@ -21,7 +21,7 @@ FTRL-Proximal on one coordinate and the inverse-scaling step size.
 import math
 from collections import namedtuple
 
-from numba import njit
+from ._jit import njit
 
 # A batch being learned: CSR arrays, targets, weights, the visiting order, the buffer that
 # receives each row's prediction made before its update, and each row's offset: a constant

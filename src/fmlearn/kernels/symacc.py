@@ -18,7 +18,8 @@ Every function here dispatches on the mode, so the learners never see which form
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 EXACT = 0
 SKETCH = 1

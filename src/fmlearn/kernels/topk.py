@@ -20,7 +20,9 @@ tests/kernels/test_topk.py).
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 
 @njit(cache=True, nogil=True, parallel=True)

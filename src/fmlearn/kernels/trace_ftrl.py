@@ -19,8 +19,9 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._jit import njit
 from .eigtrack import append, gs_rank1, refresh, ritz, rotate, top_by_magnitude
 from .losses import loss_derivative
 from .lowrank import ball_threshold

@@ -43,7 +43,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 VBData = namedtuple("VBData", ["indptr", "indices", "data", "rindptr", "rindices", "rdata",
                                "y", "sw", "unit", "sw_total", "col_x2", "col_x4"])

@@ -37,8 +37,8 @@ objective never increases from sweep to sweep (tested against a brute-force all-
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ...kernels._jit import njit
 from .rows import rows_part_q
 
 Side = namedtuple("Side", [

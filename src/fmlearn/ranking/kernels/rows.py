@@ -11,7 +11,8 @@ O(k) once its two rows' terms are known.
 """
 
 import numpy as np
-from numba import njit
+
+from ...kernels._jit import njit
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)

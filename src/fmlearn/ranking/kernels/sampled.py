@@ -31,7 +31,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+
+from ...kernels._jit import njit
 
 BPR = 0
 WARP = 1
