@@ -169,7 +169,8 @@ def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop, in_
     targets = RowTargets.of(y, rows, yr) if in_place else yr
     assert isinstance(targets, RowTargets) == in_place
     data = column_data(X, targets, wr, rows, keep)
-    assert (data.targets is targets) == in_place and data.n_samples == ym.shape[0]
+    assert (data.row_targets is targets if in_place else data.row_targets is None)
+    assert data.n_samples == ym.shape[0]
     assert (data.cols.y.shape[0] == 0) == in_place  # nothing stored per row
     assert np.array_equal(data.y, ym)
     state = FMState(0.3, rng.standard_normal(X.shape[1]), rng.standard_normal((X.shape[1], 3)))
