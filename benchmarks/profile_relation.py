@@ -10,11 +10,14 @@ touched for the first time), the residual refresh every ``refresh_every`` sweeps
 (validation, merging, layout, compilation check, the Python loop).
 
 Pass steps (milliseconds, the minimum over ``--reps`` alternated rounds of 5 calls, on the
-fit's own data layout and a random model): the row-level features' pass (``kernels.cd``), the
-write of its last class, block 0's gather, block 0's features, block 0's scatter with block 1's
-gather, block 1's features, block 1's scatter; a sweep runs k + 1 such passes (the w pass is
-cheaper). These call private kernels of ``fmlearn.kernels.cd_relation``: a profile of this
-source tree, not an API.
+fit's own data layout and a random model): the row-level features' pass with the previous
+pass's block 1 scatter fused into its first gather, the write of its last class with block 0's
+gather, block 0's features, block 0's scatter with block 1's gather, block 1's features; a
+sweep runs k + 1 such passes (the w pass is cheaper), the last one with a scatter of its own.
+These call private kernels of ``fmlearn.kernels.cd_relation``: a profile of this source tree,
+not an API. ``--fit-only`` times the fit's parts only, and runs on another source tree too
+(``PYTHONPATH=DIR/src``: a before/after of the fit's parts, run alternately);
+``--steps-only`` the pass steps only.
 
     python benchmarks/profile_relation.py                   # split 0, 200 sweeps
     python benchmarks/profile_relation.py --n-iter 50 --reps 20
@@ -122,17 +125,22 @@ def pass_steps(X, y, args):
         plan.pend[0] = -1
         cd._sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
 
+    def pending_rows():  # the previous pass's last block pending, as in a sweep
+        plan.pend[:5] = [K._BLOCK_PENDING, 1, 2, 1, 1]
+        K._rows_pass(rel, plan, pa, group, E, cfg, par)
+
     def flush():
         rows()  # leaves its last class pending; timed apart below
-        K._flush(rel.rows, plan, V, E, cfg.loss, par)
+        K._prepare(rel, 0, pa)
+        K._flush_gather(rel, plan, pa, E, cfg)
 
-    steps = {"row-level pass": rows, "row-level pass + its last write": flush,
-             "block 0 gather": lambda: (K._prepare(rel, 0, pa), K._gather(rel, 0, pa, E, cfg)),
+    steps = {"row-level pass": rows,
+             "block 1 scatter + row-level pass": pending_rows,
+             "row-level pass + its last write + block 0 gather": flush,
              "block 0 features": lambda: K._block_features(rel, 0, pa, group, cfg),
              "block 0 scatter + block 1 gather": lambda: (
                  K._prepare(rel, 1, pa), K._scatter_gather(rel, 0, 1, pa, E)),
-             "block 1 features": lambda: K._block_features(rel, 1, pa, group, cfg),
-             "block 1 scatter": lambda: K._scatter(rel, 1, pa, E)}
+             "block 1 features": lambda: K._block_features(rel, 1, pa, group, cfg)}
     for f in steps.values():
         f()
     best = {name: np.inf for name in steps}
@@ -142,9 +150,10 @@ def pass_steps(X, y, args):
             for _ in range(5):
                 f()
             best[name] = min(best[name], (time.process_time() - t) / 5 * 1e3)
-    best["row-level pass + its last write"] -= best["row-level pass"]
-    steps_ms = {("row-level last write" if name.startswith("row-level pass +") else name): v
-                for name, v in best.items()}
+    rows_ms = best.pop("row-level pass")
+    best["row-level pass + its last write + block 0 gather"] -= rows_ms
+    steps_ms = {("row-level last write + block 0 gather" if name.startswith("row-level pass +")
+                 else name): v for name, v in best.items()}
     return steps_ms, n, tuple(bool(g) for g in rel.grouped)
 
 
@@ -154,24 +163,31 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-iter", type=int, default=200)
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--steps-only", action="store_true",
+                   help="time the pass steps only (no fit)")
+    p.add_argument("--fit-only", action="store_true",
+                   help="time the fit's parts only (runs on another source tree's fmlearn "
+                        "too: PYTHONPATH=DIR/src)")
     args = p.parse_args(argv)
     load0 = os.getloadavg()[0]
     d, X = _data(args)
-    total, spent = fit_parts(d, X, args)
-    steps, n, grouped = pass_steps(X, d["y_train"], args)
+    total, spent = fit_parts(d, X, args) if not args.steps_only else (0.0, {})
+    steps, n, grouped = pass_steps(X, d["y_train"], args) if not args.fit_only else ({}, 0, ())
     load1 = os.getloadavg()[0]
     print(f"MovieLens-100K relation blocks, MCMC rank 8, {args.n_iter} sweeps, split "
           f"{args.seed}; load average {load0:.2f}-{load1:.2f}.\n")
-    print("| fit part | CPU s | share |\n|---|---|---|")
-    for name, v in sorted(spent.items(), key=lambda kv: -kv[1]):
-        print(f"| {name} | {v:.3f} | {100 * v / total:.0f} % |")
-    print(f"| fit | {total:.3f} | 100 % |\n")
-    print(f"One factor pass over {n} samples (blocks grouped: {grouped}), min of {args.reps} "
-          "rounds:\n")
-    print("| step | ms |\n|---|---|")
-    for name, v in steps.items():
-        print(f"| {name} | {v:.3f} |")
-    print(f"| sum | {sum(steps.values()):.3f} |")
+    if spent:
+        print("| fit part | CPU s | share |\n|---|---|---|")
+        for name, v in sorted(spent.items(), key=lambda kv: -kv[1]):
+            print(f"| {name} | {v:.3f} | {100 * v / total:.0f} % |")
+        print(f"| fit | {total:.3f} | 100 % |\n")
+    if steps:
+        print(f"One factor pass over {n} samples (blocks grouped: {grouped}), min of "
+              f"{args.reps} rounds:\n")
+        print("| step | ms |\n|---|---|")
+        for name, v in steps.items():
+            print(f"| {name} | {v:.3f} |")
+        print(f"| sum | {sum(steps.values()):.3f} |")
 
 
 if __name__ == "__main__":

@@ -279,3 +279,17 @@ def test_importing_every_public_name_compiles_or_loads_no_kernel():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_every_cached_kernel_module_takes_njit_from_the_light_loader():
+    # a module importing numba's own njit would cache through numba's full load again
+    import re
+    from pathlib import Path
+
+    import fmlearn
+
+    root = Path(fmlearn.__file__).parent
+    own = re.compile(r"from numba import[^\n]*\bnjit\b|numba\.njit\(|\bnb\.njit\(")
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if p.name != "_jit.py" and own.search(p.read_text())]
+    assert offenders == []

@@ -397,50 +397,59 @@ def merge_relation_rows(Xr, y, sample_weight):
     """:func:`fmlearn._data.merge_duplicate_rows` for a canonical :class:`RelationData`: rows
     with the same row-level features, the same block indices and the same target merged into
     one row carrying the summed weight, rows of zero weight dropped, in a canonical order that
-    depends on the rows' content only, grouped by the index of block 0 (so that a sweep visits
-    a user's rows together).
+    depends on the rows' content only: grouped by the index of block 0 (so that a sweep visits
+    a user's rows together), within it by the first row-level feature (a day, say: the sweep's
+    gather of the row-level features then sums runs of one feature in registers;
+    MovieLens-100K's relational MCMC fit took about 5 % less CPU than with the rows in hash
+    order within a user), then by the rows' hash (:func:`fmlearn._data.merged_rows`).
 
     Two samples whose different block indices point to identical block rows stay apart (the
     flat fit would merge them): the same weighted problem, another row order.
     """
-    from ._data import merge_duplicate_rows
+    from ._data import _small_index_dtype, merge_duplicate_rows, merged_rows
 
     n = Xr.shape[0]
     if not Xr.blocks:
         X, y, w = merge_duplicate_rows(Xr.X, y, sample_weight, group_by_first=True)
         return RelationData(X, []), y, w
-    # One key row per sample: a one-hot column of its block-0 index (the grouping), the
-    # row-level features, and one column per further block holding its index + 1.
+    # One key row per sample: its sort group (block-0 index and first row-level feature, as
+    # one column), the row-level features, and one column per further block holding its
+    # index + 1; merged_rows sorts by the first column, then by the rows' hash.
     first = Xr.blocks[0]
     r0 = first.X.shape[0]
     d0 = Xr.X.shape[1]
     B = len(Xr.blocks)
-    Xrow = Xr.X.astype(np.float64)
-    rows_nnz = np.diff(Xrow.indptr)
+    Xrow = Xr.X
+    rows_nnz = np.diff(Xrow.indptr).astype(np.int64)
+    idx0 = first.indices.astype(np.int64)
+    span = d0 + 1
+    if r0 * span + d0 + B >= np.iinfo(np.int32).max:  # too many groups: by block 0 only
+        span = 1
+    lead = np.zeros(n, dtype=np.int64)
+    if span > 1 and Xrow.nnz:
+        has = rows_nnz > 0
+        lead[has] = Xrow.indices[Xrow.indptr[:-1][has]].astype(np.int64) + 1
+    G = r0 * span
     width = 1 + rows_nnz + (B - 1)
     indptr = np.concatenate([[0], np.cumsum(width)]).astype(np.int64)
-    indices = np.empty(indptr[-1], dtype=np.int64)
+    indices = np.empty(indptr[-1], dtype=np.int32)
     data = np.empty(indptr[-1], dtype=np.float64)
     start = indptr[:-1]
-    indices[start] = first.indices
+    indices[start] = idx0 * span + lead
     data[start] = 1.0
     if Xrow.nnz:
         pos = np.repeat(start + 1 - Xrow.indptr[:-1], rows_nnz) + np.arange(Xrow.nnz)
-        indices[pos] = r0 + Xrow.indices
+        indices[pos] = G + Xrow.indices
         data[pos] = Xrow.data
     for r in range(1, B):
         p = start + 1 + rows_nnz + (r - 1)
-        indices[p] = r0 + d0 + (r - 1)
+        indices[p] = G + d0 + (r - 1)
         data[p] = Xr.blocks[r].indices.astype(np.float64) + 1.0
-    K = sp.csr_matrix((data, indices, indptr), shape=(n, r0 + d0 + B - 1))
-    K, y, w = merge_duplicate_rows(K, y, sample_weight, group_by_first=True)
-    idx0 = K.indices[K.indptr[:-1]].astype(np.int32)  # the first stored column: block 0
-    Xm = K[:, r0:r0 + d0].astype(Xr.X.dtype)
-    Xm = to_csr(Xm, Xr.X.dtype)
-    blocks = [RelationBlock(idx0, first.X)]
-    if B > 1:
-        tail = K[:, r0 + d0:].toarray()
-        for r in range(1, B):
-            blocks.append(RelationBlock((tail[:, r - 1] - 1.0).astype(np.int32),
-                                        Xr.blocks[r].X))
+    K = _small_index_dtype(sp.csr_matrix((data, indices, indptr), shape=(n, G + d0 + B - 1)))
+    rows, y, w, _ = merged_rows(K, y, sample_weight, group_by_first=True)
+    if w is None:  # unit weights, nothing merged or dropped
+        w = np.ones(rows.shape[0])
+    Xm = _small_index_dtype(Xrow[rows])
+    blocks = [RelationBlock(np.ascontiguousarray(b.indices[rows], dtype=np.int32), b.X)
+              for b in Xr.blocks]
     return RelationData(Xm, blocks), y, w

@@ -80,7 +80,8 @@ def _relational_classes(data, d):
 # -- the sweep against the oracle ----------------------------------------------------------------
 
 @pytest.mark.parametrize("sample, relax, unit", [(False, 0.0, False), (True, 0.0, False),
-                                                 (True, -0.9, False), (True, 0.0, True)])
+                                                 (True, -0.9, False), (True, 0.0, True),
+                                                 (True, 0.0, "onehot")])
 def test_relation_sweep_matches_full_conditional_oracle(sample, relax, unit):
     # Each coordinate, in the relational order, must be set to the minimiser of its 1-D
     # objective (ALS) or to mean + a (old - mean) + sqrt(1 - a^2) noise / sqrt(precision) of
@@ -88,24 +89,38 @@ def test_relation_sweep_matches_full_conditional_oracle(sample, relax, unit):
     # rows (three evaluations of a quadratic); two groups with their own priors. ``unit``:
     # unit weights and the samples sorted by their block-0 row (as the estimator's merge
     # orders them), the kernels' fast paths: block 0's gather summing runs of one block row,
-    # the scatter of block 0 fused with the gather of block 1.
+    # the scatter of block 0 fused with the gather of block 1, each block's changes written
+    # in the next pass over the samples (the last block's in the next factor's first
+    # row-level gather). "onehot": besides, one row-level feature of value 1 per sample (a
+    # day as a category), whose class's passes are fused with the blocks' sample by sample
+    # (kernels.cd_relation._scatter_first_unit, _flush_gather_unit).
     rng, Xr, y, sw = _case(1, weights=not unit)
+    if unit == "onehot":
+        n = Xr.shape[0]
+        day = rng.integers(0, 4, n)
+        Xr = RelationData(sp.csr_matrix((np.ones(n), day, np.arange(n + 1)), shape=(n, 4)),
+                          Xr.blocks)
     if unit:
-        order = np.argsort(Xr.blocks[0].indices, kind="stable")
+        order = np.lexsort((Xr.X.indices, Xr.blocks[0].indices)) if unit == "onehot" else \
+            np.argsort(Xr.blocks[0].indices, kind="stable")
         Xr = RelationData(Xr.X[order], [RelationBlock(b.indices[order], b.X)
                                         for b in Xr.blocks])
         y = y[order]
     Xr, blocks = _parts(Xr)
     X = Xr.to_csr()
     n, d = X.shape
-    k = 2
+    k = 3  # three factors: a pass whose previous and next passes are factors' too
     data = relation_column_data(Xr.X, blocks, y, sw)
-    assert list(data.rel.grouped) == [unit, False] and data.rel.unit == unit
+    assert list(data.rel.grouped) == [bool(unit), False] and data.rel.unit == bool(unit)
+    if unit == "onehot":  # one class, one entry of value 1 in every sample
+        assert data.plan.color_ptr.shape[0] == 2
+        assert data.plan.roff[0] < 0 and data.plan.xoff[0] < 0
     w0, w, V = float(rng.normal()), rng.normal(size=d), 0.5 * rng.normal(size=(d, k))
     group, size = group_index(rng.integers(0, 2, size=d), d)
     alpha, reg0 = 2.0, 0.4
     lam_w, mu_w = np.array([3.0, 0.5]), np.array([0.1, -0.4])
-    lam_v, mu_v = np.array([[1.5, 0.6], [0.7, 2.0]]), np.array([[-0.2, 0.5], [0.3, -0.1]])
+    lam_v = np.array([[1.5, 0.6], [0.7, 2.0], [1.1, 0.9]])
+    mu_v = np.array([[-0.2, 0.5], [0.3, -0.1], [0.0, 0.2]])
     z = rng.normal(size=1 + 2 + d + k * (2 + d))
     state = FMState(w0, w.copy(), V.copy())
     E = data.row_state(state, y)
@@ -321,6 +336,12 @@ def test_merged_rows_are_order_invariant_and_keep_the_weights():
     assert got.keys() == rows.keys()
     for key, w in rows.items():
         assert got[key] == pytest.approx(w)
+    # grouped by block 0, within it by the first row-level feature (-1: none)
+    Xm = a[0].X
+    lead = np.where(np.diff(Xm.indptr) > 0, Xm.indices[np.minimum(Xm.indptr[:-1],
+                                                                  max(Xm.nnz - 1, 0))], -1)
+    key = a[0].blocks[0].indices.astype(np.int64) * (Xm.shape[1] + 1) + lead + 1
+    assert np.all(np.diff(key) >= 0)
 
 
 def test_threads_do_not_change_the_chain(monkeypatch):

@@ -35,12 +35,27 @@ x_bj (c the loss's curvature: 1 for the squared loss, where this is exact; for t
 loss of ALS the derivatives move along the quadratic majorizer with curvature 1/4, so the
 block's steps minimise a surrogate that touches the loss where the pass starts -- a
 majorization-minimization step that never increases the objective, where the flat sweep
-recomputes each derivative exactly). A last pass over the samples writes the block's changes
-to each row state: the block row's own share of the prediction moved by DY (the sum of the
-delta a_b), its cross term by qm_i DQ (DQ the change of qB), so
-e_i += DY[b] + qm_i DQ[b] and q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds
-the block row's sum of the next factor to the next factor's column, as the row-level pass does
-for its features.
+recomputes each derivative exactly). N, SQ and SQQ do not move in a block's pass (qm_i is the
+rest of the row's factor sum), so these changes add up to SE = SE0 + c (N DY + SQ DQ) and
+SEQ = SEQ0 + c (SQ DY + SQQ DQ), with SE0, SEQ0 the gathered sums, DY the sum of the delta
+a_b (the block row's own share of the prediction moved by DY) and DQ the change of qB: the
+pass keeps DY and qB per block row and reads SE and SEQ from them. A last pass over the
+samples writes the block's changes to each row state: the block row's own share of the
+prediction moved by DY, its cross term by qm_i DQ, so e_i += DY[b] + qm_i DQ[b] and
+q_i += DQ[b] (DQ = qB - qB at the pass's start); it also adds the block row's sum of the next
+factor to the next factor's column, as the row-level pass does for its features.
+
+The passes over the samples are fused where the order of the operations on each sample
+allows: the write of the last row-level class's changes with block 0's gather, the write of
+block r's changes with block r + 1's gather, and the write of the last block's changes with
+the next factor's first row-level gather (left pending in ``plan.pend`` between the two
+passes of :func:`~fmlearn.kernels.cd.gibbs_sweep`): B + 1 passes over the samples per factor
+with B blocks and one row-level class. For unit weights, the squared loss and a row-level
+class with one entry of value 1 in every sample (a day as a category) the fused passes run
+sample by sample (:func:`_scatter_first_unit`, :func:`_flush_gather_unit`); the
+estimator's merge orders a block-0 row's samples by their first row-level feature, so that
+the class's gather sums runs of one feature. Each sample sees the operations of the
+separate passes in their order: the same values.
 
 Per sweep the cost is O(k (nnz(X^0) + sum_r nnz(X_r) + B n)) against O(k nnz(expanded)) for the
 flat sweep. The result is that of the flat sweep over the expanded matrix visiting the
@@ -59,11 +74,14 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 from numba.extending import overload
 
 from . import compile_for
+from ._jit import njit
 from .cd import (
+    CHUNK_ROWS,
+    _class_step,
     _dloss,
     _fused,
     _parallel_flag,
@@ -75,6 +93,12 @@ from .cd import (
     is_record,
     sweep_bias,
     sweep_pass,
+)
+from .cd import (
+    _gather as _class_gather,
+)
+from .cd import (
+    _scatter as _class_scatter,
 )
 from .losses import SQUARED
 
@@ -157,64 +181,90 @@ def _prepare(rel, r, pa):
 
 @njit(cache=True, nogil=True)
 def _scatter(rel, r, pa, E):
-    # Block r's changes written to the row states: the block row's own share of the
-    # prediction moved by DY, its cross term by qm DQ, its factor sum by DQ; plus its share of
-    # the next factor's sums. (Loops written out here and below: a call per sample passing
-    # arrays costs their reference counts. E and C through flat views with unsigned offsets,
-    # as kernels.cd's _scatter_unit: no negative-index wraparound.)
+    # Block r's changes written to every sample's row state (see _scatter_rows).
+    _scatter_rows(rel, r, pa.slot, pa.cur, pa.nxt, pa.fn, E, 0, rel.ix.shape[1], False)
+
+
+@njit(cache=True, nogil=True)
+def _scatter_rows(rel, r, slot, cur, nxt, fn, E, lo, hi, dead):
+    # Block r's changes written to the row states of samples lo..hi-1 (after the features'
+    # update of a pass with slot, cur, nxt, fn): the block row's own share of the prediction
+    # moved by DY, its cross term by qm DQ, its factor sum by DQ; plus its share of the next
+    # factor's sums. ``dead``: the factor sums E[:, cur] are zeroed right after (the next
+    # factor's first pass reuses the column), so their update is not written. (Loops written
+    # out here and below: a call per sample passing arrays costs their reference counts. E
+    # and C through flat views with unsigned offsets, as kernels.cd's _scatter_unit: no
+    # negative-index wraparound.)
     C = rel.C.reshape(-1)
     qn = rel.qn
     ix = rel.ix[r]
     Ef = E.reshape(-1)
-    cur = uint64(pa.cur)
-    nxt = uint64(pa.nxt)
-    fn = pa.fn
-    n = uint64(ix.shape[0])
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    a = uint64(lo)
+    z = uint64(hi)
     three = uint64(3)
-    if pa.slot == 0:
+    if slot == 0:
         if fn >= 0:
-            for i in range(n):
+            for i in range(a, z):
                 b = ix[i]
                 e = three * i
                 Ef[e] += C[_row(b) + _DY]
-                Ef[e + nxt] += qn[b]
+                Ef[e + nx] += qn[b]
         else:
-            for i in range(n):
+            for i in range(a, z):
                 Ef[three * i] += C[_row(ix[i]) + _DY]
         return
-    for i in range(n):
+    if dead:  # fn >= 0 here: a next factor's pass follows
+        for i in range(a, z):
+            b = ix[i]
+            k = _row(b)
+            e = three * i
+            q0 = C[k + _Q0]
+            Ef[e] += C[k + _DY] + (Ef[e + cu] - q0) * (C[k + _QB] - q0)
+            Ef[e + nx] += qn[b]
+        return
+    for i in range(a, z):
         b = ix[i]
         k = _row(b)
         e = three * i
         q0 = C[k + _Q0]
         dq = C[k + _QB] - q0
-        qm = Ef[e + cur] - q0
+        qm = Ef[e + cu] - q0
         Ef[e] += C[k + _DY] + qm * dq
-        Ef[e + cur] += dq
+        Ef[e + cu] += dq
         if fn >= 0:
-            Ef[e + nxt] += qn[b]
+            Ef[e + nx] += qn[b]
 
 
 @njit(cache=True, nogil=True)
 def _gather(rel, r, pa, E, cfg):
-    """Block r's caches from the row states: over the samples of each block row b, the sums
-    of s l', s qm, s qm^2, s l' qm (N is fixed: ``wsum``).
+    # Block r's caches from every sample's row state (see _gather_rows).
+    _gather_rows(rel, r, pa.slot, pa.cur, E, cfg, 0, rel.ix.shape[1])
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows(rel, r, slot, cur, E, cfg, lo, hi):
+    """Block r's caches from the row states of samples lo..hi-1 (added to them): over the
+    samples of each block row b, the sums of s l', s qm, s qm^2, s l' qm (N is fixed:
+    ``wsum``).
 
     For a block whose samples come in runs of the same row (``grouped``: block 0, by which
     the samples are sorted) a run's sums are kept in registers and added to the row's cache
     when the run ends -- the same additions in the same order, without a chain of stores and
-    loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples)."""
+    loads of one address (0.15 against 0.26 ms per pass over MovieLens' 75,000 samples); a
+    run cut by ``lo`` or ``hi`` is stored and loaded again, which changes no sum."""
     C = rel.C.reshape(-1)
     ix = rel.ix[r]
     Ef = E.reshape(-1)
-    n = uint64(ix.shape[0])
-    cur = uint64(pa.cur)
+    n = uint64(hi)
+    cur = uint64(cur)
     three = uint64(3)
     one = uint64(1)
     fast = rel.unit and cfg.loss == SQUARED
     y = rel.rows.y
-    if pa.slot == 0:
-        i = uint64(0)
+    if slot == 0:
+        i = uint64(lo)
         while i < n:  # runs of one block row (of length 1 when the block is not grouped)
             b = ix[i]
             k = _row(b)
@@ -229,7 +279,7 @@ def _gather(rel, r, pa, E, cfg):
             C[k + _SE] = se
         return
     if not rel.grouped[r]:
-        for i in range(n):
+        for i in range(uint64(lo), n):
             k = _row(ix[i])
             t = three * i
             if fast:
@@ -249,7 +299,7 @@ def _gather(rel, r, pa, E, cfg):
                 C[k + _SQQ] += h * qm
                 C[k + _SEQ] += h * e
         return
-    i = uint64(0)
+    i = uint64(lo)
     while i < n:
         b = ix[i]
         k = _row(b)
@@ -297,25 +347,33 @@ def _scatter_gather(rel, r, r2, pa, E):
     nxt = uint64(pa.nxt)
     fn = pa.fn
     three = uint64(3)
-    for i in range(uint64(ix.shape[0])):
+    n = uint64(ix.shape[0])
+    i = uint64(0)
+    while i < n:  # runs of one row of block r (of length 1 unless it is grouped)
         b = ix[i]
         k = _row(b)
-        t = three * i
         q0 = C[k + _Q0]
         dq = C[k + _QB] - q0
-        q = Ef[t + cur]
-        e = Ef[t] + (C[k + _DY] + (q - q0) * dq)
-        q += dq
-        Ef[t] = e
-        Ef[t + cur] = q
-        if fn >= 0:
-            Ef[t + nxt] += qn[b]
-        k2 = _row(ix2[i])
-        qm = q - C[k2 + _QB]
-        C[k2 + _SE] += e
-        C[k2 + _SQ] += qm
-        C[k2 + _SQQ] += qm * qm
-        C[k2 + _SEQ] += qm * e
+        dy = C[k + _DY]
+        qnb = qn[b] if fn >= 0 else 0.0
+        while True:
+            t = three * i
+            q = Ef[t + cur]
+            e = Ef[t] + (dy + (q - q0) * dq)
+            q += dq
+            Ef[t] = e
+            Ef[t + cur] = q
+            if fn >= 0:
+                Ef[t + nxt] += qnb
+            k2 = _row(ix2[i])
+            qm = q - C[k2 + _QB]
+            C[k2 + _SE] += e
+            C[k2 + _SQ] += qm
+            C[k2 + _SQQ] += qm * qm
+            C[k2 + _SEQ] += qm * e
+            i += uint64(1)
+            if i == n or ix[i] != b:
+                break
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
@@ -324,19 +382,23 @@ def _block_features(rel, r, pa, group, cfg):
     # the second visit of a feature's entries also adds its share of the next factor's sums
     # (qn, cleared by _prepare; V's next column does not change in this pass). A factor's
     # sums are written with u = qB[b] - v_jf x_bj (a_b = x_bj u): g = sum_b x_bj (u SE[b] +
-    # SEQ[b]), hh = sum_b x_bj^2 (u (u N[b] + 2 SQ[b]) + SQQ[b]), and the changes
-    # SE += c delta x_bj (u N + SQ), SEQ += c delta x_bj (u SQ + SQQ), DY += delta x_bj u:
-    # the module docstring's sums, factored: 31 against 36 floating-point operations per
-    # entry over both visits; with the aligned caches (block_caches) the MCMC fit of
-    # MovieLens-100K's relation blocks took 7 % less CPU (3.06 against 3.28 s, median of 3,
-    # benchmarks/bench_relation.py --baseline-src, load 13). The sums round otherwise (by
-    # ulps of their terms), so the chain is not bit for bit the one of the unfactored sums.
+    # SEQ[b]), hh = sum_b x_bj^2 (u (u N[b] + 2 SQ[b]) + SQQ[b]) (the module docstring's
+    # sums, factored), where SE and SEQ are the current ones, read lazily from the gathered
+    # SE0, SEQ0 and the block row's changes so far (DY, DQ = QB - Q0; see the module
+    # docstring): SE = SE0 + c (N DY + SQ DQ), SEQ = SEQ0 + c (SQ DY + SQQ DQ). A step then
+    # writes only DY += delta x_bj u and QB += delta x_bj per entry (and qn): 4 stores and
+    # about 22 floating-point operations per entry over both visits instead of 6 and 31 for
+    # the eager updates of SE and SEQ, 6 % less time in this function within the MCMC sweep
+    # on MovieLens-100K (4.79 against 5.09 ms per sweep, median of 8 alternated rounds of 40
+    # sweeps in one process, load 7). The sums round otherwise (by ulps of their terms; the
+    # chain moves by ulps, its test RMSE by less than 1e-4).
     # Compiled with fused multiply-adds (fastmath "contract" only: no flag that assumes no
     # NaN or infinity, which the divergence test needs): a product and the sum it feeds are
     # rounded once, so the sums move by ulps and the chain is not bit for bit the one of
     # separate multiplies and adds; 10 % less time (0.571 against 0.633 ms per pass over
     # MovieLens-100K's two blocks, min of 40 alternated in one process, load 8-10). The
-    # same kernel runs on every thread count and in the Dask backend's client.
+    # same kernel runs on every thread count and in the Dask backend's client (whose
+    # partitions' sums fill SE0, SQ, SQQ, SEQ0 as the gather does).
     C = rel.C.reshape(-1)  # block row b's cache at C[8 b:8 b + 8] (see _row)
     qn = rel.qn
     cidx = rel.cidx
@@ -358,17 +420,25 @@ def _block_features(rel, r, pa, group, cfg):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                g += x * C[k + _SE]
-                hh += x * x * C[k + _N]
+                nb = C[k + _N]
+                g += x * (C[k + _SE] + c * nb * C[k + _DY])
+                hh += x * x * nb
         else:
             for p in range(lo, hi):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                u = C[k + _QB] - old * x
+                qb = C[k + _QB]
+                dq = qb - C[k + _Q0]
+                dy = C[k + _DY]
+                nb = C[k + _N]
                 sq = C[k + _SQ]
-                g += x * (u * C[k + _SE] + C[k + _SEQ])
-                hh += x * x * (u * (u * C[k + _N] + sq + sq) + C[k + _SQQ])
+                sqq = C[k + _SQQ]
+                se = C[k + _SE] + c * (nb * dy + sq * dq)
+                seq = C[k + _SEQ] + c * (sq * dy + sqq * dq)
+                u = qb - old * x
+                g += x * (u * se + seq)
+                hh += x * x * (u * (u * nb + sq + sq) + sqq)
         noise = pa.z[pa.z0 + j] if cfg.sample else 0.0
         gj = group[j]
         theta[j, col] = _step(old, g, hh, pa.lam[gj], pa.mu[gj], pa.alpha, c, noise,
@@ -380,28 +450,21 @@ def _block_features(rel, r, pa, group, cfg):
                 for p in range(lo, hi):
                     qn[cidx[p]] += vn * cval[p]
             continue
-        cd = c * delta
         if pa.slot == 0:
             for p in range(lo, hi):
                 b = cidx[p]
-                k = _row(b)
                 x = cval[p]
-                C[k + _SE] += cd * x * C[k + _N]
-                C[k + _DY] += delta * x
+                C[_row(b) + _DY] += delta * x
                 qn[b] += vn * x
         else:
             for p in range(lo, hi):
                 b = cidx[p]
                 k = _row(b)
                 x = cval[p]
-                u = C[k + _QB] - old * x
-                sq = C[k + _SQ]
+                qb = C[k + _QB]
                 dx = delta * x
-                cdx = c * dx
-                C[k + _SE] += cdx * (u * C[k + _N] + sq)
-                C[k + _SEQ] += cdx * (u * sq + C[k + _SQQ])
-                C[k + _DY] += dx * u
-                C[k + _QB] += dx
+                C[k + _DY] += dx * (qb - old * x)
+                C[k + _QB] = qb + dx
                 qn[b] += vn * x
 
 
@@ -421,23 +484,286 @@ def _flush(cols, plan, V, E, loss, par):
     pend[0] = -1
 
 
+# plan.pend[0] of a relational sweep between two passes when the changes of the last block
+# are still to be written (plan.pend[1:5]: that pass's slot, cur, nxt, fn): the next pass
+# writes them in its first pass over the samples (_rows_pass).
+_BLOCK_PENDING = -2
+
+
+@njit(cache=True, nogil=True)
+def _serial_class(plan, c, par):
+    # Whether kernels.cd runs the fused passes of row-level class c serially (over all rows
+    # in order, one running sum per feature) -- as its _fused and _sweep_pass decide with
+    # nothing pending: the class is not blocked or the plan runs no blocks.
+    return par is None or plan.bptr.shape[1] <= 2 or plan.bidx[c] == -1
+
+
+@njit(cache=True, nogil=True)
+def _scatter_first_unit(rel, plan, gslot, gcur, E, buf, zero, slot, cur, nxt, fn, dead):
+    """:func:`_scatter_first_class` sample by sample, for unit weights, the squared loss and a
+    first row-level class with one entry of value 1 in every sample (a day as a category):
+    the last block's changes (pass ``slot, cur, nxt, fn``), the zeroed column, then the
+    class's sums (pass ``gslot, gcur``; ``kernels.cd._gather_unit``'s arithmetic, a run of
+    one feature summed in registers) -- per sample the operations of the separate passes in
+    their order, so the same values, with the row state read once. Within the MCMC sweep on
+    MovieLens-100K's relation blocks this and :func:`_flush_gather_unit` took 1.73 and 1.20
+    ms per sweep against 1.96 and 1.42 for the separate passes (5 % of the sweep; two
+    alternated rounds of 200 sweeps in one process, load 9; the chunked fusion of
+    :func:`_scatter_first_class` alone measured no gain)."""
+    C = rel.C.reshape(-1)
+    qn = rel.qn
+    ix = rel.ix[rel.ix.shape[0] - 1]
+    Ef = E.reshape(-1)
+    etpos = rel.rows.etpos
+    lo = uint64(plan.eptr[0])
+    old = plan.old[buf]
+    G = plan.G[0]
+    H = plan.H[0]
+    n = uint64(ix.shape[0])
+    if n == 0:
+        return
+    three = uint64(3)
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    gc = uint64(gcur)
+    zc = uint64(max(zero, 0))
+    tp = uint64(etpos[lo])
+    g = G[tp]
+    hh = H[tp]
+    for i in range(n):
+        e = three * i
+        b = ix[i]
+        k = _row(b)
+        if slot == 0:
+            Ef[e] += C[k + _DY]
+        else:
+            q0 = C[k + _Q0]
+            dq = C[k + _QB] - q0
+            Ef[e] += C[k + _DY] + (Ef[e + cu] - q0) * dq
+            if not dead:
+                Ef[e + cu] += dq
+        if fn >= 0:
+            Ef[e + nx] += qn[b]
+        if zero >= 0:
+            Ef[e + zc] = 0.0
+        t = uint64(etpos[lo + i])
+        if t != tp:
+            G[tp] = g
+            H[tp] = hh
+            tp = t
+            g = G[t]
+            hh = H[t]
+        if gslot == 0:
+            g += Ef[e]
+            hh += 1.0
+        else:
+            h = Ef[e + gc] - old[t]
+            g += Ef[e] * h
+            hh += h * h
+    G[tp] = g
+    H[tp] = hh
+
+
+@njit(cache=True, nogil=True)
+def _scatter_first_class(rel, plan, pa, E, cfg, buf, zero):
+    """The first pass over the samples of a factor pass whose previous pass left its last
+    block's changes pending: chunk by chunk of ``kernels.cd.CHUNK_ROWS`` samples, the
+    block's changes written (:func:`_scatter_rows`), the next factor's column zeroed
+    (``zero`` >= 0), then row-level class 0's sums gathered (``kernels.cd._gather`` into
+    ``G[0]``, ``H[0]``): per sample the operations of the separate passes in their order, so
+    the same values; the chunk's row states are still in cache for the gather. When ``zero``
+    is the pending pass's factor column, its update is not written (it is zeroed next)."""
+    pend = plan.pend
+    cols = rel.rows
+    r = rel.ix.shape[0] - 1
+    slot, cur, nxt, fn = pend[1], pend[2], pend[3], pend[4]
+    dead = slot == 1 and zero == cur
+    ga = _Side(0, pa.slot, pa.cur, pa.nxt, pa.fn, buf)
+    for t in range(plan.color_ptr[1] - plan.color_ptr[0]):
+        plan.G[0, t] = 0.0
+        plan.H[0, t] = 0.0
+    pend[0] = -1
+    if rel.unit and cfg.loss == SQUARED and plan.roff[0] < 0 and plan.xoff[0] < 0:
+        _scatter_first_unit(rel, plan, pa.slot, pa.cur, E, buf, zero, slot, cur, nxt, fn,
+                            dead)
+        return
+    n = E.shape[0]
+    qg = 0
+    a = 0
+    while a < n:
+        z = min(n, a + CHUNK_ROWS)
+        _scatter_rows(rel, r, slot, cur, nxt, fn, E, a, z, dead)
+        if zero >= 0:
+            for i in range(a, z):
+                E[i, zero] = 0.0
+        qg = _class_gather(cols, plan, E, ga, cfg.loss, 0, qg, z)
+        a = z
+
+
+@njit(cache=True, nogil=True)
+def _rows_pass(rel, plan, pa, group, E, cfg, par):
+    """The row-level features' pass: :func:`kernels.cd._sweep_pass`, with the pending
+    changes of the previous pass's last block (``plan.pend[0]`` = ``_BLOCK_PENDING``)
+    written first -- in the same pass over the samples as the gather of the first colour
+    class (:func:`_scatter_first_class`) when that class runs serially, else by a pass of
+    their own."""
+    pend = plan.pend
+    n_classes = plan.color_ptr.shape[0] - 1
+    if pend[0] == _BLOCK_PENDING and (n_classes == 0 or not _serial_class(plan, 0, par)):
+        _scatter_rows(rel, rel.ix.shape[0] - 1, pend[1], pend[2], pend[3], pend[4], E, 0,
+                      E.shape[0], False)
+        pend[0] = -1
+    if pend[0] != _BLOCK_PENDING:
+        _sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
+        return
+    # kernels.cd._sweep_pass's class loop, its first fused pass replaced (nothing of the
+    # row-level classes is pending: the previous pass wrote its last class before its blocks)
+    zero = pa.nxt if pa.fn >= 0 else -1
+    n_blocks = plan.bptr.shape[1] - 1
+    for c in range(n_classes):
+        buf = 1 - pend[5]
+        lo = plan.color_ptr[c]
+        old = plan.old[buf]
+        for t in range(plan.color_ptr[c + 1] - lo):
+            old[t] = pa.theta[plan.order[lo + t], pa.col]
+        if c == 0:
+            _scatter_first_class(rel, plan, pa, E, cfg, buf, zero)
+            blocked = False
+        else:
+            sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+            ga = _Side(c, pa.slot, pa.cur, pa.nxt, pa.fn, buf)
+            _fused(rel.rows, plan, E, sc, ga, -1, pa.V, cfg.loss, par)
+            blocked = par is not None and n_blocks > 1 and plan.bidx[c] != -1 and (
+                sc.c < 0 or plan.bidx[sc.c] != -1)
+        _class_step(plan, c, pa, group, cfg, buf, n_blocks if blocked else 1)
+        pend[0] = c
+        pend[1] = pa.slot
+        pend[2] = pa.cur
+        pend[3] = pa.nxt
+        pend[4] = pa.fn
+        pend[5] = buf
+    if pa.fn < 0:
+        sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+        _fused(rel.rows, plan, E, sc, _Side(-1, 0, 0, 0, -1, 0), -1, pa.V, cfg.loss, par)
+        pend[0] = -1
+
+
+@njit(cache=True, nogil=True)
+def _flush_gather_unit(rel, plan, c, slot, cur, nxt, fn, buf, gslot, gcur, E):
+    """:func:`_flush_gather` sample by sample, for unit weights, the squared loss and a last
+    row-level class c with one entry of value 1 in every sample: the class's changes
+    (``kernels.cd._scatter_unit``'s arithmetic, pass ``slot, cur, nxt, fn``) then block 0's
+    sums (pass ``gslot, gcur``; :func:`_gather_rows`'s arithmetic, a run of one block row
+    summed in registers) -- the same values, with the row state read once."""
+    C = rel.C.reshape(-1)
+    ix = rel.ix[0]
+    Ef = E.reshape(-1)
+    etpos = rel.rows.etpos
+    lo = uint64(plan.eptr[c])
+    old = plan.old[buf]
+    delta = plan.delta[buf]
+    vn = plan.vn[buf]
+    n = uint64(ix.shape[0])
+    three = uint64(3)
+    cu = uint64(cur)
+    nx = uint64(nxt)
+    gc = uint64(gcur)
+    i = uint64(0)
+    while i < n:  # runs of one row of block 0 (of length 1 unless it is grouped)
+        b = ix[i]
+        k = _row(b)
+        qb = C[k + _QB]
+        se = C[k + _SE]
+        sq = C[k + _SQ]
+        sqq = C[k + _SQQ]
+        seq = C[k + _SEQ]
+        while True:
+            e = three * i
+            t = uint64(etpos[lo + i])
+            d = delta[t]
+            if slot == 0:
+                Ef[e] += d
+            else:
+                Ef[e] += d * (Ef[e + cu] - old[t])
+                Ef[e + cu] += d
+            if fn >= 0:
+                Ef[e + nx] += vn[t]
+            r = Ef[e]
+            se += r
+            if gslot == 1:
+                qm = Ef[e + gc] - qb
+                sq += qm
+                sqq += qm * qm
+                seq += qm * r
+            i += uint64(1)
+            if i == n or ix[i] != b:
+                break
+        C[k + _SE] = se
+        if gslot == 1:
+            C[k + _SQ] = sq
+            C[k + _SQQ] = sqq
+            C[k + _SEQ] = seq
+
+
+@njit(cache=True, nogil=True)
+def _flush_gather(rel, plan, pa, E, cfg):
+    """The changes of the row-level pass's last colour class (pending, ``plan.pend``)
+    written to the row states and block 0's caches gathered from them, in one pass over
+    the samples, chunk by chunk (``kernels.cd._scatter`` then :func:`_gather_rows` on each
+    chunk: per sample the operations of :func:`_flush` and :func:`_gather`, in their order)."""
+    pend = plan.pend
+    sc = _Side(pend[0], pend[1], pend[2], pend[3], pend[4], pend[5])
+    pend[0] = -1
+    if sc.c < 0:  # nothing pending
+        _gather_rows(rel, 0, pa.slot, pa.cur, E, cfg, 0, E.shape[0])
+        return
+    if rel.unit and cfg.loss == SQUARED and plan.roff[sc.c] < 0 and plan.xoff[sc.c] < 0:
+        _flush_gather_unit(rel, plan, sc.c, sc.slot, sc.cur, sc.nxt, sc.fn, sc.buf, pa.slot,
+                           pa.cur, E)
+        return
+    n = E.shape[0]
+    qs = 0
+    a = 0
+    while a < n:
+        z = min(n, a + CHUNK_ROWS)
+        qs = _class_scatter(rel.rows, plan, E, sc, pa.V, qs, z)
+        _gather_rows(rel, 0, pa.slot, pa.cur, E, cfg, a, z)
+        a = z
+
+
 @njit(cache=True, nogil=True)
 def _relation_pass(rel, plan, pa, group, E, cfg, par):
     # The row-level features with kernels.cd's pass (which clears and starts the next
     # factor's column), then block after block: gather its caches, update its features, write
-    # its changes (and its share of the next factor's sums) back to the row states.
-    _sweep_pass(rel.rows, plan, pa, group, E, cfg, par)
+    # its changes (and its share of the next factor's sums) back to the row states. Passes
+    # over the samples are fused where the order of operations per sample allows: the last
+    # row-level class's changes with block 0's gather, block r's changes with block r + 1's
+    # gather, the last block's changes with the next factor's first row-level gather (left
+    # pending in plan.pend when a factor follows: gibbs_sweep's next call is that factor's
+    # pass).
     B = rel.ix.shape[0]
+    _rows_pass(rel, plan, pa, group, E, cfg, par)
     if B == 0:
         return
-    _flush(rel.rows, plan, pa.V, E, cfg.loss, par)
-    fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
     _prepare(rel, 0, pa)
-    _gather(rel, 0, pa, E, cfg)
+    if plan.pend[0] >= 0 and _serial_class(plan, plan.pend[0], par):
+        _flush_gather(rel, plan, pa, E, cfg)
+    else:
+        _flush(rel.rows, plan, pa.V, E, cfg.loss, par)
+        _gather(rel, 0, pa, E, cfg)
+    fuse = pa.slot == 1 and rel.unit and cfg.loss == SQUARED
     for r in range(B):
         _block_features(rel, r, pa, group, cfg)
         if r + 1 == B:
-            _scatter(rel, r, pa, E)
+            if pa.fn >= 0:
+                pend = plan.pend
+                pend[0] = _BLOCK_PENDING
+                pend[1] = pa.slot
+                pend[2] = pa.cur
+                pend[3] = pa.nxt
+                pend[4] = pa.fn
+            else:
+                _scatter(rel, r, pa, E)
             break
         _prepare(rel, r + 1, pa)
         if fuse and not rel.grouped[r + 1]:
