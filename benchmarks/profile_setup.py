@@ -18,10 +18,16 @@ The fit is ``FMRegressor(8, solver, n_iter=1, init_stdev=0.1, n_jobs=1)``, after
 that loads the compiled kernels. tracemalloc slows allocation-heavy phases a little;
 ``--save F.npz`` keeps the rows read for a later ``--train F.npz``;
 ``--no-trace`` times without it (peaks then from ``VmHWM`` of the whole process only).
+``--rss`` (Linux) samples the process's resident size (``VmRSS``) every millisecond from a
+separate process (the compiled kernels hold the interpreter's lock, so a thread would not
+run during them) while the rows are read and the fit runs, and prints each phase's largest
+sample: where the whole process's peak happens. Pair it with ``--no-trace`` (tracemalloc's
+bookkeeping is resident too).
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -53,9 +59,11 @@ class Profiler:
             prof.rows.append(row)
             prof.stack.append(frame)
             c0, w0 = time.process_time(), time.perf_counter()
+            row["t0"] = time.monotonic()
             try:
                 return fn(*args, **kwargs)
             finally:
+                row["t1"] = time.monotonic()
                 row["cpu"] = time.process_time() - c0
                 row["wall"] = time.perf_counter() - w0
                 prof.stack.pop()
@@ -72,15 +80,65 @@ class Profiler:
     def patch(self, obj, attr, name=None):
         setattr(obj, attr, self.wrap(name or attr, getattr(obj, attr)))
 
-    def table(self):
-        out = ["| phase | CPU s | wall s | traced peak above start MB | left allocated MB |",
-               "|---|---|---|---|---|"]
+    def table(self, samples=None):
+        rss = samples is not None
+        out = ["| phase | CPU s | wall s | traced peak above start MB | left allocated MB |"
+               + (" largest VmRSS sample MB (anonymous + file) |" if rss else ""),
+               "|---|---|---|---|---|" + ("---|" if rss else "")]
         for r in self.rows:
             name = "&nbsp;&nbsp;" * r["depth"] + ("- " if r["depth"] else "") + r["name"]
             pk = f"{r['peak']:.0f}" if "peak" in r else "n/a"
             lf = f"{r['left']:.0f}" if "left" in r else "n/a"
-            out.append(f"| {name} | {r['cpu']:.3f} | {r['wall']:.3f} | {pk} | {lf} |")
+            line = f"| {name} | {r['cpu']:.3f} | {r['wall']:.3f} | {pk} | {lf} |"
+            if rss:
+                line += f" {_largest(samples, r['t0'], r['t1'])} |"
+            out.append(line)
         return "\n".join(out)
+
+
+# The sampler: a child process printing "monotonic-time VmRSS-kB" of the parent every
+# millisecond until the parent closes its stdin.
+_SAMPLER = r"""
+import os, select, sys, time
+path = f"/proc/{sys.argv[1]}/status"
+out = []
+while not select.select([sys.stdin], [], [], 0.001)[0]:
+    try:
+        with open(path) as fh:
+            v = {}
+            for line in fh:
+                if line.startswith(("VmRSS:", "RssAnon:", "RssFile:")):
+                    v[line[:6]] = line.split()[1]
+            out.append(f"{time.monotonic()} {v['VmRSS:']} {v['RssAno']} {v['RssFil']}")
+    except OSError:
+        break
+sys.stdout.write("\n".join(out))
+"""
+
+
+class RSSSampler:
+    """VmRSS of this process every millisecond, sampled by a child process."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", _SAMPLER, str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        time.sleep(0.2)
+
+    def stop(self):
+        out, _ = self.proc.communicate("x")
+        return [(float(t), int(kb) / 1024.0, int(anon) / 1024.0, int(fil) / 1024.0)
+                for t, kb, anon, fil in (line.split() for line in out.splitlines()
+                                         if line.strip())]
+
+
+def _largest(samples, t0, t1):
+    """The largest VmRSS sample between t0 and t1 (MB), with its anonymous and file-backed
+    parts."""
+    inside = [s for s in samples if t0 <= s[0] <= t1]
+    if not inside:
+        return "n/a"
+    _, rss, anon, fil = max(inside, key=lambda s: s[1])
+    return f"{rss:.0f} ({anon:.0f} + {fil:.0f})"
 
 
 def load_rows(args):
@@ -109,6 +167,8 @@ def main(argv=None):
     ap.add_argument("--solver", default="als", choices=("als", "mcmc"))
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--save", default=None, help="write the rows read to this .npz")
+    ap.add_argument("--rss", action="store_true",
+                    help="sample VmRSS every ms (Linux); each phase's largest sample")
     args = ap.parse_args(argv)
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
@@ -121,8 +181,11 @@ def main(argv=None):
     from fmlearn.fm import _plan as fm_plan
 
     rss0 = _status_mb("VmRSS")
+    sampler = RSSSampler() if args.rss else None
     c0 = time.process_time()
+    read_t = (time.monotonic(),)
     X, y = load_rows(args)
+    read_t += (time.monotonic(),)
     read_cpu = time.process_time() - c0
     rss_read = _status_mb("VmRSS")
     if args.save:
@@ -155,6 +218,7 @@ def main(argv=None):
         if hasattr(common, attr):
             prof.patch(common, attr)
     prof.patch(common.ColumnData, "row_state", "row state (ColumnData.row_state)")
+    prof.patch(common.ColumnData, "compile_sweep", "load the sweep (ColumnData.compile_sweep)")
     prof.patch(common.ColumnData, "sweep", "sweep (ColumnData.sweep)")
     _ = data_mod, fmlearn
 
@@ -168,6 +232,7 @@ def main(argv=None):
     fit_cpu, fit_wall = time.process_time() - c0, time.perf_counter() - w0
     if prof.trace:
         tracemalloc.stop()
+    samples = sampler.stop() if sampler else None
     print(f"# {X.shape[0]:,} rows, {X.nnz:,} non-zeros, d = {X.shape[1]}, solver "
           f"{args.solver}, k = 8, one thread; load average {os.getloadavg()[0]:.2f}")
     print(f"# X: data {X.data.dtype} indices {X.indices.dtype} indptr {X.indptr.dtype}; "
@@ -178,7 +243,10 @@ def main(argv=None):
     print(f"# fit {fit_cpu:.3f} CPU s ({fit_wall:.3f} wall); set-up = fit less its sweep: "
           f"{fit_cpu - sum(sweeps):.3f} CPU s = {(fit_cpu - sum(sweeps)) / sweeps[-1]:.1f} "
           f"sweeps\n")
-    print(prof.table())
+    if samples:
+        print(f"# reading the rows: largest VmRSS sample {_largest(samples, *read_t)} MB; "
+              f"{len(samples)} samples")
+    print(prof.table(samples))
     return 0
 
 

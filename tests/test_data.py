@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from fmlearn._data import canonical_csr, merge_duplicate_rows, merged_rows, to_csr
 from fmlearn.kernels.dedup import hash_argsort
-from fmlearn.solvers._fm_common import FMState, column_data
+from fmlearn.solvers._fm_common import FMState, RowTargets, column_data, place_dtype
 
 
 def _rows_with_duplicates(dtype, rng, n=600, d=40):
@@ -147,11 +147,14 @@ def test_column_data_through_a_row_index_equals_the_merged_copy(make, dtype):
 
 @pytest.mark.parametrize("make", [_rows_with_duplicates, _one_hot_with_duplicates])
 @pytest.mark.parametrize("drop", [True, False])
-def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop):
+@pytest.mark.parametrize("in_place", [True, False])
+def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop, in_place):
     # The row cache is filled by predicting the source rows in their order and gathering them
     # in the fit's: bit for bit fm_predict_csr on the merged copy (the oracle), less the
     # target; the work columns zero. With drop=False every weight is positive and no row
     # repeats, so the fit rows are a permutation of the source rows (E is its own scratch).
+    # in_place: the targets read through the row index (RowTargets, what a fit passes: no
+    # n-long copy of them is stored) instead of the gathered copy.
     from fmlearn._data import raw
     from fmlearn.kernels.predict import fm_predict_csr
 
@@ -163,17 +166,53 @@ def test_row_state_is_the_prediction_less_the_target_row_for_row(make, drop):
     Xm, ym, wm = merge_duplicate_rows(X, y, sw)
     rows, yr, wr, keep = merged_rows(X, y, sw)
     assert (rows.shape[0] == X.shape[0]) == (not drop)
-    data = column_data(X, yr, wr, rows, keep)
+    targets = RowTargets.of(y, rows, yr) if in_place else yr
+    assert isinstance(targets, RowTargets) == in_place
+    data = column_data(X, targets, wr, rows, keep)
+    assert (data.row_targets is targets if in_place else data.row_targets is None)
+    assert data.n_samples == ym.shape[0]
+    assert (data.cols.y.shape[0] == 0) == in_place  # nothing stored per row
+    assert np.array_equal(data.y, ym)
     state = FMState(0.3, rng.standard_normal(X.shape[1]), rng.standard_normal((X.shape[1], 3)))
     pred = np.empty(Xm.shape[0])
     fm_predict_csr(*raw(Xm), state.w0, state.w, state.V, pred)
-    E = data.row_state(state, ym)
+    E = data.row_state(state, data.targets)
     assert np.array_equal(E[:, 0], pred - ym) and not E[:, 1:].any()
     assert np.array_equal(data.predict(state), pred)
     E[:, 0] = 7.0
     E[:, 1:] = 5.0  # refresh rewrites the residuals only
-    data.refresh(E, state, ym)
+    data.refresh(E, state, data.targets)
     assert np.array_equal(E[:, 0], pred - ym) and np.all(E[:, 1:] == 5.0)
+    E = data.row_state(state, np.zeros(ym.shape[0]), loss_code=1)  # logistic: predictions
+    assert np.array_equal(E[:, 0], pred)
+
+
+def test_row_targets_only_for_float64_vectors_and_int32_indices():
+    # anything else keeps the gathered copy it is given (the kernels read float64 by int32)
+    y, rows = np.arange(5.0), np.array([4, 0, 2], dtype=np.int32)
+    taken = y[rows]
+    assert isinstance(RowTargets.of(y, rows, taken), RowTargets)
+    assert np.array_equal(np.asarray(RowTargets.of(y, rows, taken)), taken)
+    for args in ((y.astype(np.float32), rows), (y[::2], rows[:2]), (y, rows.astype(np.int64)),
+                 (y, np.zeros(0, dtype=np.int32))):
+        assert RowTargets.of(*args, taken) is taken
+
+
+def test_place_dtype_is_uint16_up_to_65536_features_per_class():
+    # the places 0..size-1 of a class's features fit uint16 up to 65,536 features
+    assert place_dtype(np.array([0, 3, 65539])) == np.uint16
+    assert place_dtype(np.array([0, 65537])) == np.int32
+    assert place_dtype(np.array([0])) == np.uint16
+    X, y, sw = _one_hot_with_duplicates(np.float64, np.random.default_rng(1))
+    data = column_data(X, y, sw)
+    assert data.cols.etpos.dtype == np.uint16
+    # the oracle: class c's q-th entry is the feature of class c in row q (every class
+    # covers every row of one-hot fields), at its place in the class
+    order, ptr, eptr = data.plan.order, data.plan.color_ptr, data.plan.eptr
+    for c in range(ptr.shape[0] - 1):
+        feats = order[ptr[c] + data.cols.etpos[eptr[c]:eptr[c + 1]].astype(np.int64)]
+        in_class = np.isin(X.indices, order[ptr[c]:ptr[c + 1]])
+        assert np.array_equal(feats, X.indices[in_class])
 
 
 @pytest.mark.parametrize("solver", ["als"])

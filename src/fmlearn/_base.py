@@ -163,6 +163,15 @@ def check_sample_weight(sample_weight, n_samples):
     return sw
 
 
+def _weights(sample_weight, n_samples, unit_none):
+    """:func:`check_sample_weight`, or None for no ``sample_weight`` when ``unit_none`` (a
+    caller that carries unit weights as None: no n ones to allocate and fault in, 0.1-0.15
+    CPU s at 8,000,000 rows)."""
+    if unit_none and sample_weight is None:
+        return None
+    return check_sample_weight(sample_weight, n_samples)
+
+
 def progress(verbose, total, desc):
     """A tqdm progress bar when ``verbose`` is truthy, else a silent stand-in."""
     if verbose:
@@ -393,10 +402,10 @@ class FMRegressorMixin(RegressorMixin):
         y = y.astype(np.float64)
         return y if np.isfinite(y).all() else None
 
-    def _validate_train(self, X, y, sample_weight, reset=True):
+    def _validate_train(self, X, y, sample_weight, reset=True, unit_none=False):
         X, y = self._validate_X_y(X, y, reset=reset, y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
-        sw = check_sample_weight(sample_weight, X.shape[0])
+        sw = _weights(sample_weight, X.shape[0], unit_none)
         return X, y, sw
 
     def predict(self, X):
@@ -454,10 +463,10 @@ class FMClassifierMixin(ClassifierMixin):
             return None
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
-    def _validate_train(self, X, y, sample_weight, reset=True, classes=None):
+    def _validate_train(self, X, y, sample_weight, reset=True, classes=None, unit_none=False):
         X, y = self._validate_X_y(X, y, reset=reset, y_numeric=False)
         y = self._encode_y(y, reset=reset, classes=classes)
-        sw = check_sample_weight(sample_weight, X.shape[0])
+        sw = _weights(sample_weight, X.shape[0], unit_none)
         return X, y, sw
 
     def decision_function(self, X):

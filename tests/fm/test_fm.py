@@ -964,6 +964,33 @@ def test_mcmc_starts_from_random_linear_terms_as_libfm(monkeypatch):
 
 
 @pytest.mark.parametrize("solver", ["als", "mcmc"])
+def test_regression_fits_store_no_targets_of_their_own(solver, monkeypatch):
+    # ALS / MCMC regression reads the targets where the user passed them, through the fit's
+    # row index (solvers._fm_common.RowTargets): the data the solver gets stores no n-long
+    # copy (memory: 8 bytes per row), and the model equals the one fitted on the gathered
+    # copy (the path of targets that are not a float64 vector), bit for bit
+    import fmlearn.fm as fm_mod
+
+    seen = []
+
+    def spy(*args):
+        seen.append(fm_common.column_data(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(fm_mod, "column_data", spy)
+    X, y, _ = make_fm(300, 12, 2, x="sparse", density=0.3, noise=0.3, random_state=4)
+    X, y = sp.vstack([X, X[:40]]).tocsr(), np.r_[y, y[:40]]  # merged rows: a row index
+    kw = dict(n_factors=3, solver=solver, n_iter=12, random_state=0, n_jobs=1)  # 1 refresh
+    a = FMRegressor(**kw).fit(X, y)
+    assert seen[-1].row_targets is not None and seen[-1].cols.y.shape == (0,)
+    assert np.array_equal(seen[-1].y, np.asarray(seen[-1].row_targets))
+    monkeypatch.setattr(fm_common.RowTargets, "of", classmethod(lambda cls, s, r, taken: taken))
+    b = FMRegressor(**kw).fit(X, y)
+    assert seen[-1].row_targets is None and seen[-1].cols.y.shape == (X.shape[0] - 40,)
+    assert a.w0_ == b.w0_ and np.array_equal(a.w_, b.w_) and np.array_equal(a.V_, b.V_)
+
+
+@pytest.mark.parametrize("solver", ["als", "mcmc"])
 def test_fit_without_weights_equals_unit_weights(solver):
     # ALS / MCMC carry no array of ones when sample_weight is None: the same model, bit for
     # bit, as with sample_weight=ones, with duplicate rows merged (counts) or none

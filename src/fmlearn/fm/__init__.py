@@ -30,9 +30,10 @@ from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import split_index, split_rows
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
+from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from ..relation import check_relation_data, is_relation_data
-from ..solvers._fm_common import check_groups, column_data
+from ..solvers._fm_common import RowTargets, check_groups, column_data
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from . import _relation
@@ -78,6 +79,8 @@ def _ones_if_none(sw, n):
 
 
 def _run_als(plan, X, y, sw, recorder, rows=(None, None)):
+    if plan.als.loss_code != SQUARED:  # the logistic sweep reads the labels in its order
+        y = np.asarray(y)
     data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(
         y, _ones_if_none(sw, y.shape[0]) if recorder.tracking else sw, plan.state)
@@ -88,6 +91,8 @@ def _run_als(plan, X, y, sw, recorder, rows=(None, None)):
 
 
 def _run_mcmc(plan, X, y, sw, recorder, rows=(None, None)):
+    if plan.mcmc.probit:  # the latent draws read the labels in the fit's order
+        y = np.asarray(y)
     data = column_data(X, y, sw, *rows)
     callback = recorder.sweep_callback(
         y, _ones_if_none(sw, y.shape[0]) if recorder.tracking else sw, plan.state)
@@ -147,12 +152,15 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+            y_source = y
             index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train)
             rows = ((index, keep),)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
-    plan = ClassicFMPlan.build(est, summary.with_targets(y, _ones_if_none(sw, y.shape[0])),
-                               context=context, stopping=rule)
+    summary = summary.with_targets(y, _ones_if_none(sw, y.shape[0]))
+    if rows:  # the fit rows' targets read in place (y_source[index]): no copy held by the fit
+        y = RowTargets.of(y_source, rows[0][0], y)
+    plan = ClassicFMPlan.build(est, summary, context=context, stopping=rule)
     if validated_eval and carved is None:
         evald = None if eval_set is None else (raw(to_csr(eval_set[0], X.dtype)), eval_set[1])
         eval_sw = None
@@ -298,13 +306,14 @@ class _BaseClassicFM(BaseFM):
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
         context = RunContext(callback, may_stop=True)
-        X, y, sw = self._validate_train(X, y, sample_weight, reset=True, **(
-            {"classes": classes} if is_classifier(self) else {}))
-        if (sample_weight is None and y.ndim == 1 and self.solver in ("als", "mcmc")
-                and not is_relation_data(X)):
-            # unit weights: the sweeps' set-up and layout carry None, not n ones (8 bytes per
-            # row less during the fit: 64 MB at 8,000,000 rows)
-            sw = None
+        # unit weights: the sweeps' set-up and layout carry None, not n ones (8 bytes per
+        # row less during the fit: 64 MB at 8,000,000 rows, and no pass to fill them)
+        X, y, sw = self._validate_train(
+            X, y, sample_weight, reset=True,
+            unit_none=sample_weight is None and self.solver in ("als", "mcmc"),
+            **({"classes": classes} if is_classifier(self) else {}))
+        if sw is None and (y.ndim != 1 or is_relation_data(X)):
+            sw = np.ones(X.shape[0])  # one fit per class, relational rows: the weights
         if y.ndim == 1:
             _fit_rows(self, X, y, sw, eval_set, context)
             return self

@@ -172,7 +172,8 @@ class FitRecorder:
         solver updates in place."""
         self.context.live = state
         averages = None
-        if self.tracking:
+        if self.tracking:  # the targets as an array (solvers._fm_common.RowTargets: gathered)
+            y = np.asarray(y)
             averages = _RunningAverages(self, y, sw)
 
         def callback(it, E, target):

@@ -44,14 +44,16 @@ under its tables). With n rows, C colour
 classes covering rows r_c times in total (r_c = n for a class with one entry in every row), k
 factors and E of 24 bytes per row, a sweep makes (k + 1) C + 1 fused passes over the classes
 plus two reads of E[:, 0] (alpha and w0) and the write of w0's change; each fused pass reads and
-writes the E rows its two classes touch and reads each entry's place (4 bytes; its row, 4 bytes,
-unless the class covers every row; its value, 8 bytes, unless every value of the class is 1):
+writes the E rows its two classes touch and reads each entry's place (2 bytes, 4 in classes of
+more than 65,536 features; its row, 4 bytes, unless the class covers every row; its value,
+8 bytes, unless every value of the class is 1):
 
     bytes per sweep = (k + 1) * sum_c r_c * (48 + 2 b_c) + 3 * 24 n + small,
 
-where b_c is the bytes stored per entry of class c (4 to 16) and each entry is read twice per
+where b_c is the bytes stored per entry of class c (2 to 16) and each entry is read twice per
 pass (gather and scatter). For one-hot user x item rows (C = 2, r_c = n, b_c = 4, k = 8) this is
-9 * 2 * n * 56 + 72 n = 1080 n bytes: 2.2 GB per sweep at 2,000,000 rows. Against the copy
+9 * 2 * n * 56 + 72 n = 1080 n bytes (1008 n with 2-byte places; the figures below were
+measured with 4-byte places): 2.2 GB per sweep at 2,000,000 rows. Against the copy
 bandwidth of ``np.copyto`` per CPU second on one thread (read + write; 25 GB/s on the AMD EPYC
 the suite runs on) that is a bound of 0.08 s per sweep at 2,000,000 rows and 0.32 s at
 8,000,000; the sweep measured 0.085 and 0.34 CPU s (ALS and MCMC at 2,000,000 rows, ALS at
@@ -86,8 +88,10 @@ module docstring): the entries of class c are ``etpos[eptr[c]:eptr[c + 1]]`` (``
 in increasing row order, each the place t of its feature in the class (the feature is
 ``order[color_ptr[c] + t]``). The q-th entry of class c lies in row ``erow[roff[c] + q]``, or
 in row q when ``roff[c] < 0`` (the class has one entry in every row); its value is
-``ex[xoff[c] + q]``, or 1 when ``xoff[c] < 0`` (every value of the class is 1). ``etpos``,
-``erow`` int32; ``ex`` the model's dtype. Targets or labels ``y`` (float64, one per row),
+``ex[xoff[c] + q]``, or 1 when ``xoff[c] < 0`` (every value of the class is 1). ``etpos``
+uint16 (int32 when a class holds more than 65,536 features:
+``solvers._fm_common.place_dtype``), ``erow`` int32; ``ex`` the model's dtype. Targets or
+labels ``y`` (float64, one per row; empty when the squared loss's sweep never reads them),
 sample weights ``sw`` and ``unit`` (True when every weight is 1: the weights are not read)."""
 
 Plan = namedtuple("Plan", ["order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr",

@@ -154,10 +154,13 @@ def fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, e
 
 
 @njit(cache=True)
-def row_state_at(indptr, indices, data, rows, w0, w, V, y, squared, E, S, sc, zero_work):
+def row_state_at(indptr, indices, data, rows, w0, w, V, y, by_source, squared, E, S, sc,
+                 zero_work):
     """Fill column 0 of the row cache ``E`` (n, 3) of :mod:`fmlearn.kernels.cd`: ``E[r, 0]``
     the prediction of fit row r (source row ``rows[r]``; an empty ``rows``: row r), less
-    ``y[r]`` when ``squared``; with ``zero_work`` also ``E[r, 1] = E[r, 2] = 0``.
+    its target when ``squared``: ``y[r]``, or with ``by_source`` ``y[rows[r]]`` (the source
+    rows' targets, subtracted in the source pass, which reads them in their order: the same
+    operands as with the gathered targets); with ``zero_work`` also ``E[r, 1] = E[r, 2] = 0``.
 
     Two streaming passes instead of one pass with a random write per row: the predictions of
     every source row in source order into column ``sc`` of ``S`` (``S[u, sc]``, row for row
@@ -170,12 +173,14 @@ def row_state_at(indptr, indices, data, rows, w0, w, V, y, squared, E, S, sc, ze
     k = V.shape[1]
     q = np.empty(k)
     qq = np.empty(k)
+    at_source = squared and by_source  # pred - target in the source pass, streaming y
     for u in range(indptr.shape[0] - 1):
-        S[u, sc] = _row(indptr, indices, data, u, w0, w, V, q, qq)
+        f = _row(indptr, indices, data, u, w0, w, V, q, qq)
+        S[u, sc] = f - y[u] if at_source else f
     n = E.shape[0]
     for r in range(n):
         f = S[_src(rows, r), sc]
-        E[r, 0] = f - y[r] if squared else f
+        E[r, 0] = f - y[r] if squared and not by_source else f
     if zero_work:
         for r in range(n):
             E[r, 1] = 0.0

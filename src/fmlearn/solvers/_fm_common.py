@@ -43,6 +43,51 @@ class FMState:
                     and np.all(np.isfinite(self.V)))
 
 
+class RowTargets:
+    """The targets of the fit's rows, ``source[rows]`` (float64), without a copy: the source
+    rows' targets (the user's, validated) read through the fit's row index. The squared-loss
+    sweeps never read the targets (their row state holds the residuals); the row state's
+    (re)computation reads them through the index (:func:`~fmlearn.kernels.cd_layout.row_state_at`),
+    so a fit holds no n-long array of targets of its own (8 bytes per row: 61 MB at 8,000,000
+    rows). Anything else (metrics, the logistic and probit sweeps) gets the gathered array
+    (``numpy.asarray``), computed once and then kept."""
+
+    def __init__(self, source, rows):
+        self.source = source
+        self.rows = rows
+        self._taken = None
+
+    @classmethod
+    def of(cls, source, rows, taken):
+        """``RowTargets(source, rows)`` when ``source`` is a C-contiguous float64 vector and
+        ``rows`` a non-empty int32 index (``taken`` = ``source[rows]``, which the caller then
+        drops), else ``taken``."""
+        source = np.asarray(source)
+        if (source.dtype == np.float64 and source.ndim == 1 and source.flags.c_contiguous
+                and rows.dtype == np.int32 and rows.shape[0]):
+            return cls(source, rows)
+        return taken
+
+    @property
+    def shape(self):
+        return self.rows.shape
+
+    @property
+    def dtype(self):
+        return self.source.dtype
+
+    def __len__(self):
+        return self.rows.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        if self._taken is None:
+            from ..kernels.dedup import take
+
+            self._taken = take(self.source, self.rows)
+        out = self._taken if dtype is None else self._taken.astype(dtype, copy=False)
+        return out.copy() if copy and out is self._taken else out
+
+
 @dataclass
 class ColumnData:
     """Training data for the coordinate solvers: the records of ``kernels.cd`` and the rows.
@@ -53,17 +98,28 @@ class ColumnData:
     space. The fit's rows are rows of the CSR arrays ``source`` = (indptr, indices, data)
     through ``rows``: fit row r is source row ``rows[r]`` (an empty ``rows``: row r), so that
     a canonical CSR input is never copied (:meth:`row_state` reads it in its own order, then
-    gathers the predictions in the fit's order).
+    gathers the predictions in the fit's order). ``targets`` (:class:`RowTargets`, or None:
+    ``cols.y``) holds the targets when ``cols.y`` does not (empty: a squared-loss fit's
+    kernels never read them).
     """
 
     cols: Columns
     plan: Plan
     source: tuple
     rows: np.ndarray
+    row_targets: RowTargets = None
 
     @property
     def y(self):
-        return self.cols.y
+        """The fit rows' targets (an array; gathered once from the source targets when the
+        fit does not store them)."""
+        return self.cols.y if self.row_targets is None else np.asarray(self.row_targets)
+
+    @property
+    def targets(self):
+        """The fit rows' targets as the solvers pass them to :meth:`row_state` and
+        :meth:`refresh`: ``y``, or the :class:`RowTargets` that reads them in place."""
+        return self.cols.y if self.row_targets is None else self.row_targets
 
     @property
     def sw(self):
@@ -76,7 +132,7 @@ class ColumnData:
 
     @property
     def n_samples(self):
-        return self.cols.y.shape[0]
+        return (self.cols.y if self.row_targets is None else self.row_targets).shape[0]
 
     @property
     def order(self):
@@ -121,13 +177,18 @@ class ColumnData:
             S, sc = E, 2
         else:
             S, sc = np.empty((n_src, 1), dtype=np.float64), 0
+        by_source = isinstance(target, RowTargets)
+        if by_source:  # target[r] = target.source[rows[r]], read in place
+            target = target.source
         target = np.ascontiguousarray(target, dtype=np.float64)
         row_state_at(indptr, indices, data, self.rows, state.w0, state.w, state.V, target,
-                     squared, E, S, sc, zero_work)
+                     by_source, squared, E, S, sc, zero_work)
 
     def row_state(self, state, target, loss_code=SQUARED):
         """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or
-        pred, columns 1 and 2 are the kernels' work space (factor sums), zero."""
+        pred, columns 1 and 2 are the kernels' work space (factor sums), zero. ``target``: an
+        array in the fit's order, or :attr:`targets`."""
+        release_free_memory()
         E = np.empty((self.n_samples, 3), dtype=np.float64)
         self._fill(E, state, target, loss_code == SQUARED, True)
         return E
@@ -149,6 +210,29 @@ class ColumnData:
     def with_target(self, y):
         """The same data with other targets (MCMC probit's latent z)."""
         return ColumnData(self.cols._replace(y=y), self.plan, self.source, self.rows)
+
+
+def _malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_memory():
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). NumPy buffers below glibc's mmap threshold, which it raises up to 32 MB as
+    large buffers are freed, live on the heap, and their pages stay resident after ``free``
+    until the top of the heap has more than twice that free: the set-up's transient
+    int32 row arrays (4 bytes per row: 31 MB at 8,000,000 rows) would stay resident under
+    the row state allocated after them."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def predict_rows(csr, state):
@@ -204,7 +288,8 @@ BLOCK_BUDGET = 1_000_000
 
 def column_data(X_csr, y, sw, rows=None, keep=None):
     """Build :class:`ColumnData` from the canonical CSR rows ``X_csr`` (see ``_data.to_csr``)
-    with targets ``y`` and weights ``sw`` of the fit's rows (None: unit weights, kept as one
+    with targets ``y`` (an array, or a :class:`RowTargets` that reads them in place) and
+    weights ``sw`` of the fit's rows (None: unit weights, kept as one
     entry instead of n; :attr:`ColumnData.sw`): fit row r is row ``rows[r]`` of
     ``X_csr`` (None: the rows of ``X_csr`` in order; see ``_data.merged_rows``). ``keep``
     (bool, one per row of ``X_csr``) marks the rows the fit uses when ``rows`` leaves some out
@@ -226,9 +311,10 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     del inv  # the layout's only: the row state reads the source rows and gathers by rows
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
     sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
-    cols = Columns(etpos, erow, ex, np.ascontiguousarray(y, dtype=np.float64), sw,
-                   bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows)
+    by_rows = y if isinstance(y, RowTargets) else None
+    y = np.zeros(0) if by_rows is not None else np.ascontiguousarray(y, dtype=np.float64)
+    cols = Columns(etpos, erow, ex, y, sw, bool(np.all(sw == 1.0)))
+    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows)
 
 
 def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_ptr, color):
@@ -249,7 +335,7 @@ def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_p
     dense = count == n
     roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
     xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
-    etpos = np.empty(eptr[-1], dtype=np.int32)
+    etpos = np.empty(eptr[-1], dtype=place_dtype(color_ptr))
     erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
     ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
     if dense.all():  # one entry per class in every row (one-hot fields): in source order
@@ -258,6 +344,16 @@ def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_p
         fill_classes(indptr, indices, data, rows, n, color, pos, eptr, roff, xoff, etpos, erow,
                      ex)
     return count, dense, eptr, roff, xoff, etpos, erow, ex
+
+
+def place_dtype(color_ptr):
+    """The dtype of the entries' places in their class (``Columns.etpos``): uint16 when no
+    class holds more than 65,536 features (2 bytes per non-zero instead of 4: 31 MB less at
+    8,000,000 one-hot rows of two fields), else int32. The same integers either way, so the
+    same sweep; the kernels compile one variant per dtype, and classes that large are rare
+    (the colouring of one-hot fields gives one class per field)."""
+    sizes = np.diff(color_ptr)
+    return np.uint16 if sizes.shape[0] == 0 or sizes.max() <= 1 << 16 else np.int32
 
 
 def _colour_classes(X_csr, inv, keep):

@@ -80,13 +80,14 @@ def als_solver(data, state, settings, callback=None, on_start=None):
     state, n_iter, info : info has ``"diverged"`` (None or a message).
     """
     d, k = state.V.shape
-    y = data.y
     code = settings.loss_code
     prior = fixed_prior(settings.groups, d, k, settings.reg_linear, settings.reg_pairwise)
     cfg = Config(code, float(SMOOTHNESS[code]), False, False, False, float(settings.reg_bias),
                  1.0, 1.0, 1.0, 0.0)
     model = Model(state.w, state.V, np.array([state.w0, 1.0]))
-    target = y if code == SQUARED else np.zeros_like(y)
+    # the squared loss's targets as the data holds them (possibly read in place through the
+    # fit's row index, ColumnData.targets); the logistic loss's row state holds predictions
+    target = data.targets if code == SQUARED else np.zeros(data.n_samples)
     E = data.row_state(state, target)
     data.compile_sweep(prior, model, E, _EMPTY, _EMPTY, cfg)
     if on_start is not None:

@@ -202,7 +202,7 @@ def mcmc_solver(data, state, chain, settings, seed, callback=None, on_start=None
     shapes = gamma_shapes(d, k, size, cfg, float(data.sw.sum()))
     nz = n_normals(d, k, size.shape[0])
     model = Model(state.w, state.V, np.array([state.w0, chain.alpha]))
-    target = data.y if not settings.probit else np.zeros_like(data.y)
+    target = data.targets if not settings.probit else np.zeros(data.n_samples)
     E = data.row_state(state, target)  # E[:, 0] = pred - target
     _reserve(chain, state, settings)
     data.compile_sweep(prior, model, E, np.zeros(nz), shapes, cfg)

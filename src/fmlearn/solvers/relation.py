@@ -48,6 +48,10 @@ class RelationColumnData:
         return self.rel.rows.y
 
     @property
+    def targets(self):
+        return self.rel.rows.y
+
+    @property
     def sw(self):
         return self.rel.sw
 
