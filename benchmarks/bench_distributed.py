@@ -235,7 +235,6 @@ def sweep_bar(n, k, sweeps, repeat, parts, modes=("mem", "dask")):
 
     from fmlearn import FMRegressor
     from fmlearn import distributed as fd
-    from fmlearn.distributed import _fm
 
     X, y = _one_hot_rows(n, 2000, 2000)
     rows = -(-n // parts)
@@ -265,11 +264,8 @@ def sweep_bar(n, k, sweeps, repeat, parts, modes=("mem", "dask")):
                         if mode == "mem":
                             est = make(n_iter, n_jobs=2).fit(X, y)
                         else:
-                            _fm._Cluster.peers_allowed = mode == "dask"
-                            try:
-                                est = fd.fit(make(n_iter), Xd, yd, client=client)
-                            finally:
-                                _fm._Cluster.peers_allowed = True
+                            est = fd.fit(make(n_iter), Xd, yd, client=client,
+                                         rounds="workers" if mode == "dask" else "client")
                         wall = time.perf_counter() - t0
                         cpu = time.process_time() - cpu0
                         wcpu = _cpu_of_workers(client) - w0

@@ -240,7 +240,7 @@ def test_worker_killed_in_the_rounds_between_workers(client):
     assert_same_model(m, FMRegressor(**kw).fit(X, y))
 
 
-def test_rounds_between_workers_give_the_clients_model(client, monkeypatch, solver="mcmc"):
+def test_rounds_between_workers_give_the_clients_model(client, solver="mcmc"):
     """The class rounds run between the workers (each adds all partitions' sums in partition
     order and steps the class on its copy of the model; one worker holds two partitions)
     give the model and the kept samples of rounds through the client bit for bit, with sample
@@ -252,8 +252,7 @@ def test_rounds_between_workers_give_the_clients_model(client, monkeypatch, solv
     groups = np.repeat([0, 1, 2], [N_USERS, N_ITEMS, N_CTX])
     kw = dict(n_factors=3, solver=solver, n_iter=12, random_state=5, groups=groups)
     peers = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
-    monkeypatch.setattr(_fm._Cluster, "peers_allowed", False)
-    through = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client)
+    through = fd.fit(FMRegressor(**kw), Xd, yd, swd, client=client, rounds="client")
     assert peers.distributed_["messages"]["peer"] > 0
     assert through.distributed_["messages"]["peer"] == 0
     for name in ("w_", "V_"):
@@ -444,3 +443,12 @@ def test_rejects_other_estimators_and_solvers():
         fd.fit(GFMRegressor(2), Xd, yd)
     with pytest.raises(TypeError, match="Dask array"):
         fd.fit(FMRegressor(solver="als"), X, y)
+
+
+def test_rounds_other_than_workers_or_client_are_refused():
+    X, y = one_hot(200, seed=1)
+    Xd, yd = dask_rows(X, y, (100, 100))
+    est = FMRegressor(n_factors=2, solver="als", n_iter=2)
+    with pytest.raises(ValueError, match="rounds must be 'workers' or 'client'"):
+        fd.fit(est, Xd, yd, rounds="peers")
+    assert not hasattr(est, "w_")

@@ -12,7 +12,7 @@ __all__ = ["fit"]
 
 @functools.wraps(_fm.fit)
 def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=None,
-        checkpoint_every=10, relation_blocks=None):
+        checkpoint_every=10, relation_blocks=None, rounds="workers"):
     if relation_blocks is not None:
         if checkpoint is not None:
             raise ValueError("checkpoints are not offered with relation_blocks")
@@ -20,4 +20,4 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
 
         return fit_relation(estimator, X, y, sample_weight, relation_blocks, client)
     return _fm.fit(estimator, X, y, sample_weight, client=client, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every)
+                   checkpoint_every=checkpoint_every, rounds=rounds)

@@ -181,12 +181,11 @@ class _Cluster:
     (submit + gather). Results are still returned per partition and added on the client in
     partition order, so the fit does not depend on which worker holds what."""
 
-    # Whether the class rounds may run between the workers (see _mesh); False: every round
-    # goes through the client.
-    peers_allowed = True
-
-    def __init__(self, client, parts, prefix, color, pos, direct=False):
+    def __init__(self, client, parts, prefix, color, pos, direct=False, peers=True):
         self.client = client
+        # whether the class rounds may run between the workers (see _mesh; fit's ``rounds``);
+        # False: every round goes through the client
+        self.peers_allowed = peers
         self.direct = direct and client is not None
         self.actors = {}  # worker address -> the future of its Rounds actor
         self.comms = {}  # worker address -> an open Dask connection to it
@@ -589,7 +588,7 @@ def _check_estimator(est):
 
 @failure_atomic
 def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=None,
-        checkpoint_every=10, relation_blocks=None):
+        checkpoint_every=10, relation_blocks=None, rounds="workers"):
     """Fit a classic FM by ALS, MCMC or SGD over data that stays on a Dask cluster.
 
     The same sweeps as ``estimator.fit`` in memory (see the module docstring: per colour
@@ -638,6 +637,13 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
         memory and sent to every worker. ALS and MCMC only, without checkpoints; the fit equals
         the in-memory fit on the same RelationData up to summation order
         (:mod:`fmlearn.distributed._fm_relation`).
+    rounds : {"workers", "client"}, default="workers"
+        ALS and MCMC: where a sweep's colour-class rounds run. "workers": between the
+        workers over direct connections (each adds every partition's sums in partition order
+        and steps the class itself; one hop per round); "client": every round through the
+        client (two hops). The model is the same bit for bit. "client" can be faster where the
+        workers share their cores with other work (docs/distributed.md); the Dask channel
+        (no direct connection) and relation blocks always go through the client.
 
     Returns
     -------
@@ -682,6 +688,8 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
         # fmlearn.distributed.fit (the package's entry, _fit.py) sends relational fits to
         # _fm_relation before they reach this function, which that module builds on
         raise TypeError("relation_blocks: call fmlearn.distributed.fit")
+    if rounds not in ("workers", "client"):
+        raise ValueError(f"rounds must be 'workers' or 'client', got {rounds!r}")
     if (done := dispatch_convex(estimator, X, y, sample_weight, client, checkpoint)) is not None:
         return done
     _check_estimator(estimator)
@@ -700,7 +708,8 @@ def fit(estimator, X, y=None, sample_weight=None, *, client=None, checkpoint=Non
     found = ck.resume()
     if found is not None:
         start = sweeper.resume(found[0], found[1])
-    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos, direct=True)
+    cluster = _Cluster(client, parts, uuid.uuid4().hex[:12], color, pos, direct=True,
+                       peers=rounds == "workers")
     history = {"metric": plan.metric, "train": [], "val": [], "iter_time": [], "train_avg": [],
                "val_avg": []}
     try:
