@@ -165,8 +165,7 @@ def check_sample_weight(sample_weight, n_samples):
 
 def _weights(sample_weight, n_samples, unit_none):
     """:func:`check_sample_weight`, or None for no ``sample_weight`` when ``unit_none`` (a
-    caller that carries unit weights as None: no n ones to allocate and fault in, 0.1-0.15
-    CPU s at 8,000,000 rows)."""
+    caller that carries unit weights as None: no n ones to allocate and fault in)."""
     if unit_none and sample_weight is None:
         return None
     return check_sample_weight(sample_weight, n_samples)

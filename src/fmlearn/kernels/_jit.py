@@ -13,9 +13,11 @@ numba's compiler, which refreshes the context itself, so nothing is skipped for 
 
 The compiled code and the results are the same; only the first load of a fresh process is
 cheaper: ``benchmarks/bench_fresh_process.py --detail`` lists the loads of a first small fit.
-The cut, measured side by side (fresh processes, a default ``FMRegressor`` fit on 100 rows,
-alternated): about 0.08-0.09 CPU s of the process, and 30,000 fewer objects for the garbage
-collector to walk in the fit and at interpreter exit.
+The cut, measured side by side on a quiet machine (``benchmarks/bench_fresh_process.py --reps 5
+--compare OLD/src``: fresh processes, alternated with the code before it): ``from fmlearn
+import FMRegressor`` plus the default fit on 100 rows 1.85 (1.79-1.87) against 1.98
+(1.92-2.20) CPU s; 30,000 fewer objects for the garbage collector to walk in the fit and at
+interpreter exit (benchmarks/RESULTS.md, "Stop 33").
 """
 
 import numba
