@@ -45,7 +45,7 @@ def rows_cooccurrence_work(indptr, inv):
 
 
 @njit(cache=True)
-def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
+def coloring_rounds(indptr, indices, keep, n_features, max_rounds, fcount):
     """The greedy colouring of :func:`fmlearn.kernels.cd.greedy_coloring` (features in index
     order, each the smallest colour unused by its lower-index neighbours) computed by rounds
     over the rows instead of a pass over the columns.
@@ -55,8 +55,19 @@ def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
     round's by one streaming pass over the rows, a feature's lower neighbours' colours kept
     as a 64-bit mask; after round t every feature whose chain of lower neighbours is shorter
     than t has its final colour, and a round that changes nothing has reached the solution.
-    One-hot fields need two rounds (three with a field that follows two others). Rows with
-    ``keep[i]`` False are left out (an empty ``keep``: none).
+    Rows with ``keep[i]`` False are left out (an empty ``keep``: none).
+
+    Two one-hot fields settle in round one, without the second round's pass: from colours
+    all 0, round one gives colour 1 to the features H that stand second in a row and 0 to
+    the others. When no kept row has more than two entries and no feature standing first in
+    a row of two is in H, round two would give each second feature b the mask of its first
+    features' colours, all 0, so colour 1 again, and every other feature colour 0: nothing
+    changes, and round one's colours are the solution (the check is O(d) after the pass).
+    Other data (a field that follows two others, rows of three) run the rounds as before.
+
+    ``fcount`` (int64, n_features, zero; empty: not counted) gets each feature's entries in
+    the kept rows, read in round one (the classes' sizes, :func:`class_counts`' ``count``,
+    are its sums by colour when the fit's rows are the kept rows).
 
     Returns ``(color, n_colors, ok)``; ``ok`` is False when a colour reached 64 or
     ``max_rounds`` rounds did not settle (the caller then runs the column-wise greedy
@@ -64,17 +75,34 @@ def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
     """
     color = np.zeros(n_features, dtype=np.int64)
     mask = np.zeros(n_features, dtype=np.uint64)
+    first = np.zeros(n_features, dtype=np.bool_)  # stands first in a kept row of two
     n = indptr.shape[0] - 1
     one = np.uint64(1)
-    for _ in range(max_rounds):
+    pairs = max_rounds >= 2  # no kept row of more than two entries (so far)
+    for t in range(max_rounds):
         mask[:] = 0
-        for i in range(n):
-            if keep.shape[0] and not keep[i]:
-                continue
-            for a in range(indptr[i], indptr[i + 1]):
-                bit = one << np.uint64(color[indices[a]])
-                for b in range(a + 1, indptr[i + 1]):
-                    mask[indices[b]] |= bit
+        if t == 0:  # every colour 0: each entry after a row's first gets bit 0
+            for i in range(n):
+                if keep.shape[0] and not keep[i]:
+                    continue
+                lo, hi = indptr[i], indptr[i + 1]
+                if fcount.shape[0]:
+                    for a in range(lo, hi):
+                        fcount[indices[a]] += 1
+                if hi - lo == 2:
+                    first[indices[lo]] = True
+                elif hi - lo > 2:
+                    pairs = False
+                for b in range(lo + 1, hi):
+                    mask[indices[b]] |= one
+        else:
+            for i in range(n):
+                if keep.shape[0] and not keep[i]:
+                    continue
+                for a in range(indptr[i], indptr[i + 1]):
+                    bit = one << np.uint64(color[indices[a]])
+                    for b in range(a + 1, indptr[i + 1]):
+                        mask[indices[b]] |= bit
         changed = False
         n_colors = 0
         for j in range(n_features):
@@ -91,7 +119,24 @@ def coloring_rounds(indptr, indices, keep, n_features, max_rounds):
                 n_colors = c + 1
         if not changed:
             return color, n_colors, True
+        if t == 0 and pairs:
+            settled = True
+            for j in range(n_features):
+                if first[j] and color[j] == 1:
+                    settled = False
+                    break
+            if settled:  # round two would change nothing (see above)
+                return color, n_colors, True
     return color, 0, False
+
+
+@njit(cache=True)
+def all_ones(data):
+    """Whether every value is 1 (stops at the first that is not)."""
+    for p in range(data.shape[0]):
+        if data[p] != 1.0:
+            return False
+    return True
 
 
 @njit(cache=True)

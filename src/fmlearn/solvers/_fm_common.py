@@ -15,6 +15,7 @@ from ..kernels.cd import (
     greedy_coloring,
 )
 from ..kernels.cd_layout import (
+    all_ones,
     class_counts,
     coloring_rounds,
     fill_classes,
@@ -305,9 +306,14 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
         inv = inverse_rows(rows, n_src)
-    order, color_ptr, color = _colour_classes(X_csr, inv, keep)
+    # the colouring's rows (the kept ones) are the fit's when no kept row is left out or
+    # merged (fit rows are distinct kept rows): then it counts the classes' entries too
+    same = n == (n_src if keep is None else int(np.count_nonzero(keep)))
+    fcount = np.full(d if same else 0, -1, dtype=np.int64)  # -1: not counted
+    order, color_ptr, color = _colour_classes(X_csr, inv, keep, fcount)
+    count = _counts_of(fcount, color, color_ptr, data)
     count, dense, eptr, roff, xoff, etpos, erow, ex = class_entries(
-        indptr, indices, data, rows, inv, inv, n, order, color_ptr, color)
+        indptr, indices, data, rows, inv, inv, n, order, color_ptr, color, count)
     del inv  # the layout's only: the row state reads the source rows and gathers by rows
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
     sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
@@ -317,19 +323,37 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows)
 
 
-def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_ptr, color):
+def _counts_of(fcount, color, color_ptr, data):
+    """``(count, ones)`` of :func:`~fmlearn.kernels.cd_layout.class_counts` without its pass
+    over the rows: the classes' entries as the sums of ``fcount`` (the entries of each feature
+    in the fit's rows, counted by the colouring; ``fcount[0] < 0``: not counted), and every
+    class all ones when every value of ``data`` is 1 (one-hot rows; a sequential read that
+    stops at the first other value). None when either is unknown (the caller then counts)."""
+    n_colors = color_ptr.shape[0] - 1
+    if fcount.shape[0] == 0 or fcount[0] < 0 or not all_ones(data):
+        return None
+    count = np.zeros(n_colors, dtype=np.int64)
+    np.add.at(count, color, fcount)
+    return count, np.ones(n_colors, dtype=np.bool_)
+
+
+def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_ptr, color,
+                  counts=None):
     """The class-major entries of ``n`` fit rows under the colour classes ``(order,
     color_ptr, color)`` (``kernels.cd_layout``'s passes): returns ``(count, dense, eptr,
     roff, xoff, etpos, erow, ex)``, the entries per class, the classes with an entry in every
     row, the classes' offsets into the entries, rows and values (-1 where a class keeps no
     rows or no values) and the three arrays. Fit row r is source row ``rows[r]`` (empty: the
     source rows in order) and ``inv`` its inverse (empty likewise); ``count_inv`` is the
-    inverse the counts use (empty: every source row counts). One home for
+    inverse the counts use (empty: every source row counts); ``counts``, when known,
+    :func:`~fmlearn.kernels.cd_layout.class_counts`' ``(count, ones)``. One home for
     :func:`column_data` and the distributed workers' layout of a partition."""
     n_colors = color_ptr.shape[0] - 1
     pos = np.empty(color.shape[0], dtype=np.int32)
     pos[order] = np.arange(color.shape[0]) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
-    count, ones = class_counts(indptr, indices, data, count_inv, color, n_colors)
+    if counts is None:
+        counts = class_counts(indptr, indices, data, count_inv, color, n_colors)
+    count, ones = counts
     eptr = np.zeros(n_colors + 1, dtype=np.int64)
     np.cumsum(count, out=eptr[1:])
     dense = count == n
@@ -356,18 +380,23 @@ def place_dtype(color_ptr):
     return np.uint16 if sizes.shape[0] == 0 or sizes.max() <= 1 << 16 else np.int32
 
 
-def _colour_classes(X_csr, inv, keep):
+def _colour_classes(X_csr, inv, keep, fcount=None):
     """``(order, color_ptr, color)`` of the fit's rows: the classes of the greedy colouring
     (by colour, then feature index); d classes of one feature in index order when the
-    colouring is over budget or gives every feature its own colour."""
+    colouring is over budget or gives every feature its own colour. ``fcount`` (int64, d;
+    None or empty: none) gets each feature's entries in the kept rows from the row-wise
+    colouring's first round; left as it is (``fcount[0] = -1``: not counted) when that does
+    not run."""
     d = X_csr.shape[1]
+    fcount = np.zeros(0, dtype=np.int64) if fcount is None else fcount
     single = (np.arange(d, dtype=np.int64), np.arange(d + 1, dtype=np.int64),
               np.arange(d, dtype=np.int64))
     if rows_cooccurrence_work(X_csr.indptr, inv) > COLORING_BUDGET:
         return single
+    fcount[:] = 0 if COLORING_ROUNDS else -1  # counted in the first round
     color, n_colors, ok = coloring_rounds(X_csr.indptr, X_csr.indices,
                                           np.zeros(0, np.bool_) if keep is None else keep, d,
-                                          COLORING_ROUNDS)
+                                          COLORING_ROUNDS, fcount)
     if not ok:
         X = X_csr if keep is None else X_csr[np.flatnonzero(keep)]
         csr = raw(X)
