@@ -57,16 +57,21 @@ class RowTargets:
         self.rows = rows
         self._taken = None
 
+    @staticmethod
+    def reads(source):
+        """Whether targets ``source`` can be read in place (a C-contiguous float64 vector)."""
+        source = np.asarray(source)
+        return source.dtype == np.float64 and source.ndim == 1 and source.flags.c_contiguous
+
     @classmethod
     def of(cls, source, rows, taken):
         """``RowTargets(source, rows)`` when ``source`` is a C-contiguous float64 vector and
         ``rows`` a non-empty int32 index (``taken`` = ``source[rows]``, which the caller then
-        drops), else ``taken``."""
+        drops; None: gathered here when needed), else ``taken``."""
         source = np.asarray(source)
-        if (source.dtype == np.float64 and source.ndim == 1 and source.flags.c_contiguous
-                and rows.dtype == np.int32 and rows.shape[0]):
+        if cls.reads(source) and rows.dtype == np.int32 and rows.shape[0]:
             return cls(source, rows)
-        return taken
+        return source[rows] if taken is None else taken
 
     @property
     def shape(self):
