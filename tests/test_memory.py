@@ -69,3 +69,28 @@ def test_fit_leaves_the_advice_as_it_found_it():
         with pytest.raises(ValueError):
             FMRegressor(2, solver="als", n_iter=2).fit(X, y[:10])
         assert _advice() is start
+
+
+def test_arrays_for_sweeps_keep_the_outside_advice(monkeypatch):
+    # empty_for_sweeps inside small_pages: allocated with the advice of outside the block,
+    # which stays off for the block's other allocations
+    import fmlearn._memory as memory
+    from fmlearn._memory import empty_for_sweeps
+
+    seen = []
+
+    def spy(value):
+        seen.append(bool(value))
+        return _SET(value)
+
+    for start in (True, False):
+        _SET(start)
+        with small_pages():
+            seen.clear()
+            monkeypatch.setattr(memory, "_SET", spy)
+            a = empty_for_sweeps((10, 3), np.float64)
+            monkeypatch.setattr(memory, "_SET", _SET)
+            assert a.shape == (10, 3) and a.dtype == np.float64
+            assert seen == [start, False] and _advice() is False
+        assert _advice() is start
+    assert empty_for_sweeps(4, np.int32).shape == (4,)  # outside any block

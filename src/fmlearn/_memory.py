@@ -6,9 +6,10 @@ the kernel's ``transparent_hugepage/defrag`` set to ``madvise`` (a common defaul
 touch of such an array then waits while the kernel finds, compacts and zeroes 2 MiB pages.
 On the virtual machines this library is benchmarked on (Firecracker guests, 2 cores) that
 made the first touch of a fresh 64 MB array cost 0.14 s instead of 0.03 s, and the set-up of
-an ALS fit at 8,000,000 rows (its transient index arrays and the 192 MB row state, each
-touched once) ~0.3 CPU s more, while the sweeps, which allocate nothing, ran at the same
-speed with either page size (``benchmarks/profile_setup.py``; RESULTS.md, "Stop 34").
+an ALS fit at 8,000,000 rows (its transient index arrays, each touched once or twice) ~0.2
+CPU s more. :func:`empty_for_sweeps` keeps the advice for the one array the sweeps read in
+random order, the row state: huge pages spare the sweeps' TLB misses there (8,000,000 rows:
+0.52 against 0.55 CPU s per ALS sweep), worth their ~0.1 s of faults from the fourth sweep.
 """
 
 import contextlib
@@ -45,3 +46,20 @@ def small_pages():
             _depth -= 1
             if _depth == 0:
                 _SET(_saved)
+
+
+def empty_for_sweeps(shape, dtype):
+    """``numpy.empty(shape, dtype)`` with NumPy's huge-page advice as it is outside
+    :func:`small_pages` (for an array every sweep reads and writes in random order)."""
+    import numpy as np
+
+    if _SET is None:  # pragma: no cover - a NumPy without the switch
+        return np.empty(shape, dtype=dtype)
+    with _LOCK:
+        if _depth == 0:
+            return np.empty(shape, dtype=dtype)
+        _SET(_saved)
+        try:
+            return np.empty(shape, dtype=dtype)
+        finally:
+            _SET(False)

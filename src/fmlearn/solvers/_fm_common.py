@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._data import raw
+from .._memory import empty_for_sweeps
 from ..kernels.cd import (
     CHUNK_ROWS,
     Columns,
@@ -194,7 +195,7 @@ class ColumnData:
         pred, columns 1 and 2 are the kernels' work space (factor sums), zero. ``target``: an
         array in the fit's order, or :attr:`targets`."""
         release_free_memory()
-        E = np.empty((self.n_samples, 3), dtype=np.float64)
+        E = empty_for_sweeps((self.n_samples, 3), np.float64)
         self._fill(E, state, target, loss_code == SQUARED, True)
         return E
 
