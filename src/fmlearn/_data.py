@@ -141,7 +141,7 @@ def canonical_csr(X, dtype):
     return to_csr(X, dtype)
 
 
-def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
+def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=True):
     """:func:`merge_duplicate_rows` as an index into ``X``'s rows: ``(rows, y, sample_weight,
     keep)`` where the merged data set's row r is row ``rows[r]`` of ``X`` (int32), with target
     ``y[r]`` and the summed weight ``sample_weight[r]``; ``keep`` (bool per row of ``X``) marks
@@ -162,6 +162,9 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     group_by_first : bool, default=True
     subset : ndarray of sorted row indices, optional
         Only these rows (the training part of an early-stopping split, not copied).
+    targets : bool, default=True
+        False: the returned ``y`` is None (a caller that reads ``y[rows]`` in place; the
+        gathered copy costs 8 bytes per row and a pass).
     """
     from .kernels.dedup import group_hashed, group_weights, hash_argsort, row_keys, take
 
@@ -207,6 +210,8 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     del group, order
     rows = reps if src.shape[0] == 0 else src[reps]
     rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64, copy=False)
+    if not targets:
+        return rows, None, w, keep
     y = np.asarray(y)
     if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
         return rows, take(y, rows), w, keep
