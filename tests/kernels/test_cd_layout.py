@@ -114,3 +114,41 @@ def test_column_data_counted_by_the_colouring_equals_the_merged_copy(zero_weight
         assert np.array_equal(getattr(a.plan, name), getattr(b.plan, name)), name
     assert a.plan.color_ptr.shape[0] == 3 and np.all(b.plan.eptr == [0, rows.shape[0],
                                                                      2 * rows.shape[0]])
+
+
+def test_pair_pass_equals_the_colouring_and_fill_passes(monkeypatch):
+    # column_data lays out rows of two one-hot fields in one pass (kernels.cd_layout.
+    # fill_pairs): the same arrays as the colouring's and the fill's passes (the oracle, with
+    # the pair pass turned off); rows it does not fit (a feature first in one row and second
+    # in another, three entries, a value not 1) go the general way at whatever row shows it
+    from fmlearn._data import merged_rows
+
+    rng = np.random.default_rng(4)
+    users, items = 30, 12
+    pairs = rng.permutation(users * items)[:250]
+    one_hot = _pairs(pairs // items, users + pairs % items, users + items)
+    chained = _pairs(np.r_[pairs // items, users + 2], np.r_[users + pairs % items, users + 5],
+                     users + items)  # item 2 stands first in the last row
+    scaled = one_hot.copy()
+    scaled.data[7] = 2.0
+    three = next(X for name, X in _cases(rng) if name == "three fields")
+    real = fm_common._pair_layout
+    taken = []
+    monkeypatch.setattr(fm_common, "_pair_layout",
+                        lambda *a: taken.append(real(*a) is not None) or real(*a))
+    for name, X in (("one-hot", one_hot), ("chained", chained), ("scaled", scaled),
+                    ("three", three)):
+        y = rng.standard_normal(X.shape[0])
+        rows, yr, wr, keep = merged_rows(X, y, None)
+        assert keep is None and rows.shape[0] == X.shape[0], name  # a permutation
+        taken.clear()
+        got = fm_common.column_data(X, yr, wr, rows, keep)
+        assert taken == [name == "one-hot"], name
+        with monkeypatch.context() as m:
+            m.setattr(fm_common, "_pair_layout", lambda *a: None)
+            want = fm_common.column_data(X, yr, wr, rows, keep)
+        for field in want.cols._fields:
+            a, b = np.asarray(getattr(want.cols, field)), np.asarray(getattr(got.cols, field))
+            assert a.dtype == b.dtype and np.array_equal(a, b), (name, field)
+        for field in ("order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr"):
+            assert np.array_equal(getattr(want.plan, field), getattr(got.plan, field)), name

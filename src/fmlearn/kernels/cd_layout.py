@@ -140,6 +140,44 @@ def all_ones(data):
 
 
 @njit(cache=True)
+def fill_pairs(indptr, indices, inv, n_features, etpos):
+    """The colouring and the class-major entries of two one-hot fields in one pass over the
+    source rows (every source row a fit row: source row u is fit row ``inv[u]``, an empty
+    ``inv``: u), when every row has two entries and no feature stands first in one row and
+    second in another: then the greedy colouring gives colour 1 to the features that stand
+    second and 0 to the others (:func:`coloring_rounds`' first round, which then settles),
+    every row has one entry in each of the two classes, and the entry of class c in fit row r
+    goes to ``etpos[c n + r]``. Writes the entries' *features* there (the caller maps them
+    to their places in their class once the classes are known; ``etpos`` must hold
+    ``n_features - 1``). Returns ``(second, ok)``: ``second[j]`` whether feature j stands
+    second (its colour); ``ok`` False, as soon as a row breaks the shape, leaves ``etpos``
+    partly written (the caller then runs :func:`coloring_rounds` and the fill)."""
+    n = etpos.shape[0] // 2
+    role = np.zeros(n_features, dtype=np.uint8)  # 1: stands first in a row, 2: second
+    for u in range(indptr.shape[0] - 1):
+        lo = indptr[u]
+        if indptr[u + 1] - lo != 2:
+            return role == 2, False
+        r = u if inv.shape[0] == 0 else inv[u]
+        a = indices[lo]
+        b = indices[lo + 1]
+        if a == b or role[a] == 2 or role[b] == 1:
+            return role == 2, False
+        role[a] = 1
+        role[b] = 2
+        etpos[r] = a
+        etpos[n + r] = b
+    return role == 2, True
+
+
+@njit(cache=True, nogil=True)
+def to_places(etpos, pos):
+    """``etpos[i] = pos[etpos[i]]``: the features :func:`fill_pairs` wrote, as their places."""
+    for i in range(etpos.shape[0]):
+        etpos[i] = pos[etpos[i]]
+
+
+@njit(cache=True)
 def class_counts(indptr, indices, data, inv, color, n_colors):
     """Entries per colour class over the fit rows, and whether every value of a class is 1.
 

@@ -21,9 +21,11 @@ from ..kernels.cd_layout import (
     coloring_rounds,
     fill_classes,
     fill_dense_classes,
+    fill_pairs,
     inverse_rows,
     row_state_at,
     rows_cooccurrence_work,
+    to_places,
 )
 from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr
@@ -312,14 +314,20 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
         inv = inverse_rows(rows, n_src)
-    # the colouring's rows (the kept ones) are the fit's when no kept row is left out or
-    # merged (fit rows are distinct kept rows): then it counts the classes' entries too
-    same = n == (n_src if keep is None else int(np.count_nonzero(keep)))
-    fcount = np.full(d if same else 0, -1, dtype=np.int64)  # -1: not counted
-    order, color_ptr, color = _colour_classes(X_csr, inv, keep, fcount)
-    count = _counts_of(fcount, color, color_ptr, data)
-    count, dense, eptr, roff, xoff, etpos, erow, ex = class_entries(
-        indptr, indices, data, rows, inv, inv, n, order, color_ptr, color, count)
+    pairs = None
+    if rows.shape[0] and n == n_src and keep is None:  # the fit's rows: a permutation
+        pairs = _pair_layout(X_csr, inv, n)
+    if pairs is not None:
+        order, color_ptr, color, (count, dense, eptr, roff, xoff, etpos, erow, ex) = pairs
+    else:
+        # the colouring's rows (the kept ones) are the fit's when no kept row is left out or
+        # merged (fit rows are distinct kept rows): then it counts the classes' entries too
+        same = n == (n_src if keep is None else int(np.count_nonzero(keep)))
+        fcount = np.full(d if same else 0, -1, dtype=np.int64)  # -1: not counted
+        order, color_ptr, color = _colour_classes(X_csr, inv, keep, fcount)
+        count = _counts_of(fcount, color, color_ptr, data)
+        count, dense, eptr, roff, xoff, etpos, erow, ex = class_entries(
+            indptr, indices, data, rows, inv, inv, n, order, color_ptr, color, count)
     del inv  # the layout's only: the row state reads the source rows and gathers by rows
     plan = _plan(order, color_ptr, eptr, roff, xoff, count, dense, erow, n, data.dtype)
     sw = np.ones(1) if sw is None else np.ascontiguousarray(sw, dtype=np.float64)
@@ -327,6 +335,60 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     y = np.zeros(0) if by_rows is not None else np.ascontiguousarray(y, dtype=np.float64)
     cols = Columns(etpos, erow, ex, y, sw, bool(np.all(sw == 1.0)))
     return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows)
+
+
+def _pair_layout(X_csr, inv, n):
+    """The colour classes and class-major entries of :func:`column_data` for rows of two
+    one-hot fields (:func:`~fmlearn.kernels.cd_layout.fill_pairs`: the colouring and the fill
+    in one pass over the source rows, instead of the colouring's pass, then the fill's),
+    or None when the rows are not such (then the general passes run). The fit's rows are
+    the source rows through ``inv`` (every source row one fit row); the values must all be 1
+    and the features fit the entries' uint16 (at most 65,536).
+
+    The same arrays as the general passes: the greedy colouring (two classes: the features
+    standing second in a row, the others), each class in every row, one place per entry.
+    8,000,000 rows, loaded machine: 0.09-0.10 CPU s for the pass and 0.006 s for
+    :func:`~fmlearn.kernels.cd_layout.to_places`, against 0.045 s for the colouring and
+    0.12-0.15 s for the fill."""
+    indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
+    d = X_csr.shape[1]
+    if not (3 <= d <= 1 << 16 and 0 < n and 4 * n <= COLORING_BUDGET) or not all_ones(data):
+        return None
+    etpos = np.empty(2 * n, dtype=np.uint16)
+    second, ok = fill_pairs(indptr, indices, inv, d, etpos)
+    if not ok:
+        return None
+    color = second.astype(np.int64)
+    order = np.argsort(color, kind="stable").astype(np.int64)
+    color_ptr = np.searchsorted(color[order], np.arange(3)).astype(np.int64)
+    count = np.full(2, n, dtype=np.int64)
+    offsets = _class_offsets(count, np.ones(2, dtype=np.bool_), n, color_ptr, data.dtype,
+                             etpos)
+    to_places(etpos, _places(order, color_ptr))
+    return order, color_ptr, color, (count,) + offsets
+
+
+def _places(order, color_ptr):
+    """Each feature's place in its colour class (int32)."""
+    pos = np.empty(order.shape[0], dtype=np.int32)
+    pos[order] = np.arange(order.shape[0]) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    return pos
+
+
+def _class_offsets(count, ones, n, color_ptr, dtype, etpos=None):
+    """``(dense, eptr, roff, xoff, etpos, erow, ex)`` of :func:`class_entries` from the
+    classes' entries and whether their values are all 1: the arrays allocated, not filled
+    (``etpos`` given: that one)."""
+    eptr = np.zeros(count.shape[0] + 1, dtype=np.int64)
+    np.cumsum(count, out=eptr[1:])
+    dense = count == n
+    roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
+    xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
+    if etpos is None:
+        etpos = np.empty(eptr[-1], dtype=place_dtype(color_ptr))
+    erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
+    ex = np.empty(int(count[~ones].sum()), dtype=dtype)
+    return dense, eptr, roff, xoff, etpos, erow, ex
 
 
 def _counts_of(fcount, color, color_ptr, data):
@@ -355,19 +417,12 @@ def class_entries(indptr, indices, data, rows, inv, count_inv, n, order, color_p
     :func:`~fmlearn.kernels.cd_layout.class_counts`' ``(count, ones)``. One home for
     :func:`column_data` and the distributed workers' layout of a partition."""
     n_colors = color_ptr.shape[0] - 1
-    pos = np.empty(color.shape[0], dtype=np.int32)
-    pos[order] = np.arange(color.shape[0]) - np.repeat(color_ptr[:-1], np.diff(color_ptr))
+    pos = _places(order, color_ptr)
     if counts is None:
         counts = class_counts(indptr, indices, data, count_inv, color, n_colors)
     count, ones = counts
-    eptr = np.zeros(n_colors + 1, dtype=np.int64)
-    np.cumsum(count, out=eptr[1:])
-    dense = count == n
-    roff = np.where(dense, -1, np.cumsum(np.where(dense, 0, count)) - count).astype(np.int64)
-    xoff = np.where(ones, -1, np.cumsum(np.where(ones, 0, count)) - count).astype(np.int64)
-    etpos = np.empty(eptr[-1], dtype=place_dtype(color_ptr))
-    erow = np.empty(int(count[~dense].sum()), dtype=np.int32 if n < 2**31 else np.int64)
-    ex = np.empty(int(count[~ones].sum()), dtype=data.dtype)
+    dense, eptr, roff, xoff, etpos, erow, ex = _class_offsets(count, ones, n, color_ptr,
+                                                              data.dtype)
     if dense.all():  # one entry per class in every row (one-hot fields): in source order
         fill_dense_classes(indptr, indices, data, inv, color, pos, eptr, xoff, etpos, ex)
     else:
