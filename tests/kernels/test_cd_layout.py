@@ -116,7 +116,7 @@ def test_column_data_counted_by_the_colouring_equals_the_merged_copy(zero_weight
                                                                      2 * rows.shape[0]])
 
 
-def test_pair_pass_equals_the_colouring_and_fill_passes(monkeypatch):
+def test_pair_pass_and_its_row_state_equal_the_general_passes(monkeypatch):
     # column_data lays out rows of two one-hot fields in one pass (kernels.cd_layout.
     # fill_pairs): the same arrays as the colouring's and the fill's passes (the oracle, with
     # the pair pass turned off); rows it does not fit (a feature first in one row and second
@@ -152,3 +152,21 @@ def test_pair_pass_equals_the_colouring_and_fill_passes(monkeypatch):
             assert a.dtype == b.dtype and np.array_equal(a, b), (name, field)
         for field in ("order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr"):
             assert np.array_equal(getattr(want.plan, field), getattr(got.plan, field)), name
+        assert got.pairs == (name == "one-hot") and not want.pairs
+        # the row state from the pair layout's entries in fit order (pair_row_state): bit for
+        # bit the one from the CSR rows (row_state_at, fm_predict_csr's arithmetic), targets
+        # read in place or gathered, squared or logistic, and its refresh and predictions
+        d = X.shape[1]
+        state = fm_common.FMState(0.3, rng.standard_normal(d), rng.standard_normal((d, 4)))
+        for targets in (fm_common.RowTargets.of(y, rows, yr), yr):
+            E = got.row_state(state, targets)
+            assert np.array_equal(E, want.row_state(state, targets)), name
+            assert not E[:, 1:].any()
+            E[:, 0], E[:, 1:] = 7.0, 5.0
+            got.refresh(E, state, targets)
+            assert np.array_equal(E[:, 0], want.row_state(state, targets)[:, 0])
+            assert np.all(E[:, 1:] == 5.0)  # a refresh leaves the work columns
+        zeros = np.zeros(rows.shape[0])
+        assert np.array_equal(got.row_state(state, zeros, loss_code=1),
+                              want.row_state(state, zeros, loss_code=1))
+        assert np.array_equal(got.predict(state), want.predict(state))

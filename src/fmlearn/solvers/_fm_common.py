@@ -23,6 +23,7 @@ from ..kernels.cd_layout import (
     fill_dense_classes,
     fill_pairs,
     inverse_rows,
+    pair_row_state,
     row_state_at,
     rows_cooccurrence_work,
     to_places,
@@ -109,7 +110,10 @@ class ColumnData:
     a canonical CSR input is never copied (:meth:`row_state` reads it in its own order, then
     gathers the predictions in the fit's order). ``targets`` (:class:`RowTargets`, or None:
     ``cols.y``) holds the targets when ``cols.y`` does not (empty: a squared-loss fit's
-    kernels never read them).
+    kernels never read them). ``pairs``: the layout is :func:`_pair_layout`'s (two one-hot
+    fields, values 1), whose entries give each fit row's features in their CSR order, so the
+    row state is computed from them in fit order instead
+    (:func:`~fmlearn.kernels.cd_layout.pair_row_state`).
     """
 
     cols: Columns
@@ -117,6 +121,7 @@ class ColumnData:
     source: tuple
     rows: np.ndarray
     row_targets: RowTargets = None
+    pairs: bool = False
 
     @property
     def y(self):
@@ -178,18 +183,24 @@ class ColumnData:
 
     def _fill(self, E, state, target, squared, zero_work):
         """``E[:, 0]`` = the predictions (less ``target`` when ``squared``) by
-        :func:`~fmlearn.kernels.cd_layout.row_state_at`; E's work columns are its scratch
-        when ``zero_work`` and the fit rows are a permutation of the source rows."""
+        :func:`~fmlearn.kernels.cd_layout.row_state_at` (``pair_row_state`` on the layout of
+        two one-hot fields); E's work columns are its scratch when ``zero_work`` and the fit
+        rows are a permutation of the source rows."""
         indptr, indices, data = self.source
+        by_source = isinstance(target, RowTargets)
+        if by_source:  # target[r] = target.source[rows[r]], read in place
+            target = target.source
+        target = np.ascontiguousarray(target, dtype=np.float64)
+        if self.pairs:  # each fit row's features in the entries, in fit order
+            pair_row_state(self.cols.etpos, self.plan.order, self.plan.color_ptr, self.rows,
+                           data[:1], state.w0, state.w, state.V, target, by_source, squared,
+                           E, zero_work)
+            return
         n_src = indptr.shape[0] - 1
         if zero_work and n_src == self.n_samples:
             S, sc = E, 2
         else:
             S, sc = np.empty((n_src, 1), dtype=np.float64), 0
-        by_source = isinstance(target, RowTargets)
-        if by_source:  # target[r] = target.source[rows[r]], read in place
-            target = target.source
-        target = np.ascontiguousarray(target, dtype=np.float64)
         row_state_at(indptr, indices, data, self.rows, state.w0, state.w, state.V, target,
                      by_source, squared, E, S, sc, zero_work)
 
@@ -334,7 +345,7 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     by_rows = y if isinstance(y, RowTargets) else None
     y = np.zeros(0) if by_rows is not None else np.ascontiguousarray(y, dtype=np.float64)
     cols = Columns(etpos, erow, ex, y, sw, bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows)
+    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows, pairs is not None)
 
 
 def _pair_layout(X_csr, inv, n):
