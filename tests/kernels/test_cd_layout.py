@@ -116,11 +116,11 @@ def test_column_data_counted_by_the_colouring_equals_the_merged_copy(zero_weight
                                                                      2 * rows.shape[0]])
 
 
-def test_pair_pass_and_its_row_state_equal_the_general_passes(monkeypatch):
-    # column_data lays out rows of two one-hot fields in one pass (kernels.cd_layout.
-    # fill_pairs): the same arrays as the colouring's and the fill's passes (the oracle, with
-    # the pair pass turned off); rows it does not fit (a feature first in one row and second
-    # in another, three entries, a value not 1) go the general way at whatever row shows it
+def test_field_pass_and_its_row_state_equal_the_general_passes(monkeypatch):
+    # column_data lays out rows of one-hot fields in one pass (kernels.cd_layout.
+    # fill_fields): the same arrays as the colouring's and the fill's passes (the oracle, with
+    # that pass turned off); rows it does not fit (a feature first in one row and second in
+    # another, a value not 1) go the general way at whatever row shows it
     from fmlearn._data import merged_rows
 
     rng = np.random.default_rng(4)
@@ -132,9 +132,9 @@ def test_pair_pass_and_its_row_state_equal_the_general_passes(monkeypatch):
     scaled = one_hot.copy()
     scaled.data[7] = 2.0
     three = next(X for name, X in _cases(rng) if name == "three fields")
-    real = fm_common._pair_layout
+    real = fm_common._field_layout
     taken = []
-    monkeypatch.setattr(fm_common, "_pair_layout",
+    monkeypatch.setattr(fm_common, "_field_layout",
                         lambda *a: taken.append(real(*a) is not None) or real(*a))
     for name, X in (("one-hot", one_hot), ("chained", chained), ("scaled", scaled),
                     ("three", three)):
@@ -143,17 +143,17 @@ def test_pair_pass_and_its_row_state_equal_the_general_passes(monkeypatch):
         assert keep is None and rows.shape[0] == X.shape[0], name  # a permutation
         taken.clear()
         got = fm_common.column_data(X, yr, wr, rows, keep)
-        assert taken == [name == "one-hot"], name
+        assert taken == [name in ("one-hot", "three")], name
         with monkeypatch.context() as m:
-            m.setattr(fm_common, "_pair_layout", lambda *a: None)
+            m.setattr(fm_common, "_field_layout", lambda *a: None)
             want = fm_common.column_data(X, yr, wr, rows, keep)
         for field in want.cols._fields:
             a, b = np.asarray(getattr(want.cols, field)), np.asarray(getattr(got.cols, field))
             assert a.dtype == b.dtype and np.array_equal(a, b), (name, field)
         for field in ("order", "color_ptr", "eptr", "roff", "xoff", "bidx", "bptr"):
             assert np.array_equal(getattr(want.plan, field), getattr(got.plan, field)), name
-        assert got.pairs == (name == "one-hot") and not want.pairs
-        # the row state from the pair layout's entries in fit order (pair_row_state): bit for
+        assert got.fields == (name in ("one-hot", "three")) and not want.fields
+        # the row state from the layout's entries in fit order (field_row_state): bit for
         # bit the one from the CSR rows (row_state_at, fm_predict_csr's arithmetic), targets
         # read in place or gathered, squared or logistic, and its refresh and predictions
         d = X.shape[1]

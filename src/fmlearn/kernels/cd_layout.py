@@ -140,39 +140,39 @@ def all_ones(data):
 
 
 @njit(cache=True)
-def fill_pairs(indptr, indices, inv, n_features, etpos):
-    """The colouring and the class-major entries of two one-hot fields in one pass over the
+def fill_fields(indptr, indices, inv, n_features, m, etpos):
+    """The colouring and the class-major entries of ``m`` one-hot fields in one pass over the
     source rows (every source row a fit row: source row u is fit row ``inv[u]``, an empty
-    ``inv``: u), when every row has two entries and no feature stands first in one row and
-    second in another: then the greedy colouring gives colour 1 to the features that stand
-    second and 0 to the others (:func:`coloring_rounds`' first round, which then settles),
-    every row has one entry in each of the two classes, and the entry of class c in fit row r
-    goes to ``etpos[c n + r]``. Writes the entries' *features* there (the caller maps them
-    to their places in their class once the classes are known; ``etpos`` must hold
-    ``n_features - 1``). Returns ``(second, ok)``: ``second[j]`` whether feature j stands
-    second (its colour); ``ok`` False, as soon as a row breaks the shape, leaves ``etpos``
-    partly written (the caller then runs :func:`coloring_rounds` and the fill)."""
-    n = etpos.shape[0] // 2
-    role = np.zeros(n_features, dtype=np.uint8)  # 1: stands first in a row, 2: second
+    ``inv``: u), when every row has ``m`` entries and every feature stands at the same place
+    p(j) in every row it is in. Then :func:`coloring_rounds` gives feature j colour p(j) (by
+    induction on the rounds: from colours 0, round t gives min(p(j), t), since the entries
+    before j in any of its rows stand at places 0, ..., p(j) - 1; round m changes nothing),
+    0 to the features in no row, every row has one entry in each of the m classes, and the
+    entry of class c in fit row r goes to ``etpos[c n + r]``. Writes the entries' *features*
+    there (the caller maps them to their places in their class once the classes are known;
+    ``etpos`` must hold ``n_features - 1``). Returns ``(place, ok)``: ``place[j]`` p(j), -1
+    for the features in no row; ``ok`` False, as soon as a row breaks the shape, leaves
+    ``etpos`` partly written (the caller then runs :func:`coloring_rounds` and the fill)."""
+    n = etpos.shape[0] // m
+    place = np.full(n_features, -1, dtype=np.int64)
     for u in range(indptr.shape[0] - 1):
         lo = indptr[u]
-        if indptr[u + 1] - lo != 2:
-            return role == 2, False
+        if indptr[u + 1] - lo != m:
+            return place, False
         r = u if inv.shape[0] == 0 else inv[u]
-        a = indices[lo]
-        b = indices[lo + 1]
-        if a == b or role[a] == 2 or role[b] == 1:
-            return role == 2, False
-        role[a] = 1
-        role[b] = 2
-        etpos[r] = a
-        etpos[n + r] = b
-    return role == 2, True
+        for c in range(m):
+            j = indices[lo + c]
+            if place[j] != c:
+                if place[j] >= 0:
+                    return place, False
+                place[j] = c
+            etpos[c * n + r] = j
+    return place, True
 
 
 @njit(cache=True, nogil=True)
 def to_places(etpos, pos):
-    """``etpos[i] = pos[etpos[i]]``: the features :func:`fill_pairs` wrote, as their places."""
+    """``etpos[i] = pos[etpos[i]]``: the features :func:`fill_fields` wrote, as their places."""
     for i in range(etpos.shape[0]):
         etpos[i] = pos[etpos[i]]
 
@@ -272,12 +272,12 @@ def row_state_at(indptr, indices, data, rows, w0, w, V, y, by_source, squared, E
 
 
 @njit(cache=True)
-def pair_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, squared, E,
+def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, squared, E,
                    zero_work):
-    """:func:`row_state_at` on the layout of :func:`fill_pairs` (two one-hot fields, values
+    """:func:`row_state_at` on the layout of :func:`fill_fields` (one-hot fields, values
     ``one[0]``, the data's 1; the fit rows a permutation of the source rows): fit row r's
-    entries are feature ``order[color_ptr[0] + etpos[r]]`` then ``order[color_ptr[1] +
-    etpos[n + r]]``, in the order of its CSR row, so a pass in fit order computes the
+    entries are the features ``order[color_ptr[c] + etpos[c n + r]]`` for c = 0, 1, ...,
+    in the order of its CSR row, so a pass in fit order computes the
     predictions with the arithmetic of :func:`fmlearn.kernels.predict.fm_predict_csr` (its
     ``_row``, operation for operation) from the entries and writes ``E`` in order: no pass
     over the CSR rows and no gather of predictions.
@@ -292,30 +292,24 @@ def pair_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, s
     q = np.empty(k)
     qq = np.empty(k)
     n = E.shape[0]
-    c0 = color_ptr[0]
-    c1 = color_ptr[1]
+    m = color_ptr.shape[0] - 1
     x = one[0]
     staged = squared and by_source
     if staged:  # a tight loop of independent reads, which the CPU overlaps
         for r in range(n):
             E[r, 0] = y[rows[r]]
     for r in range(n):
-        a = order[c0 + np.int64(etpos[r])]
-        b = order[c1 + np.int64(etpos[n + r])]
         for f in range(k):
             q[f] = 0.0
             qq[f] = 0.0
         acc = np.float64(w0)
-        acc += w[a] * x
-        for f in range(k):
-            t = V[a, f] * x
-            q[f] += t
-            qq[f] += t * t
-        acc += w[b] * x
-        for f in range(k):
-            t = V[b, f] * x
-            q[f] += t
-            qq[f] += t * t
+        for c in range(m):
+            j = order[color_ptr[c] + np.int64(etpos[c * n + r])]
+            acc += w[j] * x
+            for f in range(k):
+                t = V[j, f] * x
+                q[f] += t
+                qq[f] += t * t
         for f in range(k):
             acc += 0.5 * (q[f] * q[f] - qq[f])
         if staged:

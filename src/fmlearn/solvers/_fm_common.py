@@ -21,9 +21,9 @@ from ..kernels.cd_layout import (
     coloring_rounds,
     fill_classes,
     fill_dense_classes,
-    fill_pairs,
+    fill_fields,
     inverse_rows,
-    pair_row_state,
+    field_row_state,
     row_state_at,
     rows_cooccurrence_work,
     to_places,
@@ -110,10 +110,10 @@ class ColumnData:
     a canonical CSR input is never copied (:meth:`row_state` reads it in its own order, then
     gathers the predictions in the fit's order). ``targets`` (:class:`RowTargets`, or None:
     ``cols.y``) holds the targets when ``cols.y`` does not (empty: a squared-loss fit's
-    kernels never read them). ``pairs``: the layout is :func:`_pair_layout`'s (two one-hot
+    kernels never read them). ``fields``: the layout is :func:`_field_layout`'s (one-hot
     fields, values 1), whose entries give each fit row's features in their CSR order, so the
     row state is computed from them in fit order instead
-    (:func:`~fmlearn.kernels.cd_layout.pair_row_state`).
+    (:func:`~fmlearn.kernels.cd_layout.field_row_state`).
     """
 
     cols: Columns
@@ -121,7 +121,7 @@ class ColumnData:
     source: tuple
     rows: np.ndarray
     row_targets: RowTargets = None
-    pairs: bool = False
+    fields: bool = False
 
     @property
     def y(self):
@@ -183,16 +183,16 @@ class ColumnData:
 
     def _fill(self, E, state, target, squared, zero_work):
         """``E[:, 0]`` = the predictions (less ``target`` when ``squared``) by
-        :func:`~fmlearn.kernels.cd_layout.row_state_at` (``pair_row_state`` on the layout of
-        two one-hot fields); E's work columns are its scratch when ``zero_work`` and the fit
+        :func:`~fmlearn.kernels.cd_layout.row_state_at` (``field_row_state`` on the layout of
+        one-hot fields); E's work columns are its scratch when ``zero_work`` and the fit
         rows are a permutation of the source rows."""
         indptr, indices, data = self.source
         by_source = isinstance(target, RowTargets)
         if by_source:  # target[r] = target.source[rows[r]], read in place
             target = target.source
         target = np.ascontiguousarray(target, dtype=np.float64)
-        if self.pairs:  # each fit row's features in the entries, in fit order
-            pair_row_state(self.cols.etpos, self.plan.order, self.plan.color_ptr, self.rows,
+        if self.fields:  # each fit row's features in the entries, in fit order
+            field_row_state(self.cols.etpos, self.plan.order, self.plan.color_ptr, self.rows,
                            data[:1], state.w0, state.w, state.V, target, by_source, squared,
                            E, zero_work)
             return
@@ -325,11 +325,11 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     inv = np.zeros(0, dtype=rows.dtype)
     if rows.shape[0]:
         inv = inverse_rows(rows, n_src)
-    pairs = None
+    fields = None
     if rows.shape[0] and n == n_src and keep is None:  # the fit's rows: a permutation
-        pairs = _pair_layout(X_csr, inv, n)
-    if pairs is not None:
-        order, color_ptr, color, (count, dense, eptr, roff, xoff, etpos, erow, ex) = pairs
+        fields = _field_layout(X_csr, inv, n)
+    if fields is not None:
+        order, color_ptr, color, (count, dense, eptr, roff, xoff, etpos, erow, ex) = fields
     else:
         # the colouring's rows (the kept ones) are the fit's when no kept row is left out or
         # merged (fit rows are distinct kept rows): then it counts the classes' entries too
@@ -345,35 +345,39 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     by_rows = y if isinstance(y, RowTargets) else None
     y = np.zeros(0) if by_rows is not None else np.ascontiguousarray(y, dtype=np.float64)
     cols = Columns(etpos, erow, ex, y, sw, bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows, pairs is not None)
+    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows, fields is not None)
 
 
-def _pair_layout(X_csr, inv, n):
-    """The colour classes and class-major entries of :func:`column_data` for rows of two
-    one-hot fields (:func:`~fmlearn.kernels.cd_layout.fill_pairs`: the colouring and the fill
-    in one pass over the source rows, instead of the colouring's pass, then the fill's),
-    or None when the rows are not such (then the general passes run). The fit's rows are
-    the source rows through ``inv`` (every source row one fit row); the values must all be 1
-    and the features fit the entries' uint16 (at most 65,536).
+def _field_layout(X_csr, inv, n):
+    """The colour classes and class-major entries of :func:`column_data` for rows of one-hot
+    fields (:func:`~fmlearn.kernels.cd_layout.fill_fields`: every row m entries, each feature
+    at one place in every row; the colouring and the fill in one pass over the source rows,
+    instead of the colouring's pass, then the fill's), or None when the rows are not such
+    (then the general passes run). The fit's rows are the source rows through ``inv`` (every
+    source row one fit row); the values must all be 1, the features fit the entries' uint16
+    (at most 65,536), m < d and the row-wise colouring would settle (m <=
+    ``COLORING_ROUNDS``) within its budget.
 
-    The same arrays as the general passes: the greedy colouring (two classes: the features
-    standing second in a row, the others), each class in every row, one place per entry.
-    8,000,000 rows, loaded machine: 0.09-0.10 CPU s for the pass and 0.006 s for
+    The same arrays as the general passes: the greedy colouring (class c: the features at
+    place c), each class in every row, one place per entry. 8,000,000 rows of two fields,
+    loaded machine: 0.09-0.12 CPU s for the pass and 0.006 s for
     :func:`~fmlearn.kernels.cd_layout.to_places`, against 0.045 s for the colouring and
     0.12-0.15 s for the fill."""
     indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
     d = X_csr.shape[1]
-    if not (3 <= d <= 1 << 16 and 0 < n and 4 * n <= COLORING_BUDGET) or not all_ones(data):
+    m = int(indptr[1] - indptr[0]) if n else 0
+    if not (2 <= m <= COLORING_ROUNDS and m < d <= 1 << 16 and m * m * n <= COLORING_BUDGET
+) or not all_ones(data):
         return None
-    etpos = np.empty(2 * n, dtype=np.uint16)
-    second, ok = fill_pairs(indptr, indices, inv, d, etpos)
+    etpos = np.empty(m * n, dtype=np.uint16)
+    place, ok = fill_fields(indptr, indices, inv, d, m, etpos)
     if not ok:
         return None
-    color = second.astype(np.int64)
+    color = np.maximum(place, 0)
     order = np.argsort(color, kind="stable").astype(np.int64)
-    color_ptr = np.searchsorted(color[order], np.arange(3)).astype(np.int64)
-    count = np.full(2, n, dtype=np.int64)
-    offsets = _class_offsets(count, np.ones(2, dtype=np.bool_), n, color_ptr, data.dtype,
+    color_ptr = np.searchsorted(color[order], np.arange(m + 1)).astype(np.int64)
+    count = np.full(m, n, dtype=np.int64)
+    offsets = _class_offsets(count, np.ones(m, dtype=np.bool_), n, color_ptr, data.dtype,
                              etpos)
     to_places(etpos, _places(order, color_ptr))
     return order, color_ptr, color, (count,) + offsets
