@@ -213,8 +213,10 @@ def main(argv=None):
                  "group_weights", "take"):  # this checkout's names and earlier ones
         if hasattr(dedup, attr):
             setattr(dedup, attr, prof.wrap(attr, getattr(dedup, attr)))
-    for attr in ("_colour_classes", "class_counts", "fill_dense_classes", "fill_classes",
-                 "_plan", "rows_cooccurrence_work", "coloring_rounds"):
+    for attr in ("inverse_rows", "_field_layout", "fill_fields", "to_places",
+                 "_colour_classes", "class_counts", "fill_dense_classes", "fill_classes",
+                 "_plan", "rows_cooccurrence_work", "coloring_rounds", "field_row_state",
+                 "row_state_at"):
         if hasattr(common, attr):
             prof.patch(common, attr)
     prof.patch(common.ColumnData, "row_state", "row state (ColumnData.row_state)")
