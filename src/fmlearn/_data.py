@@ -163,9 +163,9 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     subset : ndarray of sorted row indices, optional
         Only these rows (the training part of an early-stopping split, not copied).
     """
-    from .kernels.dedup import group_hashed, group_weights, hash_argsort, row_keys, take
+    from .kernels.dedup import first_feature_groups, take
 
-    unit = sample_weight is None
+    unit, sw = sample_weight is None, None
     if not unit:
         sw = np.asarray(sample_weight, dtype=np.float64)
         unit = bool(np.all(sw == 1.0))
@@ -185,9 +185,41 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     if n == 0:
         raise ValueError("all sample weights are zero: there is nothing to fit")
     indptr, indices, data = X.indptr, X.indices, X.data
-    yy = np.ascontiguousarray(y, dtype=np.float64)  # row_keys maps -0.0 to +0.0 itself
+    yy = np.ascontiguousarray(y, dtype=np.float64)  # the kernels map -0.0 to +0.0 themselves
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
     b = max(1, int(X.shape[1] + 1).bit_length())
+    ok = False
+    if group_by_first and X.shape[0] < 2**31 and X.shape[1] <= _counting_sort_columns(n):
+        ok, rows, w = first_feature_groups(indptr, indices, data, data.view(bits), yy, src, n,
+                                           X.shape[1], b, np.zeros(0) if unit else sw, unit)
+    if ok:  # counting sort by first feature, buckets by hash, grouped in one kernel
+        if 2 * rows.shape[0] <= n:  # not the n-long scatter buffer for a few rows
+            rows = rows.copy()
+        if unit and w.shape[0] == 0:  # nothing merged
+            if rows.shape[0] == n and src.shape[0] == 0:  # nor dropped: all ones
+                w = None if sample_weight is None else sw
+            else:
+                w = np.ones(rows.shape[0])
+    else:
+        rows, w = _merged_by_keys(X, yy, sw, unit, src, n, b, bits, group_by_first)
+    rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64, copy=False)
+    y = np.asarray(y)
+    if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
+        return rows, take(y, rows), w, keep
+    return rows, y[rows], w, keep
+
+
+def _counting_sort_columns(n):
+    # the columns up to which merged_rows counting-sorts by the first feature: its histogram
+    # (8 bytes a column) stays small next to the n rows, and its scatter's write streams few
+    return max(1 << 16, n // 64)
+
+
+def _merged_by_keys(X, yy, sw, unit, src, n, b, bits, group_by_first):
+    # merged_rows' general path: the keys of every row, sorted, then grouped
+    from .kernels.dedup import group_hashed, group_weights, hash_argsort, row_keys
+
+    indptr, indices, data = X.indptr, X.indices, X.data
     key = row_keys(indptr, indices, data.view(bits), yy, src, n, b, group_by_first)
     if n < 2**31:  # radix sort of the keys' top halves, runs of equal ones by the rest
         order, top = hash_argsort(key)
@@ -195,22 +227,18 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
         order = np.argsort(key, kind="stable")
         top = (key[order] >> np.uint64(32)).astype(np.uint32)
     group, reps = group_hashed(order, top, key, src, indptr, indices, data, yy)
-    del key, top, yy
+    del key, top
     if unit:  # the same sums of ones, without reading sw in sorted order
         if reps.shape[0] == n and src.shape[0] == 0:  # nothing merged or dropped: all ones
             # (8 bytes per row less for the fit; the solvers only read the weights)
-            w = None if sample_weight is None else sw
+            w = sw
         else:
             w = np.bincount(group, minlength=reps.shape[0]).astype(np.float64)
     else:
         w = group_weights(group, order, src, sw, reps.shape[0])
     del group, order
     rows = reps if src.shape[0] == 0 else src[reps]
-    rows = rows.astype(np.int32 if X.shape[0] < 2**31 else np.int64, copy=False)
-    y = np.asarray(y)
-    if y.dtype == np.float64 and y.ndim == 1 and rows.dtype == np.int32:
-        return rows, take(y, rows), w, keep
-    return rows, y[rows], w, keep
+    return rows, w
 
 
 def to_csr(X, dtype=None):
