@@ -163,7 +163,7 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     subset : ndarray of sorted row indices, optional
         Only these rows (the training part of an early-stopping split, not copied).
     """
-    from .kernels.dedup import first_feature_groups, take
+    from .kernels.dedup import MAX_BUCKET, first_feature_groups, take
 
     unit, sw = sample_weight is None, None
     if not unit:
@@ -191,7 +191,8 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None):
     ok = False
     if group_by_first and X.shape[0] < 2**31 and X.shape[1] <= _counting_sort_columns(n):
         ok, rows, w = first_feature_groups(indptr, indices, data, data.view(bits), yy, src, n,
-                                           X.shape[1], b, np.zeros(0) if unit else sw, unit)
+                                           X.shape[1], b, np.zeros(0) if unit else sw, unit,
+                                           MAX_BUCKET)
     if ok:  # counting sort by first feature, buckets by hash, grouped in one kernel
         if 2 * rows.shape[0] <= n:  # not the n-long scatter buffer for a few rows
             rows = rows.copy()

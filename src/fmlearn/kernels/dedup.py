@@ -26,6 +26,25 @@ def row_hashes(indptr, indices, data_bits, y_bits):
     return out
 
 
+@njit(cache=True, inline="always")  # a call per row otherwise: 0.05 CPU s more at 8M rows
+def _row_hash(indptr, indices, data_bits, y, y_bits, i):
+    # row_keys' hash of row i (before its shift): the bits of y[i] + 0.0 (-0.0 and +0.0 both
+    # hash as +0.0; y finite) read from y_bits, y's view, not through a scratch entry (a
+    # store and a load per row: twice the time of the whole hashing pass)
+    prime = np.uint64(1099511628211)
+    h = np.uint64(14695981039346656037)
+    a = indptr[i]
+    e = indptr[i + 1]
+    h = (h ^ np.uint64(e - a)) * prime
+    for p in range(a, e):
+        h = (h ^ np.uint64(indices[p])) * prime
+        h = (h ^ np.uint64(data_bits[p])) * prime
+    yb = y_bits[i]
+    if y[i] == 0.0:
+        yb = np.uint64(0)
+    return (h ^ yb) * prime
+
+
 @njit(cache=True)
 def same_row(indptr, indices, data, y, a, b):
     if y[a] != y[b]:
@@ -186,20 +205,12 @@ def row_keys(indptr, indices, data_bits, y, src, n, b, by_first):
     to +0.0, without a copy of ``y``), or with ``by_first`` the row's first feature + 1 in the
     top ``b`` bits and the hash's top 64 - b bits below."""
     out = np.empty(n, dtype=np.uint64)
-    yv = np.empty(1, dtype=np.float64)
-    y_bits = yv.view(np.uint64)
-    prime = np.uint64(1099511628211)
+    y_bits = y.view(np.uint64)
     ub = np.uint64(b)
     top = np.uint64(64 - b)
     for r in range(n):
         i = r if src.shape[0] == 0 else src[r]
-        h = np.uint64(14695981039346656037)
-        h = (h ^ np.uint64(indptr[i + 1] - indptr[i])) * prime
-        for p in range(indptr[i], indptr[i + 1]):
-            h = (h ^ np.uint64(indices[p])) * prime
-            h = (h ^ np.uint64(data_bits[p])) * prime
-        yv[0] = y[i] + 0.0
-        h = (h ^ y_bits[0]) * prime
+        h = _row_hash(indptr, indices, data_bits, y, y_bits, i)
         if by_first:
             first = np.uint64(0)
             if indptr[i + 1] > indptr[i]:
@@ -269,29 +280,10 @@ def take(values, index):
 # Largest bucket of rows sharing a first feature that :func:`first_feature_groups` sorts (its
 # per-bucket sub-digit has at most 16 bits); a larger one (e.g. a column present in every
 # row, first) makes it decline, and the caller takes the radix path.
-_MAX_BUCKET = 1 << 20
+MAX_BUCKET = 1 << 20
 # Runs of equal hash top halves longer than this are merge-sorted by the rest of the key,
 # shorter ones insertion-sorted.
 _SMALL_RUN = 32
-
-
-@njit(cache=True, inline="always")  # a call per row otherwise: 0.05 CPU s more at 8M rows
-def _row_hash(indptr, indices, data_bits, y, y_bits, i):
-    # row_keys' hash of row i (before its shift): the bits of y[i] + 0.0 (-0.0 and +0.0 both
-    # hash as +0.0; y finite) read from y_bits, y's view, not through a scratch entry (a
-    # store and a load per row: twice the time of the whole hashing pass)
-    prime = np.uint64(1099511628211)
-    h = np.uint64(14695981039346656037)
-    a = indptr[i]
-    e = indptr[i + 1]
-    h = (h ^ np.uint64(e - a)) * prime
-    for p in range(a, e):
-        h = (h ^ np.uint64(indices[p])) * prime
-        h = (h ^ np.uint64(data_bits[p])) * prime
-    yb = y_bits[i]
-    if y[i] == 0.0:
-        yb = np.uint64(0)
-    return (h ^ yb) * prime
 
 
 @njit(cache=True)
@@ -371,14 +363,15 @@ def _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub):
 
 
 @njit(cache=True)
-def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, unit):
+def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, unit,
+                         max_bucket):
     """The merge of :func:`fmlearn._data.merged_rows` with ``group_by_first``, in one kernel:
     ``(ok, rows, w)``, the first row (of ``X``) of each group of identical rows in the order
     of the stable sort of :func:`row_keys`' keys, and the groups' summed weights ``sw[row]``
     (``unit``: their sizes; ``w`` is empty when no group has two rows). Rows ``src[r]``
     (``src`` empty: r), r < n, of a CSR matrix of ``d`` columns and fewer than 2^31 rows;
     ``b`` as for :func:`row_keys`. ``ok`` is False (and nothing computed) when more than
-    ``_MAX_BUCKET`` rows share a first feature.
+    ``max_bucket`` rows (at most ``MAX_BUCKET``) share a first feature.
 
     It replaces :func:`row_keys`, :func:`hash_argsort`, :func:`group_hashed` and
     :func:`group_weights` (the same rows, order and weights, bit for bit) with fewer passes
@@ -407,7 +400,7 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     for f in range(d + 1):
         big = max(big, count[f + 1])
         count[f + 1] += count[f]
-    if big > _MAX_BUCKET:
+    if big > max_bucket:
         return False, np.zeros(0, dtype=np.int32), np.zeros(0)
     sb = np.empty(n, dtype=np.uint64)  # (top half, row) by first feature
     pos = count[:d + 1].copy()
