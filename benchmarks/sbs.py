@@ -474,7 +474,8 @@ def run_epochs(sc, ctx):
             runs.append(run)
             _progress(sc, f"{label} rep {rep}", run)
     heads = ["system", "CPU s per epoch", "CPU s per M rows", "distinct rows/s (CPU)",
-             "wall s per epoch", "set-up CPU s (in epochs)", "process CPU s", "peak RSS MB",
+             "wall s per epoch", "set-up CPU s (in epochs)", "later fit's set-up CPU s",
+             "process CPU s", "peak RSS MB",
              "peak RSS / libFM", "fit's peak above the rows MB", "vs libFM", "runs"]
     rows = []
     ref = core.median([r.get("epoch_cpu") for r in runs if r["system"] == "libfm"])
@@ -494,6 +495,7 @@ def run_epochs(sc, ctx):
                      core.spread([r.get("epoch_wall") for r in rs], "{:.3f}"),
                      "n/a" if setup is None or not ep else
                      f"{core.spread(payload(rs, 'setup_cpu'))} ({setup / ep:.1f})",
+                     _setup_later(payload(rs, "setup_later_cpu"), ep),
                      core.spread([r["cpu_s"] for r in rs]),
                      core.spread([r["maxrss_mb"] for r in rs], "{:.0f}"),
                      core.ratio(core.median([r["maxrss_mb"] for r in rs]), ref_rss),
@@ -502,15 +504,26 @@ def run_epochs(sc, ctx):
     note = (f"{distinct:,} distinct rows (checked), d = {d}, {epochs} epochs per run. "
             "libFM: median `time_learn` of its `-rlog` (user CPU of the learning step; for "
             "MCMC it includes predicting the 2,000 test rows). fmlearn: (CPU(1 + E epochs) - "
-            "CPU(1 epoch)) / E in one process, so set-up (validation, duplicate merging, "
-            "column copies) is left out of both; fmlearn's set-up is CPU(1 epoch) less one "
-            "epoch (validation, summary, duplicate merging, colouring, layout, row state, "
-            "storing the model), in brackets in epochs. Peak RSS: the whole process's "
+            "CPU(1 epoch)) / E of two fits after a first one in the same process, so set-up "
+            "(validation, duplicate merging, column copies) is left out of both; fmlearn's "
+            "set-up is the process's first 1-epoch fit's CPU less one epoch (validation, "
+            "summary, duplicate merging, colouring, layout, row state, storing the model), in "
+            "brackets in epochs; a later fit's set-up likewise (the pages the first fit freed "
+            "are reused: no first-touch faults). Peak RSS: the whole process's "
             "(`ru_maxrss`: interpreter, libraries, the rows read from the libFM file and the "
             "fits; libFM: its rows, their transposed copy and its caches); the fit's peak above "
             "the rows: fmlearn's rise of `VmHWM` during its fits, above the resident size "
             "after reading the rows.")
     return runs, core.md_table(heads, rows) + "\n\n" + note
+
+
+def _setup_later(values, epoch):
+    """A later fit's set-up (median, min-max, in epochs); n/a for a harness that did not
+    record it."""
+    later = core.median(values)
+    if later is None or not epoch:
+        return "n/a"
+    return f"{core.spread(values)} ({later / epoch:.1f})"
 
 
 def run_online(sc, ctx):

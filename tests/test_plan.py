@@ -246,3 +246,60 @@ def test_summary_squares_are_numpys_exactly_on_integer_data_and_numpys_otherwise
         s = DataSummary.of_rows(M, None, sw)
         assert (s.sum_sq, s.n_nonzero) == square_stats(M.indptr, M.data, sw)
         assert s.sum_pairs == pair_stats(M.indptr, M.data, sw)
+
+
+def _stats_oracle(t, w):
+    """NumPy's min, max and weighted sums (math.fsum: exactly rounded) of targets t."""
+    return (t.min(), t.max(), math.fsum(w * t), math.fsum(w * t * t))
+
+
+@pytest.mark.parametrize("weights", ["unit", "given"])
+@pytest.mark.parametrize("indexed", [False, True])
+def test_target_statistics_equal_an_oracle(weights, indexed):
+    # DataSummary.with_targets: one compiled pass (kernels.dedup.target_moments), through a
+    # row index when given, weights or unit ones; sums within the sequential sum's rounding
+    # (n eps relative to the sum of magnitudes), min / max exactly
+    rng = np.random.default_rng(3)
+    y = rng.normal(2.0, 3.0, 5000)
+    rows = rng.permutation(5000)[:3000].astype(np.int32) if indexed else None
+    t = y if rows is None else y[rows]
+    sw = None if weights == "unit" else rng.uniform(0.1, 4.0, t.shape[0])
+    w = np.ones(t.shape[0]) if sw is None else sw
+    base = DataSummary(1, 1, "float64", 1.0, math.nan, math.nan, 0.0, 0.0, 0.0, math.nan,
+                       math.nan)
+    got = base.with_targets(y, sw, rows=rows, unit_weights=True)
+    lo, hi, s, s2 = _stats_oracle(t, w)
+    assert got.y_min == lo and got.y_max == hi
+    eps = np.finfo(float).eps * t.shape[0]
+    assert abs(got.y_sum - s) <= eps * math.fsum(np.abs(w * t))
+    assert abs(got.y_sum_sq - s2) <= eps * s2
+    # without weights and without unit_weights: the range only
+    bare = base.with_targets(y, None, rows=rows)
+    assert bare.y_min == lo and bare.y_max == hi and math.isnan(bare.y_sum)
+
+
+def test_target_statistics_of_integer_targets_are_exact():
+    # small integers (ratings) with integer weights: every order sums to the same doubles,
+    # so the compiled pass equals NumPy's dot products bit for bit
+    rng = np.random.default_rng(5)
+    y = rng.integers(1, 6, 20000).astype(float)
+    sw = rng.integers(1, 4, 20000).astype(float)
+    base = DataSummary(1, 1, "float64", 1.0, math.nan, math.nan, 0.0, 0.0, 0.0, math.nan,
+                       math.nan)
+    got = base.with_targets(y, sw)
+    assert (got.y_sum, got.y_sum_sq) == (float(sw @ y), float(sw @ (y * y)))
+    unit = base.with_targets(y, None, unit_weights=True)
+    assert (unit.y_sum, unit.y_sum_sq) == (float(y.sum()), float(y @ y))
+
+
+def test_summary_with_unit_weights_equals_explicit_ones():
+    # of_rows(..., unit_weights=True) with sw None: the summary of weights 1, no array of ones
+    X = sp.random(400, 30, density=0.1, format="csr", random_state=2)
+    X.data[:] = np.round(X.data * 5) + 1  # integers: exact square sums
+    y = np.arange(400.0)
+    a = DataSummary.of_rows(X, y, None, unit_weights=True)
+    b = DataSummary.of_rows(X, y, np.ones(400))
+    assert a == b
+    X.data[:] = np.sqrt(X.data)  # not exact: the NumPy route with ones
+    assert DataSummary.of_rows(X, y, None, unit_weights=True) == DataSummary.of_rows(
+        X, y, np.ones(400))

@@ -70,19 +70,23 @@ def pair_stats(indptr, data, sw):
 
 
 def _square_sums(indptr, data, sw):
-    """``(sum_sq, n_nonzero, sum_pairs)``: :func:`square_stats` and :func:`pair_stats`, by one
+    """``(sum_sq, n_nonzero, sum_pairs)``: :func:`square_stats` and :func:`pair_stats` (``sw``
+    None: unit weights, not materialised on the compiled path), by one
     compiled pass without temporaries when the sums are exact in any order (integer values and
     weights: one-hot and count data; then the same doubles), else by those functions. At
     8,000,000 one-hot rows the NumPy route held ~450 MB of O(nnz) temporaries and took ~5x the
     pass's CPU."""
-    sw = np.asarray(sw)
+    unit = sw is None
+    sw = np.zeros(0) if unit else np.asarray(sw)
     if (indptr.dtype == np.int32 and data.dtype == np.float64 and sw.dtype == np.float64
-            and sw.shape == (indptr.shape[0] - 1,)):
+            and (unit or sw.shape == (indptr.shape[0] - 1,))):
         from .kernels.dedup import exact_square_sums  # numba only when a fit runs
 
         ok, sum_sq, n_nonzero, sum_pairs = exact_square_sums(indptr, data, sw)
         if ok:
             return float(sum_sq), float(n_nonzero), float(sum_pairs)
+    if unit:
+        sw = np.ones(indptr.shape[0] - 1)
     sum_sq, n_nonzero = square_stats(indptr, data, sw)
     return sum_sq, n_nonzero, pair_stats(indptr, data, sw)
 
@@ -157,21 +161,26 @@ class DataSummary:
         return [self.y_min, self.y_max]
 
     @classmethod
-    def of_rows(cls, X, y, sw, *, squares=True):
+    def of_rows(cls, X, y, sw, *, squares=True, unit_weights=False):
         """The summary of validated rows: ``X`` canonical CSR (its dtype is the model's),
-        targets ``y`` (their range is recorded; None: no range), ``sw`` the rows' weights.
+        targets ``y`` (their range is recorded; None: no range), ``sw`` the rows' weights
+        (with ``unit_weights``, None: every row of weight 1, without an array of ones).
         ``squares=False`` skips the O(nnz) squares (a call that does not use them)."""
-        return cls.of_csr(X.indptr, X.data, X.shape[1], y, sw, squares=squares)
+        return cls.of_csr(X.indptr, X.data, X.shape[1], y, sw, squares=squares,
+                          unit_weights=unit_weights)
 
     @classmethod
-    def of_csr(cls, indptr, data, n_features, y, sw, *, squares=True):
+    def of_csr(cls, indptr, data, n_features, y, sw, *, squares=True, unit_weights=False):
         """:meth:`of_rows` from the raw CSR arrays (a Dask partition's)."""
+        unit = unit_weights and sw is None
+        n = int(indptr.shape[0] - 1)
         sum_sq = n_nonzero = sum_pairs = 0.0
         if squares:
-            sum_sq, n_nonzero, sum_pairs = _square_sums(indptr, data, sw)
-        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
-        return cls(int(indptr.shape[0] - 1), int(n_features), np.dtype(data.dtype).name,
-                   float(np.sum(sw)), lo, hi, sum_sq, n_nonzero, sum_pairs, y_sum, y_sum_sq)
+            sum_sq, n_nonzero, sum_pairs = _square_sums(indptr, data, None if unit else sw)
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw, unit_weights=unit)
+        return cls(n, int(n_features), np.dtype(data.dtype).name,
+                   float(n) if unit else float(np.sum(sw)), lo, hi, sum_sq, n_nonzero,
+                   sum_pairs, y_sum, y_sum_sq)
 
     @classmethod
     def of_rows_subset(cls, X, sw, subset):
@@ -196,11 +205,13 @@ class DataSummary:
         return cls(int(subset.shape[0]), int(X.shape[1]), np.dtype(X.data.dtype).name,
                    float(np.sum(sw_sub)), math.nan, math.nan, *sums)
 
-    def with_targets(self, y, sw=None):
-        """The same summary with the range (and, given their weights ``sw``, the spread) of
-        the targets ``y`` (rows may have been merged or dropped since the squares were
-        summed)."""
-        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw)
+    def with_targets(self, y, sw=None, *, rows=None, unit_weights=False):
+        """The same summary with the range (and, given their weights ``sw``, or with
+        ``unit_weights`` and ``sw`` None, weight 1 each, the spread) of the targets ``y``
+        (rows may have been merged or dropped since the squares were summed); with ``rows``
+        (an int index), of the targets ``y[rows]``, read in place."""
+        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw, rows=rows,
+                                                unit_weights=unit_weights and sw is None)
         return replace(self, y_min=lo, y_max=hi, y_sum=y_sum, y_sum_sq=y_sum_sq)
 
     @classmethod
@@ -220,18 +231,30 @@ class DataSummary:
                    math.fsum(p.y_sum_sq for p in rows) if rows else math.nan)
 
 
-def _target_stats(y, sw):
-    """(min, max, weighted sum, weighted sum of squares) of the targets; NaN without them (the
-    sums also NaN without one weight per target)."""
+def _target_stats(y, sw, *, rows=None, unit_weights=False):
+    """(min, max, weighted sum, weighted sum of squares) of the targets ``y`` (``y[rows]``
+    with an index ``rows``); NaN without them (the sums also NaN without one weight per
+    target, unless ``unit_weights``: weight 1 each). One compiled pass
+    (:func:`fmlearn.kernels.dedup.target_moments`: sequential sums, the same doubles on
+    every machine, no BLAS call and no temporaries); overflow to inf is kept, as NumPy's."""
     if y is None or not np.size(y):
         return math.nan, math.nan, math.nan, math.nan
-    y = np.asarray(y, dtype=np.float64)
-    lo, hi = float(np.min(y)), float(np.max(y))
-    w = None if sw is None else np.asarray(sw, dtype=np.float64)
-    if w is None or w.shape != y.shape:  # no weights, or contrast targets (not one per row)
-        return lo, hi, math.nan, math.nan
-    with np.errstate(over="ignore", invalid="ignore"):
-        return lo, hi, float(w @ y), float(w @ (y * y))
+    y = np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
+    if rows is not None and np.asarray(rows).dtype != np.int32:  # one compiled variant
+        y, rows = y[rows], None
+    index = np.zeros(0, dtype=np.int32) if rows is None else rows
+    n = index.shape[0] if rows is not None else y.shape[0]
+    if n == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    w = None if sw is None else np.ascontiguousarray(sw, dtype=np.float64).reshape(-1)
+    weighted = unit_weights or (w is not None and w.shape[0] == n)
+    from .kernels.dedup import target_moments  # numba only when a fit runs
+
+    lo, hi, total, total_sq = target_moments(
+        y, index, w if weighted and not unit_weights else np.zeros(0))
+    if not weighted:  # no weights, or contrast targets (not one per row)
+        return float(lo), float(hi), math.nan, math.nan
+    return float(lo), float(hi), float(total), float(total_sq)
 
 
 class RunContext:

@@ -984,7 +984,7 @@ def test_regression_fits_store_no_targets_of_their_own(solver, monkeypatch):
     a = FMRegressor(**kw).fit(X, y)
     assert seen[-1].row_targets is not None and seen[-1].cols.y.shape == (0,)
     assert np.array_equal(seen[-1].y, np.asarray(seen[-1].row_targets))
-    monkeypatch.setattr(fm_common.RowTargets, "of", classmethod(lambda cls, s, r, taken: taken))
+    monkeypatch.setattr(fm_common.RowTargets, "reads", staticmethod(lambda source: False))
     b = FMRegressor(**kw).fit(X, y)
     assert seen[-1].row_targets is None and seen[-1].cols.y.shape == (X.shape[0] - 40,)
     assert a.w0_ == b.w0_ and np.array_equal(a.w_, b.w_) and np.array_equal(a.V_, b.V_)

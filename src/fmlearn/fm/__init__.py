@@ -28,6 +28,7 @@ from .._data import canonical_csr, merge_duplicate_rows, merged_rows, raw, to_cs
 from .._docs import fill_doc
 from .._early_stopping import PARAMETER_CONSTRAINTS as STOPPING_CONSTRAINTS
 from .._early_stopping import split_index, split_rows
+from .._memory import small_pages
 from .._plan import DataSummary, RunContext
 from .._threads import n_threads
 from ..kernels.losses import SQUARED
@@ -148,18 +149,24 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             train = None
             X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
             # the squares count the rows as given
-            summary = DataSummary.of_rows(X, None, _ones_if_none(sw, X.shape[0]))
+            summary = DataSummary.of_rows(X, None, sw, unit_weights=True)
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
             y_source = y
-            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train)
+            # the fit rows' targets read in place (y_source[index]): no copy held by the fit
+            in_place = RowTargets.reads(y_source)
+            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train,
+                                             targets=not in_place)
             rows = ((index, keep),)
+            if y is None:
+                y = RowTargets.of(y_source, index, None)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
-    summary = summary.with_targets(y, _ones_if_none(sw, y.shape[0]))
-    if rows:  # the fit rows' targets read in place (y_source[index]): no copy held by the fit
-        y = RowTargets.of(y_source, rows[0][0], y)
+    if isinstance(y, RowTargets):  # the targets' statistics read through the index too
+        summary = summary.with_targets(y.source, sw, rows=y.rows, unit_weights=True)
+    else:
+        summary = summary.with_targets(y, sw, unit_weights=True)
     plan = ClassicFMPlan.build(est, summary, context=context, stopping=rule)
     if validated_eval and carved is None:
         evald = None if eval_set is None else (raw(to_csr(eval_set[0], X.dtype)), eval_set[1])
@@ -305,6 +312,11 @@ class _BaseClassicFM(BaseFM):
         return (raw(to_csr(ev[0], dtype)), ev[1]), None
 
     def _fit(self, X, y, sample_weight, eval_set, classes=None, callback=None):
+        # the set-up's large arrays are each touched once: no huge-page advice (fmlearn._memory)
+        with small_pages():
+            return self._fit_pages(X, y, sample_weight, eval_set, classes, callback)
+
+    def _fit_pages(self, X, y, sample_weight, eval_set, classes, callback):
         context = RunContext(callback, may_stop=True)
         # unit weights: the sweeps' set-up and layout carry None, not n ones (8 bytes per
         # row less during the fit: 64 MB at 8,000,000 rows, and no pass to fill them)

@@ -228,8 +228,9 @@ _EXACT = 2.0 ** 52
 @njit(cache=True)
 def exact_square_sums(indptr, data, sw):
     """``(ok, sum_sq, n_nonzero, sum_pairs)`` of :func:`fmlearn._plan.square_stats` and
-    :func:`fmlearn._plan.pair_stats` in one pass over CSR rows with weights ``sw``, without
-    their O(nnz) temporaries; ``ok`` is True when the three sums are exact.
+    :func:`fmlearn._plan.pair_stats` in one pass over CSR rows with weights ``sw`` (empty:
+    unit weights, without an n-long array of ones), without their O(nnz) temporaries; ``ok``
+    is True when the three sums are exact.
 
     They are exact when every value and weight is an integer and every partial sum stays below
     2^52: each term (s_i x_ij^2, s_i, s_i (s2_i^2 - s4_i) / 2 with s2_i, s4_i a row's sums of
@@ -242,7 +243,7 @@ def exact_square_sums(indptr, data, sw):
     n_nonzero = 0.0
     sum_pairs = 0.0
     for i in range(n):
-        s = sw[i]
+        s = 1.0 if sw.shape[0] == 0 else sw[i]
         if not (s >= 0 and s == math.floor(s) and s < _EXACT):
             return False, 0.0, 0.0, 0.0
         s2 = 0.0
@@ -264,6 +265,38 @@ def exact_square_sums(indptr, data, sw):
     if not (sum_sq < _EXACT and n_nonzero < _EXACT and sum_pairs < _EXACT):
         return False, 0.0, 0.0, 0.0
     return True, sum_sq, n_nonzero, sum_pairs
+
+
+@njit(cache=True)
+def target_moments(y, rows, sw):
+    """``(min, max, sum_r s_r t_r, sum_r s_r t_r^2)`` of the targets ``t_r = y[rows[r]]``
+    (an empty ``rows``: ``y[r]``) with weights ``s_r = sw[r]`` (an empty ``sw``: 1), in one
+    pass in r's order: what :class:`fmlearn._plan.DataSummary` records of a fit's targets.
+
+    Replaces NumPy's ``min``, ``max``, ``sw @ y`` and ``sw @ (y * y)`` on the gathered
+    targets: no gathered copy, no squares' temporary and no array of unit weights (three
+    n-long arrays: 24 bytes per row, whose first touch costs page faults), and no BLAS call,
+    which wakes OpenBLAS's threads to spin on the idle core (about 0.1 CPU s after a dot
+    product of 8,000,000 entries) and sums in an order that depends on the machine's BLAS
+    kernel. The sums here are sequential, so the same doubles on every machine; exact (equal
+    to any other order's) when the targets and weights are small integers (ratings).
+    In an ALS fit of 8,000,000 rows (the targets read through the fit's row index, in random
+    order): 0.065 CPU s, where the gather of ``fmlearn._data.merged_rows`` took 0.09 and the
+    NumPy route 0.25-0.30 more (the squares and the unit weights faulted in, BLAS's spin);
+    measured in one process, quiet machine, 2026-11-29."""
+    n = rows.shape[0] if rows.shape[0] else y.shape[0]
+    lo = np.inf
+    hi = -np.inf
+    total = 0.0
+    total_sq = 0.0
+    for r in range(n):
+        t = y[rows[r]] if rows.shape[0] else y[r]
+        lo = min(lo, t)
+        hi = max(hi, t)
+        s = 1.0 if sw.shape[0] == 0 else sw[r]
+        total += s * t
+        total_sq += s * (t * t)
+    return lo, hi, total, total_sq
 
 
 @njit(cache=True)

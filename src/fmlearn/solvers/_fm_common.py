@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._data import raw
+from .._memory import empty_for_sweeps
 from ..kernels.cd import (
     CHUNK_ROWS,
     Columns,
@@ -57,16 +58,21 @@ class RowTargets:
         self.rows = rows
         self._taken = None
 
+    @staticmethod
+    def reads(source):
+        """Whether targets ``source`` can be read in place (a C-contiguous float64 vector)."""
+        source = np.asarray(source)
+        return source.dtype == np.float64 and source.ndim == 1 and source.flags.c_contiguous
+
     @classmethod
     def of(cls, source, rows, taken):
         """``RowTargets(source, rows)`` when ``source`` is a C-contiguous float64 vector and
         ``rows`` a non-empty int32 index (``taken`` = ``source[rows]``, which the caller then
-        drops), else ``taken``."""
+        drops; None: gathered here when needed), else ``taken``."""
         source = np.asarray(source)
-        if (source.dtype == np.float64 and source.ndim == 1 and source.flags.c_contiguous
-                and rows.dtype == np.int32 and rows.shape[0]):
+        if cls.reads(source) and rows.dtype == np.int32 and rows.shape[0]:
             return cls(source, rows)
-        return taken
+        return source[rows] if taken is None else taken
 
     @property
     def shape(self):
@@ -189,7 +195,7 @@ class ColumnData:
         pred, columns 1 and 2 are the kernels' work space (factor sums), zero. ``target``: an
         array in the fit's order, or :attr:`targets`."""
         release_free_memory()
-        E = np.empty((self.n_samples, 3), dtype=np.float64)
+        E = empty_for_sweeps((self.n_samples, 3), np.float64)
         self._fill(E, state, target, loss_code == SQUARED, True)
         return E
 
