@@ -8,7 +8,7 @@ FILE.npz: CSR arrays ``indptr``, ``indices``, ``data``, ``shape`` and targets ``
 ``benchmarks/profile_setup.py --save`` writes). OLD/src: another source tree (``git archive
 REV src | tar -x -C OLD``). Each child loads the rows, loads the kernels on a small slice (no
 compilation timed), then times one ``merged_rows(X, y, sample_weight, group_by_first=True)``
-as a fit calls it (``sample_weight=None``; ``--weights``: random integer weights 0-3; ``--subset``:
+as a fit calls it (``targets=False`` where the tree has it; ``sample_weight=None``; ``--weights``: random integer weights 0-3; ``--subset``:
 every row but one in ten, an early-stopping split's training part). Prints, per tree, the CPU
 and wall seconds and the thousands of minor page faults, median (min-max), the load average,
 and whether both trees gave the same rows, targets and weights (a digest). NumPy's
@@ -36,13 +36,17 @@ y = z["y"]
 rng = np.random.default_rng(0)
 sw = rng.integers(0, 4, X.shape[0]).astype(np.float64) if sys.argv[2] == "1" else None
 subset = np.flatnonzero(np.arange(X.shape[0]) % 10 != 3) if sys.argv[3] == "1" else None
+import inspect
+# as a fit calls it: the targets read in place where the tree can (no gathered copy)
+kw = {"targets": False} if "targets" in inspect.signature(merged_rows).parameters else {}
 m = 20000  # the kernels loaded (or compiled) outside the timing
 merged_rows(X[:m], y[:m], None if sw is None else sw[:m], group_by_first=True,
-            subset=None if subset is None else subset[subset < m])
+            subset=None if subset is None else subset[subset < m], **kw)
 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 t0, c0 = time.perf_counter(), time.process_time()
-rows, yr, w, keep = merged_rows(X, y, sw, group_by_first=True, subset=subset)
+rows, yr, w, keep = merged_rows(X, y, sw, group_by_first=True, subset=subset, **kw)
 c1, t1 = time.process_time(), time.perf_counter()
+yr = y[rows] if yr is None else yr
 f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 h = hashlib.sha256(rows.tobytes() + yr.tobytes())
 h.update(b"none" if w is None else w.tobytes())

@@ -189,7 +189,12 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
     src = np.zeros(0, dtype=np.int32)
     n = X.shape[0]
     if keep is not None and not keep.all():
-        src = np.flatnonzero(keep).astype(np.int32 if n < 2**31 else np.int64)
+        if n < 2**31:  # int32 directly: no int64 positions (8 bytes a row) then a cast
+            from .kernels.dedup import true_positions
+
+            src = true_positions(keep)
+        else:  # pragma: no cover - beyond int32 row numbers
+            src = np.flatnonzero(keep)
         n = src.shape[0]
     else:
         keep = None

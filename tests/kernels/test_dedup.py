@@ -187,3 +187,10 @@ def test_merge_duplicate_rows_is_merged_rows_on_a_copy():
     Xm, ym, wm = merge_duplicate_rows(X, y, sw)
     rows, yr, w, _ = merged_rows(X, y, sw)
     assert (X[rows] != Xm).nnz == 0 and np.array_equal(yr, ym) and np.array_equal(w, wm)
+
+
+def test_true_positions_are_flatnonzero():
+    rng = np.random.default_rng(5)
+    for mask in (rng.random(1000) < 0.3, np.zeros(7, bool), np.ones(5, bool), np.zeros(0, bool)):
+        got = dedup.true_positions(mask)
+        assert got.dtype == np.int32 and np.array_equal(got, np.flatnonzero(mask))

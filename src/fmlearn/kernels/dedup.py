@@ -300,6 +300,22 @@ def target_moments(y, rows, sw):
 
 
 @njit(cache=True)
+def true_positions(mask):
+    """``np.flatnonzero(mask).astype(np.int32)`` for a bool ``mask`` of fewer than 2^31
+    entries, without the int64 positions (a count pass, then the int32 positions only)."""
+    m = 0
+    for i in range(mask.shape[0]):
+        m += mask[i]
+    out = np.empty(m, dtype=np.int32)
+    m = 0
+    for i in range(mask.shape[0]):
+        if mask[i]:
+            out[m] = i
+            m += 1
+    return out
+
+
+@njit(cache=True)
 def take(values, index):
     """``values[index]`` for float64 ``values`` and an int32 ``index``, without NumPy's
     conversion of the index to intp (a pass and 8 bytes per entry): the merged rows' targets
