@@ -437,14 +437,23 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     y_bits = y.view(np.uint64)
     count = np.zeros(d + 2, dtype=np.int64)
     hb = np.empty(n, dtype=np.uint32)
-    for r in range(n):
-        i = r if src.shape[0] == 0 else src[r]
-        f = 0
-        if indptr[i + 1] > indptr[i]:
-            f = indices[indptr[i]] + 1
-        count[f + 1] += 1
-        hb[r] = np.uint32(_row_hash(indptr, indices, data_bits, y, y_bits, i)
-                          >> np.uint64(32))
+    if src.shape[0] == 0:  # the rows themselves (a test of src per row: 0.01 CPU s more)
+        for i in range(n):
+            f = 0
+            if indptr[i + 1] > indptr[i]:
+                f = indices[indptr[i]] + 1
+            count[f + 1] += 1
+            hb[i] = np.uint32(_row_hash(indptr, indices, data_bits, y, y_bits, i)
+                              >> np.uint64(32))
+    else:
+        for r in range(n):
+            i = src[r]
+            f = 0
+            if indptr[i + 1] > indptr[i]:
+                f = indices[indptr[i]] + 1
+            count[f + 1] += 1
+            hb[r] = np.uint32(_row_hash(indptr, indices, data_bits, y, y_bits, i)
+                              >> np.uint64(32))
     big = 0
     for f in range(d + 1):
         big = max(big, count[f + 1])
@@ -453,14 +462,23 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
         return False, np.zeros(0, dtype=np.int32), np.zeros(0)
     sb = np.empty(n, dtype=np.uint64)  # (top half, row) by first feature
     pos = count[:d + 1].copy()
-    for r in range(n):
-        i = r if src.shape[0] == 0 else src[r]
-        f = 0
-        if indptr[i + 1] > indptr[i]:
-            f = indices[indptr[i]] + 1
-        p = pos[f]
-        pos[f] = p + 1
-        sb[p] = (np.uint64(hb[r]) << np.uint64(32)) | np.uint64(i)
+    if src.shape[0] == 0:
+        for i in range(n):
+            f = 0
+            if indptr[i + 1] > indptr[i]:
+                f = indices[indptr[i]] + 1
+            p = pos[f]
+            pos[f] = p + 1
+            sb[p] = (np.uint64(hb[i]) << np.uint64(32)) | np.uint64(i)
+    else:
+        for r in range(n):
+            i = src[r]
+            f = 0
+            if indptr[i + 1] > indptr[i]:
+                f = indices[indptr[i]] + 1
+            p = pos[f]
+            pos[f] = p + 1
+            sb[p] = (np.uint64(hb[r]) << np.uint64(32)) | np.uint64(i)
     rows = hb.view(np.int32)  # the groups' first rows, over the consumed hashes
     sc = np.empty(big, dtype=np.uint64)
     kp = np.empty(big, dtype=np.uint64)
