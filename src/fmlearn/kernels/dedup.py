@@ -491,7 +491,10 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     rows = hb.view(np.int32)  # the groups' first rows, over the consumed hashes
     sc = np.empty(big, dtype=np.uint64)
     kp = np.empty(big, dtype=np.uint64)
-    sub = np.zeros((1 << 16) + 1, dtype=np.int64)
+    nk = 1
+    while nk < big and nk < (1 << 16):
+        nk *= 2
+    sub = np.zeros(nk + 1, dtype=np.int64)  # _sort_bucket's sub-buckets, at most nk
     w = np.empty(n if not unit else 0)
     merged = False
     ub = np.uint64(b)
