@@ -157,8 +157,10 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
     of fresh memory per row instead of about 40 for the keys, their radix sort
     (:func:`fmlearn.kernels.dedup.hash_argsort`) and the grouping, which remain the path of
     other calls (and of a first feature shared by over a million rows). At 8,000,000 user x
-    item rows in random order (4,000 users) 0.23-0.25 against 0.31-0.32 CPU s for those
-    three kernels (``benchmarks/profile_setup.py``, alternated, load 2.2, preliminary).
+    item rows in random order (4,000 users, no duplicates) 0.215 (0.209-0.345) against 0.298
+    (0.292-0.301) CPU s and 39,000 against 94,000 page faults
+    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load 1.5,
+    preliminary).
 
     Parameters
     ----------
