@@ -157,9 +157,9 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
     of fresh memory per row instead of about 40 for the keys, their radix sort
     (:func:`fmlearn.kernels.dedup.hash_argsort`) and the grouping, which remain the path of
     other calls (and of a first feature shared by over a million rows). At 8,000,000 user x
-    item rows in random order (4,000 users, no duplicates) 0.215 (0.209-0.345) against 0.298
-    (0.292-0.301) CPU s and 39,000 against 94,000 page faults
-    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load 1.5,
+    item rows in random order (4,000 users, no duplicates) 0.219 (0.216-0.223) against 0.308
+    (0.298-0.313) CPU s and 23,000 against 78,000 page faults
+    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load 1.35,
     preliminary).
 
     Parameters

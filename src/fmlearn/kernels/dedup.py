@@ -442,7 +442,7 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     At 8,000,000 user x item rows in random order (4,000 users; one thread, in one process,
     load 2): 0.19-0.21 CPU s against 0.22-0.23 for the three kernels it replaces with their
     pages already faulted in; in a fresh process (a fit) 23,000 page faults instead of
-    76,000 (``benchmarks/bench_merged_rows.py``)."""
+    78,000 (``benchmarks/bench_merged_rows.py``)."""
     y_bits = y.view(np.uint64)
     count = np.zeros(d + 2, dtype=np.int64)
     hb = np.empty(n, dtype=np.uint32)
