@@ -8,8 +8,9 @@ FILE.npz: CSR arrays ``indptr``, ``indices``, ``data``, ``shape`` and targets ``
 ``benchmarks/profile_setup.py --save`` writes). OLD/src: another source tree (``git archive
 REV src | tar -x -C OLD``). Each child loads the rows, loads the kernels on a small slice (no
 compilation timed), then times one ``merged_rows(X, y, sample_weight, group_by_first=True)``
-as a fit calls it (``targets=False`` where the tree has it; ``sample_weight=None``; ``--weights``: random integer weights 0-3; ``--subset``:
-every row but one in ten, an early-stopping split's training part). Prints, per tree, the CPU
+as a fit calls it (``targets=False`` where the tree has it; ``sample_weight=None``;
+``--weights``: random integer weights 0-3; ``--subset``: every row but one in ten, an
+early-stopping split's training part). Prints, per tree, the CPU
 and wall seconds and the thousands of minor page faults, median (min-max), the load average,
 and whether both trees gave the same rows, targets and weights (a digest). NumPy's
 transparent-huge-page advice is switched off as in a fit (``--huge`` keeps it).

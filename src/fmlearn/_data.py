@@ -154,13 +154,13 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
     With ``group_by_first`` (the ALS / MCMC fits) and at most 65,536 columns, one kernel
     (:func:`fmlearn.kernels.dedup.first_feature_groups`) counting-sorts the rows by their
     first feature and sorts, orders and groups each bucket while it is in the cache: 12 bytes
-    of fresh memory per row instead of about 40 for the keys, their radix sort
-    (:func:`fmlearn.kernels.dedup.hash_argsort`) and the grouping, which remain the path of
-    other calls (and of a first feature shared by over a million rows). At 8,000,000 user x
-    item rows in random order (4,000 users, no duplicates) 0.219 (0.216-0.223) against 0.308
-    (0.298-0.313) CPU s and 23,000 against 78,000 page faults
-    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load 1.35,
-    preliminary).
+    of fresh memory per row instead of 32 (48 with merged unit weights) for the keys, their
+    radix sort (:func:`fmlearn.kernels.dedup.hash_argsort`) and the grouping, which remain
+    the path of other calls (and of a first feature shared by over a million rows). At
+    8,000,000 user x item rows in random order (4,000 users, no duplicates) 0.219
+    (0.216-0.223) against 0.308 (0.298-0.313) CPU s and 23,000 against 78,000 page faults
+    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load
+    1.35, preliminary).
 
     Parameters
     ----------
@@ -212,11 +212,11 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
                                            X.shape[1], b, np.zeros(0) if unit else sw, unit,
                                            MAX_BUCKET)
     if ok:  # counting sort by first feature, buckets by hash, grouped in one kernel
-        if 2 * rows.shape[0] <= n:  # not the n-long scatter buffer for a few rows
+        if 2 * rows.shape[0] <= n:  # few groups: not the n-long buffer they were written in
             rows = rows.copy()
         if unit and w.shape[0] == 0:  # nothing merged
             if rows.shape[0] == n and src.shape[0] == 0:  # nor dropped: all ones
-                w = None if sample_weight is None else sw
+                w = sw  # None without weights (as below)
             else:
                 w = np.ones(rows.shape[0])
     else:

@@ -15,7 +15,7 @@ _P, _M = 1099511628211, 2**64 - 1
 
 def _fnv(idx, bits, ybits):
     h = ((14695981039346656037 ^ len(idx)) * _P) & _M
-    for j, v in zip(idx, bits):
+    for j, v in zip(idx, bits, strict=True):
         h = ((h ^ int(j)) * _P) & _M
         h = ((h ^ int(v)) * _P) & _M
     return ((h ^ ybits) * _P) & _M
