@@ -95,9 +95,9 @@ def test_merged_rows_without_duplicates_keeps_no_weights():
 
 
 def _colliding_rows():
-    """Rows of one first feature whose hashes agree in their top 32 bits and differ below
-    (found among 2^18 candidate rows by the birthday bound), as pairs of row numbers of the
-    candidates."""
+    """Rows of one first feature whose hashes agree in their top 32 bits and differ below, as
+    pairs of row numbers of 2^18 candidate rows (values differing in a few mantissa bits:
+    FNV-1a's top bits mix them poorly, so such pairs are many)."""
     j = np.repeat(np.arange(1, 257), 1024)
     v = 1.0 + np.tile(np.arange(1024), 256) / 1024.0
     n = j.shape[0]
@@ -116,7 +116,7 @@ def test_rows_whose_hashes_agree_in_their_top_halves_are_ordered_by_the_whole_ke
     C, pairs = _colliding_rows()
     assert len(pairs) >= 2
     rng = np.random.default_rng(0)
-    pick = np.array([r for p in pairs for r in p] + list(rng.integers(0, C.shape[0], 60)))
+    pick = np.array([r for p in pairs[:20] for r in p] + list(rng.integers(0, C.shape[0], 60)))
     pick = rng.permutation(np.repeat(pick, rng.integers(1, 4, pick.shape[0])))
     X = to_csr(C[pick])
     y, sw = np.ones(X.shape[0]), rng.choice([0.0, 1.0, 2.0], X.shape[0])
