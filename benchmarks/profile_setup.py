@@ -209,8 +209,9 @@ def main(argv=None):
     prof.patch(fm_plan.ClassicFMPlan, "build", "ClassicFMPlan.build")
     import fmlearn.kernels.dedup as dedup
 
-    for attr in ("row_keys", "radix_argsort", "hash_argsort", "group_keys", "group_hashed",
-                 "group_weights", "take"):  # this checkout's names and earlier ones
+    for attr in ("first_feature_groups", "row_keys", "radix_argsort", "hash_argsort",
+                 "group_keys", "group_hashed", "group_weights", "take"):  # this checkout's
+        # names and earlier ones
         if hasattr(dedup, attr):
             setattr(dedup, attr, prof.wrap(attr, getattr(dedup, attr)))
     for attr in ("inverse_rows", "_field_layout", "fill_fields", "to_places",

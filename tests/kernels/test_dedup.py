@@ -1,0 +1,196 @@
+"""fmlearn.kernels.dedup: the one-kernel duplicate merge of ``merged_rows``
+(``first_feature_groups``: a counting sort by first feature, buckets sorted by hash) against a
+slow pure-Python oracle of the stable sort of the keys and the grouping; its pieces (the bucket
+sort's fallback, the ordering of runs of equal top halves) against NumPy."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fmlearn._data import merge_duplicate_rows, merged_rows, raw, to_csr
+from fmlearn.kernels import dedup
+
+_P, _M = 1099511628211, 2**64 - 1
+
+
+def _fnv(idx, bits, ybits):
+    h = ((14695981039346656037 ^ len(idx)) * _P) & _M
+    for j, v in zip(idx, bits, strict=True):
+        h = ((h ^ int(j)) * _P) & _M
+        h = ((h ^ int(v)) * _P) & _M
+    return ((h ^ ybits) * _P) & _M
+
+
+def oracle(X, y, sw, subset=None):
+    """merged_rows' (rows, weights) from its definition: the keys (first feature + 1 above the
+    FNV hash's top bits, -0.0 hashed as +0.0) sorted stably, consecutive identical rows
+    (content and target) merged, weights summed in sorted order (unit weights counted)."""
+    n = X.shape[0]
+    keep = np.ones(n, bool) if sw is None else sw > 0
+    if subset is not None:
+        keep &= np.isin(np.arange(n), subset)
+    src = np.flatnonzero(keep)
+    b = max(1, int(X.shape[1] + 1).bit_length())
+    bits = X.data.view(np.uint32 if X.dtype == np.float32 else np.uint64)
+    keys, content = {}, {}
+    for i in src:
+        a, e = X.indptr[i], X.indptr[i + 1]
+        yi = float(y[i]) + 0.0
+        ybits = int(np.array([yi]).view(np.uint64)[0])
+        h = _fnv(X.indices[a:e], bits[a:e], ybits)
+        first = int(X.indices[a]) + 1 if e > a else 0
+        keys[i] = (first << (64 - b)) | (h >> b)
+        content[i] = (tuple(X.indices[a:e]), tuple(X.data[a:e]), yi)
+    order = sorted(src, key=lambda i: (keys[i], i))
+    rows, w = [], []
+    for i in order:
+        wt = 1.0 if sw is None else float(sw[i])
+        if rows and keys[i] == keys[rows[-1]] and content[i] == content[rows[-1]]:
+            w[-1] += wt
+        else:
+            rows.append(i)
+            w.append(wt)
+    return np.array(rows), np.array(w)
+
+
+def _data(dtype, rng, n=500, d=30):
+    """Rows from a small pool (duplicates), empty rows, targets 0, -0.0 and others."""
+    pool = sp.random(40, d, density=0.1, random_state=5, format="csr", dtype=np.float64)
+    pool.data = np.round(pool.data * 4) / 2 + 0.5
+    pool = sp.vstack([pool, sp.csr_matrix((1, d))]).tocsr()
+    X = to_csr(pool[rng.integers(0, pool.shape[0], n)], dtype)
+    y = rng.integers(0, 3, n).astype(np.float64)
+    y[rng.random(n) < 0.1] = -0.0
+    return X, y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weights", [None, "unit", "mixed"])
+@pytest.mark.parametrize("subset", [False, True])
+def test_merged_rows_equals_the_oracle(dtype, weights, subset):
+    rng = np.random.default_rng(7)
+    X, y = _data(dtype, rng)
+    sw = {None: None, "unit": np.ones(X.shape[0]),
+          "mixed": rng.choice([0.0, 0.5, 1.0, 3.0], X.shape[0])}[weights]
+    sub = np.sort(rng.choice(X.shape[0], 300, replace=False)) if subset else None
+    rows, yr, w, keep = merged_rows(X, y, sw, group_by_first=True, subset=sub)
+    want_rows, want_w = oracle(X, y, sw, sub)
+    assert rows.dtype == np.int32 and np.array_equal(rows, want_rows)
+    assert np.array_equal(yr, y[want_rows])
+    assert want_rows.shape[0] < (X.shape[0] if sub is None else sub.shape[0])  # merged
+    assert np.array_equal(np.asarray(w).view(np.uint64), want_w.view(np.uint64))
+
+
+def test_merged_rows_without_duplicates_keeps_no_weights():
+    # unit weights and nothing merged: no weights (None), every row once, in key order
+    rng = np.random.default_rng(3)
+    X = to_csr(sp.random(200, 50, density=0.1, random_state=1, format="csr"))
+    y = rng.standard_normal(200)
+    rows, _, w, keep = merged_rows(X, y, None)
+    want_rows, _ = oracle(X, y, None)
+    assert w is None and keep is None and np.array_equal(rows, want_rows)
+    rows, _, w, _ = merged_rows(X, y, None, subset=np.arange(0, 200, 2))  # ones when subset
+    want_rows, want_w = oracle(X, y, None, np.arange(0, 200, 2))
+    assert np.array_equal(rows, want_rows) and np.array_equal(w, want_w)
+
+
+def _colliding_rows():
+    """Rows of one first feature whose hashes agree in their top 32 bits and differ below, as
+    pairs of row numbers of 2^18 candidate rows (values differing in a few mantissa bits:
+    FNV-1a's top bits mix them poorly, so such pairs are many)."""
+    j = np.repeat(np.arange(1, 257), 1024)
+    v = 1.0 + np.tile(np.arange(1024), 256) / 1024.0
+    n = j.shape[0]
+    C = sp.csr_matrix((np.column_stack([np.ones(n), v]).ravel(),
+                       np.column_stack([np.zeros(n, int), j]).ravel(),
+                       np.arange(0, 2 * n + 1, 2)), shape=(n, 257))
+    indptr, indices, data = raw(to_csr(C))
+    h = dedup.row_hashes(indptr, indices, data.view(np.uint64), np.ones(n).view(np.uint64))
+    top = h >> np.uint64(32)
+    o = np.argsort(top, kind="stable")
+    same = np.flatnonzero((top[o][1:] == top[o][:-1]) & (h[o][1:] != h[o][:-1]))
+    return C, [(o[s], o[s + 1]) for s in same]
+
+
+def test_rows_whose_hashes_agree_in_their_top_halves_are_ordered_by_the_whole_key():
+    C, pairs = _colliding_rows()
+    assert len(pairs) >= 2
+    rng = np.random.default_rng(0)
+    pick = np.array([r for p in pairs[:20] for r in p] + list(rng.integers(0, C.shape[0], 60)))
+    pick = rng.permutation(np.repeat(pick, rng.integers(1, 4, pick.shape[0])))
+    X = to_csr(C[pick])
+    y, sw = np.ones(X.shape[0]), rng.choice([0.0, 1.0, 2.0], X.shape[0])
+    for weights in (None, sw):
+        rows, _, w, _ = merged_rows(X, y, weights)
+        want_rows, want_w = oracle(X, y, weights)
+        assert np.array_equal(rows, want_rows)
+        assert np.array_equal(w, want_w)
+
+
+def test_a_bucket_too_large_takes_the_radix_path(monkeypatch):
+    rng = np.random.default_rng(1)
+    X, y = _data(np.float64, rng)
+    sw = rng.choice([0.0, 1.0, 2.5], X.shape[0])
+    data = X.data.view(np.uint64)
+    ok, _, _ = dedup.first_feature_groups(X.indptr, X.indices, X.data, data, y,
+                                          np.zeros(0, np.int32), X.shape[0], X.shape[1], 5,
+                                          np.zeros(0), True, 10)
+    assert not ok
+    monkeypatch.setattr(dedup, "MAX_BUCKET", 10)
+    for weights in (None, sw):
+        rows, _, w, _ = merged_rows(X, y, weights)
+        want_rows, want_w = oracle(X, y, weights)
+        assert np.array_equal(rows, want_rows) and np.array_equal(w, want_w)
+
+
+def test_sort_bucket_sorts_any_distinct_values():
+    # near-uniform values (the scatter by top bits then insertion) and values whose top bits
+    # all agree in reverse order (insertion past its budget: the full sort)
+    rng = np.random.default_rng(2)
+    sub = np.zeros((1 << 16) + 1, dtype=np.int64)
+    for a in (rng.permutation(2**63 + np.arange(3000, dtype=np.uint64) * np.uint64(2**50)),
+              np.arange(5000, dtype=np.uint64)[::-1].copy(),
+              np.unique(rng.integers(0, 2**63, 700, dtype=np.uint64))[::-1].copy(),
+              np.array([5, 3], dtype=np.uint64)):
+        lo = 3
+        buf = np.concatenate([np.zeros(lo, np.uint64), a])
+        sc = np.zeros(a.shape[0], np.uint64)
+        dedup._sort_bucket(buf, lo, lo + a.shape[0], sc, sub)
+        assert np.array_equal(sc, np.sort(a))
+
+
+@pytest.mark.parametrize("length", [5, 40])
+def test_order_run_is_a_stable_sort_by_the_rest_of_the_key(length):
+    # a run declared of equal top halves, rows increasing, with duplicates: ordered by the
+    # keys' rest (recomputed, as row_keys), ties in row order (insertion and merge sort)
+    rng = np.random.default_rng(length)
+    X, y = _data(np.float64, rng, n=200)
+    rows = np.sort(rng.choice(200, length, replace=False))
+    rows[1::4] = rows[::4][: rows[1::4].shape[0]]  # repeated rows
+    rows = np.sort(rows)
+    b = 6
+    keys = dedup.row_keys(X.indptr, X.indices, X.data.view(np.uint64), y,
+                          np.zeros(0, np.int32), 200, b, False)
+    sc = (np.uint64(7) << np.uint64(32)) | rows.astype(np.uint64)
+    kp = np.zeros(length, np.uint64)
+    dedup._order_run(sc, kp, 0, length, X.indptr, X.indices, X.data.view(np.uint64), y,
+                     y.view(np.uint64), np.uint64(b))
+    want = rows[np.argsort(keys[rows] >> np.uint64(b), kind="stable")]
+    assert np.array_equal((sc & np.uint64(0xFFFFFFFF)).astype(np.int64), want)
+
+
+def test_merge_duplicate_rows_is_merged_rows_on_a_copy():
+    # the copying twin (SGD, the other solvers) keeps the same rows and weights
+    rng = np.random.default_rng(4)
+    X, y = _data(np.float32, rng)
+    sw = rng.choice([0.0, 1.0, 2.0], X.shape[0])
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
+    rows, yr, w, _ = merged_rows(X, y, sw)
+    assert (X[rows] != Xm).nnz == 0 and np.array_equal(yr, ym) and np.array_equal(w, wm)
+
+
+def test_true_positions_are_flatnonzero():
+    rng = np.random.default_rng(5)
+    for mask in (rng.random(1000) < 0.3, np.zeros(7, bool), np.ones(5, bool), np.zeros(0, bool)):
+        got = dedup.true_positions(mask)
+        assert got.dtype == np.int32 and np.array_equal(got, np.flatnonzero(mask))
