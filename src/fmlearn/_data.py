@@ -157,10 +157,10 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
     of fresh memory per row instead of 32 (48 with merged unit weights) for the keys, their
     radix sort (:func:`fmlearn.kernels.dedup.hash_argsort`) and the grouping, which remain
     the path of other calls (and of a first feature shared by over a million rows). At
-    8,000,000 user x item rows in random order (4,000 users, no duplicates) 0.219
-    (0.216-0.223) against 0.308 (0.298-0.313) CPU s and 23,000 against 78,000 page faults
-    (``benchmarks/bench_merged_rows.py``: fresh processes, 5 alternated repetitions, load
-    1.35, preliminary).
+    8,000,000 user x item rows in random order (4,000 users, no duplicates) 0.222
+    (0.204-0.254) CPU s and 23,000 page faults, where 729dd44's three kernels and its gather
+    of the targets took 0.412 (0.401-0.441) and 94,000 (``benchmarks/bench_merged_rows.py``:
+    fresh processes, 5 alternated repetitions, quiet machine, load 0.97).
 
     Parameters
     ----------
@@ -234,7 +234,7 @@ def merged_rows(X, y, sample_weight, group_by_first=True, subset=None, targets=T
 # stays small and its scatter's write streams few (8,000,000 rows in random order: with
 # 4,000 first features 0.21 against 0.23 CPU s for the radix path, 16,000 and 50,000 on
 # par, 125,000 0.28 against 0.26 and 1,000,000 0.57 against 0.27; in one process, the
-# pages already faulted in, so the fewer fresh pages are not counted)
+# pages already faulted in, so the fewer fresh pages are not counted; loaded machine)
 _COUNTING_SORT_COLUMNS = 1 << 16
 
 

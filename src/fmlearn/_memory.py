@@ -5,11 +5,16 @@ inside it. NumPy calls ``madvise(MADV_HUGEPAGE)`` on every allocation of 4 MiB o
 the kernel's ``transparent_hugepage/defrag`` set to ``madvise`` (a common default), the first
 touch of such an array then waits while the kernel finds, compacts and zeroes 2 MiB pages.
 On the virtual machines this library is benchmarked on (Firecracker guests, 2 cores) that
-made the first touch of a fresh 64 MB array cost 0.14 s instead of 0.03 s, and the set-up of
-an ALS fit at 8,000,000 rows (its transient index arrays, each touched once or twice) ~0.2
-CPU s more. :func:`empty_for_sweeps` keeps the advice for the one array the sweeps read in
-random order, the row state: huge pages spare the sweeps' TLB misses there (8,000,000 rows:
-0.52 against 0.55 CPU s per ALS sweep), worth their ~0.1 s of faults from the fourth sweep.
+made the first touch of a fresh 64 MB array in a fit cost 0.14 s instead of 0.03 s, and the
+set-up of an ALS fit at 8,000,000 rows (its transient index arrays, each touched once or
+twice) ~0.2-0.3 CPU s more. :func:`empty_for_sweeps` keeps the advice for the one array the
+sweeps read and write in random order, the row state: huge pages spare the sweeps' TLB
+misses there. ``benchmarks/bench_row_state_pages.py`` (3 alternated fresh processes, quiet
+machine): per ALS sweep 0.529 against 0.573 CPU s at 8,000,000 rows, 0.128 against 0.141 at
+2,000,000 (MCMC 0.131 against 0.142); the first fit's set-up at 8,000,000 rows 1.16 against
+0.87 CPU s (the first touch of 192 MB of huge pages, which varies with the machine's free
+memory), a later fit's 0.74 against 0.87: the huge pages pay for themselves from about the
+seventh sweep of a process's first fit.
 """
 
 import contextlib

@@ -285,9 +285,12 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     The targets as in :func:`row_state_at`; the source rows' (``by_source``: ``y[rows[r]]``)
     are gathered into ``E[:, 0]`` first by a loop of nothing but the reads (independent, so
     the CPU overlaps them; read inside the arithmetic's loop they cost 0.6 CPU s more at
-    8,000,000 rows), then replaced by the prediction less the target. 8,000,000 rows, the
-    row cache already touched: 0.17 against :func:`row_state_at`'s 0.21-0.22 CPU s (the
-    predictions alone 0.11 against 0.21)."""
+    8,000,000 rows on a loaded machine), then replaced by the prediction less the target.
+    8,000,000 rows, the row cache already touched, in one process on a loaded machine: 0.17
+    against :func:`row_state_at`'s 0.21-0.22 CPU s. In a fit's set-up, where the first
+    touch of the 192 MB row cache on huge pages dominates, the phase took 0.456
+    (0.324-0.517) CPU s against 0.464 (0.429-0.559) with :func:`row_state_at`
+    (``benchmarks/bench_setup_ab.py``, 5 alternated fresh processes, load 0.8-1.0)."""
     k = V.shape[1]
     q = np.empty(k)
     qq = np.empty(k)

@@ -27,6 +27,7 @@ def row_hashes(indptr, indices, data_bits, y_bits):
 
 
 @njit(cache=True, inline="always")  # a call per row otherwise: 0.05 CPU s more at 8M rows
+# (loaded machine)
 def _row_hash(indptr, indices, data_bits, y, y_bits, i):
     # row_keys' hash of row i (before its shift): the bits of y[i] + 0.0 (-0.0 and +0.0 both
     # hash as +0.0; y finite) read from y_bits, y's view, not through a scratch entry (a
@@ -281,9 +282,10 @@ def target_moments(y, rows, sw):
     kernel. The sums here are sequential, so the same doubles on every machine; exact (equal
     to any other order's) when the targets and weights are small integers (ratings).
     In an ALS fit of 8,000,000 rows (the targets read through the fit's row index, in random
-    order): 0.065 CPU s, where the gather of ``fmlearn._data.merged_rows`` took 0.09 and the
-    NumPy route 0.25-0.30 more (the squares and the unit weights faulted in, BLAS's spin);
-    measured in one process, quiet machine, 2026-11-29."""
+    order): 0.068-0.076 CPU s (six fits, quiet machine), where the gather of
+    ``fmlearn._data.merged_rows`` took 0.09 and the NumPy route 0.25-0.30 more (the squares
+    and the unit weights faulted in, BLAS's spin; one process each, before other work ran
+    beside them)."""
     n = rows.shape[0] if rows.shape[0] else y.shape[0]
     lo = np.inf
     hi = -np.inf
@@ -439,10 +441,11 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     buffer, which becomes ``rows``. The row hash reads the targets' bits through a view
     (``y`` finite, -0.0 hashed as +0.0), so ``y`` must be contiguous.
 
-    At 8,000,000 user x item rows in random order (4,000 users; one thread, in one process,
-    load 2): 0.19-0.21 CPU s against 0.22-0.23 for the three kernels it replaces with their
-    pages already faulted in; in a fresh process (a fit) 23,000 page faults instead of
-    78,000 (``benchmarks/bench_merged_rows.py``)."""
+    At 8,000,000 user x item rows in random order (4,000 users; one thread), in a fit's
+    set-up: 0.228 (0.217-0.262) CPU s, where :func:`row_keys`, :func:`hash_argsort` and
+    :func:`group_hashed` took 0.086, 0.185 and 0.039 (medians; ``benchmarks/bench_setup_ab.py``
+    against 729dd44, 5 alternated fresh processes, load 0.8-1.0); 23,000 page faults
+    instead of 78,000 (``benchmarks/bench_merged_rows.py``)."""
     y_bits = y.view(np.uint64)
     count = np.zeros(d + 2, dtype=np.int64)
     hb = np.empty(n, dtype=np.uint32)

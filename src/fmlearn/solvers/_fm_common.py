@@ -323,9 +323,10 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     pass (:func:`_field_layout`), and their row state is computed from the layout in fit
     order (:attr:`ColumnData.fields`); other rows take the colouring's rounds, the class
     counts (from the colouring's first round when the fit rows are the kept rows) and the
-    fill. Either way the same arrays. 8,000,000 rows of two fields, one thread, loaded
-    machine (``benchmarks/bench_setup_ab.py``, alternated with the general passes): 0.16-0.18
-    against 0.34-0.35 CPU s for this function.
+    fill. Either way the same arrays. 8,000,000 rows of two fields, one thread
+    (``benchmarks/bench_setup_ab.py`` against 729dd44's general passes, 5 alternated fresh
+    processes, load 0.8-1.0): 0.205 (0.169-0.218) against 0.428 (0.389-0.443) CPU s for this
+    function.
     """
     indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
     n_src, d = X_csr.shape
@@ -368,15 +369,16 @@ def _field_layout(X_csr, inv, n):
     ``COLORING_ROUNDS``) within its budget.
 
     The same arrays as the general passes: the greedy colouring (class c: the features at
-    place c), each class in every row, one place per entry. 8,000,000 rows of two fields,
-    loaded machine: 0.09-0.12 CPU s for the pass and 0.006 s for
-    :func:`~fmlearn.kernels.cd_layout.to_places`, against 0.045 s for the colouring and
-    0.12-0.15 s for the fill."""
+    place c), each class in every row, one place per entry. 8,000,000 rows of two fields
+    (``benchmarks/bench_setup_ab.py``, 5 alternated fresh processes, load 0.8-1.0): 0.122
+    (0.102-0.140) CPU s for the pass and 0.006 s for
+    :func:`~fmlearn.kernels.cd_layout.to_places`, where 729dd44 took 0.120 for the colouring
+    (two rounds), 0.044 for the class counts and 0.136 for the fill."""
     indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
     d = X_csr.shape[1]
     m = int(indptr[1] - indptr[0]) if n else 0
-    if not (2 <= m <= COLORING_ROUNDS and m < d <= 1 << 16 and m * m * n <= COLORING_BUDGET
-) or not all_ones(data):
+    shaped = 2 <= m <= COLORING_ROUNDS and m < d <= 1 << 16 and m * m * n <= COLORING_BUDGET
+    if not shaped or not all_ones(data):
         return None
     etpos = np.empty(m * n, dtype=np.uint16)
     place, ok = fill_fields(indptr, indices, inv, d, m, etpos)
