@@ -21,10 +21,11 @@ import os
 import subprocess
 import sys
 
-import numpy as np
+import _sbs_core as core  # the harness's helpers (this folder)
 
 CHILD = r'''
 import hashlib, json, resource, sys, time
+import _sbs_core as core  # the harness's helpers (this folder)
 import numpy as np
 import scipy.sparse as sp
 if sys.argv[5] == "0":
@@ -58,7 +59,7 @@ print(json.dumps({"cpu": c1 - c0, "wall": t1 - t0, "kflt": (f1 - f0) / 1000,
 
 
 def spread(v, fmt="{:.3f}"):
-    return f"{fmt.format(np.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})"
+    return core.spread(v, fmt)  # the harness's "median (min-max)"
 
 
 def main():

@@ -279,15 +279,16 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     entries are the features ``order[color_ptr[c] + etpos[c n + r]]`` for c = 0, 1, ...,
     in the order of its CSR row, so a pass in fit order computes the
     predictions with the arithmetic of :func:`fmlearn.kernels.predict.fm_predict_csr` (its
-    ``_row``, operation for operation) from the entries and writes ``E`` in order: no pass
-    over the CSR rows and no gather of predictions.
+    ``_row``, called on each row's features as a one-row CSR matrix) from the entries and
+    writes ``E`` in order: no pass over the CSR rows and no gather of predictions.
 
     The targets as in :func:`row_state_at`; the source rows' (``by_source``: ``y[rows[r]]``)
     are gathered into ``E[:, 0]`` first by a loop of nothing but the reads (independent, so
     the CPU overlaps them; read inside the arithmetic's loop they cost 0.6 CPU s more at
     8,000,000 rows on a loaded machine), then replaced by the prediction less the target.
-    8,000,000 rows, the row cache already touched, in one process on a loaded machine: 0.17
-    against :func:`row_state_at`'s 0.21-0.22 CPU s. In a fit's set-up, where the first
+    8,000,000 rows, the row cache already touched, in one process, quiet machine: 0.205-0.238
+    CPU s (0.195-0.208 when it repeated ``_row``'s arithmetic inline; row for row the same
+    E). In a fit's set-up, where the first
     touch of the 192 MB row cache on huge pages dominates, the phase took 0.456
     (0.324-0.517) CPU s against 0.464 (0.429-0.559) with :func:`row_state_at`
     (``benchmarks/bench_setup_ab.py``, 5 alternated fresh processes, load 0.8-1.0)."""
@@ -301,20 +302,14 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     if staged:  # a tight loop of independent reads, which the CPU overlaps
         for r in range(n):
             E[r, 0] = y[rows[r]]
+    ptr = np.zeros(2, dtype=np.int64)  # fit row r as a one-row CSR matrix for _row
+    ptr[1] = m
+    feat = np.empty(m, dtype=np.int64)
+    vals = np.full(m, x)
     for r in range(n):
-        for f in range(k):
-            q[f] = 0.0
-            qq[f] = 0.0
-        acc = np.float64(w0)
         for c in range(m):
-            j = order[color_ptr[c] + np.int64(etpos[c * n + r])]
-            acc += w[j] * x
-            for f in range(k):
-                t = V[j, f] * x
-                q[f] += t
-                qq[f] += t * t
-        for f in range(k):
-            acc += 0.5 * (q[f] * q[f] - qq[f])
+            feat[c] = order[color_ptr[c] + np.int64(etpos[c * n + r])]
+        acc = _row(ptr, feat, vals, 0, w0, w, V, q, qq)
         if staged:
             acc = acc - E[r, 0]
         elif squared:
