@@ -35,7 +35,9 @@ _saved = None
 def small_pages():
     """Within the block, NumPy's large allocations get no huge-page advice (the system's
     default pages); the previous setting comes back when the last of nested or concurrent
-    blocks ends. Nothing changes where NumPy offers no such switch."""
+    blocks ends. Nothing changes where NumPy offers no such switch. NumPy's switch is
+    process-wide: arrays other threads allocate while a fit runs get no advice either (a
+    matter of speed only, never of results)."""
     global _depth, _saved
     if _SET is None:  # pragma: no cover - a NumPy without the switch
         yield
