@@ -9,29 +9,13 @@ import numpy as np
 from ._jit import njit
 
 
-@njit(cache=True)
-def row_hashes(indptr, indices, data_bits, y_bits):
-    # 64-bit FNV-1a style mixing of each row's (index, value-bits) pairs and its target.
-    n = indptr.shape[0] - 1
-    out = np.empty(n, dtype=np.uint64)
-    prime = np.uint64(1099511628211)
-    for i in range(n):
-        h = np.uint64(14695981039346656037)
-        h = (h ^ np.uint64(indptr[i + 1] - indptr[i])) * prime
-        for p in range(indptr[i], indptr[i + 1]):
-            h = (h ^ np.uint64(indices[p])) * prime
-            h = (h ^ np.uint64(data_bits[p])) * prime
-        h = (h ^ y_bits[i]) * prime
-        out[i] = h
-    return out
-
-
 @njit(cache=True, inline="always")  # a call per row otherwise: 0.05 CPU s more at 8M rows
 # (loaded machine)
 def _row_hash(indptr, indices, data_bits, y, y_bits, i):
-    # row_keys' hash of row i (before its shift): the bits of y[i] + 0.0 (-0.0 and +0.0 both
-    # hash as +0.0; y finite) read from y_bits, y's view, not through a scratch entry (a
-    # store and a load per row: twice the time of the whole hashing pass)
+    # 64-bit FNV-1a style mixing of row i's length, its (index, value-bits) pairs and the
+    # bits of its target y[i] + 0.0 (-0.0 and +0.0 both hash as +0.0; y finite), read from
+    # y_bits, y's view, not through a scratch entry (a store and a load per row: twice the
+    # time of the whole hashing pass)
     prime = np.uint64(1099511628211)
     h = np.uint64(14695981039346656037)
     a = indptr[i]
@@ -44,6 +28,17 @@ def _row_hash(indptr, indices, data_bits, y, y_bits, i):
     if y[i] == 0.0:
         yb = np.uint64(0)
     return (h ^ yb) * prime
+
+
+@njit(cache=True)
+def row_hashes(indptr, indices, data_bits, y_bits):
+    """:func:`_row_hash` of every row, the targets given by their bits (``y + 0.0``'s)."""
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    y = y_bits.view(np.float64)
+    for i in range(n):
+        out[i] = _row_hash(indptr, indices, data_bits, y, y_bits, i)
+    return out
 
 
 @njit(cache=True)
