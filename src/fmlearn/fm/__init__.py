@@ -49,7 +49,7 @@ from ._multiclass import (
     ovr_proba,
     stack_views,
 )
-from ._plan import ClassicFMPlan, raise_diverged, stopping_rule
+from ._plan import ClassicFMPlan, raise_diverged, stopping_rule, summary_reads
 
 
 def _solver_is_sgd(est):
@@ -138,6 +138,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
         # ALS / MCMC read the rows where they are (a canonical CSR is not copied) through an
         # index of the merged rows (rows); SGD and VB take them as one array in their order.
         sweeps = est.solver in ("als", "mcmc")
+        squares, spread = summary_reads(est)
         if is_relation_data(X):
             X = _relation.expanded(X, X.dtype)
         else:
@@ -149,7 +150,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             train = None
             X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
             # the squares count the rows as given
-            summary = DataSummary.of_rows(X, None, sw, unit_weights=True)
+            summary = DataSummary.of_rows(X, None, sw, unit_weights=True, squares=squares)
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
@@ -163,8 +164,12 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
                 y = RowTargets.of(y_source, index, None)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
-    if isinstance(y, RowTargets):  # the targets' statistics read through the index too
+    if isinstance(y, RowTargets) and (spread or train is not None or rows[0][1] is not None):
+        # the targets' statistics read through the index too
         summary = summary.with_targets(y.source, sw, rows=y.rows, unit_weights=True)
+    elif isinstance(y, RowTargets):  # only their range: that of the rows as given (each is
+        # a fit row or merged into one with the same target), read in order, not gathered
+        summary = summary.with_targets(y.source)
     else:
         summary = summary.with_targets(y, sw, unit_weights=True)
     plan = ClassicFMPlan.build(est, summary, context=context, stopping=rule)

@@ -268,6 +268,19 @@ class ClassicFMPlan(FitPlan):
             est.__dict__.pop("best_iteration_", None)
 
 
+def summary_reads(est):
+    """``(squares, spread)``: whether :meth:`ClassicFMPlan.build` reads, for a ``fit`` of
+    ``est``, the data summary's square sums (:attr:`DataSummary.squares`,
+    :attr:`DataSummary.mean_pairs`) and the targets' spread (:attr:`DataSummary.y_std`)
+    beside the counts and the targets' range. Both scale ``init_stdev="auto"`` for ALS,
+    MCMC and VB (SGD's comes from its settings), the spread only for a regressor (a
+    classifier's is one unit); with ``init_stdev`` given, the fit needs neither, and
+    ``fmlearn.fm`` skips the pass over the values and the targets' gather through the fit's
+    row index (0.04 and 0.07 CPU s at 8,000,000 rows)."""
+    p = est.get_params(deep=False)
+    auto = isinstance(p["init_stdev"], str) and p["solver"] != "sgd"
+    return auto, auto and not is_classifier(est)
+
 def stopping_rule(est, n_samples, has_eval_set):
     """The early-stopping rule (:class:`fmlearn._early_stopping.StoppingRule`) of a ``fit`` of
     ``est`` on ``n_samples`` rows: the validation score is the mean squared error (regressor)

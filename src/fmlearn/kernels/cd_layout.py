@@ -11,7 +11,7 @@ index of 4 bytes per row instead of a copy of the matrix.
 import numpy as np
 
 from ._jit import njit
-from .predict import _row
+from .predict import _pair, _row
 
 
 @njit(cache=True, nogil=True)
@@ -307,9 +307,13 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     feat = np.empty(m, dtype=np.int64)
     vals = np.full(m, x)
     for r in range(n):
-        for c in range(m):
-            feat[c] = order[color_ptr[c] + np.int64(etpos[c * n + r])]
-        acc = _row(ptr, feat, vals, 0, w0, w, V, q, qq)
+        if m == 2:  # two fields (user x item): _row's arithmetic in registers
+            acc = _pair(w0, w, V, order[color_ptr[0] + np.int64(etpos[r])],
+                        order[color_ptr[1] + np.int64(etpos[n + r])], x)
+        else:
+            for c in range(m):
+                feat[c] = order[color_ptr[c] + np.int64(etpos[c * n + r])]
+            acc = _row(ptr, feat, vals, 0, w0, w, V, q, qq)
         if staged:
             acc = acc - E[r, 0]
         elif squared:

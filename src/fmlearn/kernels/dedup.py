@@ -288,8 +288,8 @@ def target_moments(y, rows, sw):
     total_sq = 0.0
     for r in range(n):
         t = y[rows[r]] if rows.shape[0] else y[r]
-        lo = min(lo, t)
-        hi = max(hi, t)
+        lo = min(lo, t + 0.0)  # -0.0 as +0.0: the range does not depend on the rows' order
+        hi = max(hi, t + 0.0)
         s = 1.0 if sw.shape[0] == 0 else sw[r]
         total += s * t
         total_sq += s * (t * t)

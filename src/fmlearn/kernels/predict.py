@@ -47,6 +47,30 @@ def _row(indptr, indices, data, i, w0, w, V, q, qq):
     return acc
 
 
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair(w0, w, V, a, b, x):
+    """:func:`_row`'s value for a row of two entries, features ``a`` then ``b``, both of
+    value ``x``: the same operations in the same order (the linear terms after ``w0``, then
+    each factor's ``0.5 (q_f^2 - qq_f)`` with ``q_f = (0 + t_a) + t_b``), so the same
+    double, with the factor sums in registers instead of ``_row``'s buffers. On 8,000,000
+    one-hot user x item rows (the row state of ``kernels.cd_layout.field_row_state``,
+    one thread, quiet machine): 0.103 against 0.144 CPU s."""
+    acc = np.float64(w0)
+    acc += w[a] * x
+    acc += w[b] * x
+    for f in range(V.shape[1]):
+        ta = V[a, f] * x
+        tb = V[b, f] * x
+        q = 0.0
+        q += ta
+        q += tb
+        qq = 0.0
+        qq += ta * ta
+        qq += tb * tb
+        acc += 0.5 * (q * q - qq)
+    return acc
+
 # Rows per task of the parallel loops: buffers are allocated once per chunk, not per row.
 CHUNK = 512
 # Fewer rows than this are predicted serially: a solver's per-iteration evaluation (25,000
