@@ -205,8 +205,8 @@ def main(argv=None):
     prof = Profiler(not args.no_trace)
     # what fmlearn.fm._fit_rows calls, as it names them
     prof.patch(FMRegressor, "_validate_train", "validate (_validate_train)")
-    for attr in ("canonical_csr", "split_rows", "split_index", "merged_rows", "column_data",
-                 "to_csr"):
+    for attr in ("canonical_csr", "split_rows", "split_index", "merged_rows", "pair_rows",
+                 "column_data", "to_csr"):
         if hasattr(fm_mod, attr):
             prof.patch(fm_mod, attr)
     prof.patch(plan_mod.DataSummary, "of_rows", "DataSummary.of_rows")
@@ -214,7 +214,7 @@ def main(argv=None):
     prof.patch(fm_plan.ClassicFMPlan, "build", "ClassicFMPlan.build")
     import fmlearn.kernels.dedup as dedup
 
-    for attr in ("first_feature_groups", "row_keys", "radix_argsort", "hash_argsort",
+    for attr in ("first_feature_groups", "pair_groups", "row_keys", "radix_argsort", "hash_argsort",
                  "group_keys", "group_hashed", "group_weights", "take"):  # this checkout's
         # names and earlier ones
         if hasattr(dedup, attr):

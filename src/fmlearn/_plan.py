@@ -210,9 +210,13 @@ class DataSummary:
         ``unit_weights`` and ``sw`` None, weight 1 each, the spread) of the targets ``y``
         (rows may have been merged or dropped since the squares were summed); with ``rows``
         (an int index), of the targets ``y[rows]``, read in place."""
-        lo, hi, y_sum, y_sum_sq = _target_stats(y, sw, rows=rows,
-                                                unit_weights=unit_weights and sw is None)
-        return replace(self, y_min=lo, y_max=hi, y_sum=y_sum, y_sum_sq=y_sum_sq)
+        return self.with_target_moments(*_target_stats(
+            y, sw, rows=rows, unit_weights=unit_weights and sw is None))
+
+    def with_target_moments(self, y_min, y_max, y_sum, y_sum_sq):
+        """The same summary with the targets' range and weighted sums given (what
+        :meth:`with_targets` computes)."""
+        return replace(self, y_min=y_min, y_max=y_max, y_sum=y_sum, y_sum_sq=y_sum_sq)
 
     @classmethod
     def merge(cls, parts, n_features, dtype):

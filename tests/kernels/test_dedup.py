@@ -171,12 +171,18 @@ def test_order_run_is_a_stable_sort_by_the_rest_of_the_key(length):
     b = 6
     keys = dedup.row_keys(X.indptr, X.indices, X.data.view(np.uint64), y,
                           np.zeros(0, np.int32), 200, b, False)
+    want = rows[np.argsort(keys[rows] >> np.uint64(b), kind="stable")]
     sc = (np.uint64(7) << np.uint64(32)) | rows.astype(np.uint64)
     kp = np.zeros(length, np.uint64)
     dedup._order_run(sc, kp, 0, length, X.indptr, X.indices, X.data.view(np.uint64), y,
-                     y.view(np.uint64), np.uint64(b))
-    want = rows[np.argsort(keys[rows] >> np.uint64(b), kind="stable")]
+                     y.view(np.uint64), np.uint64(b), np.zeros(0, np.int32))
     assert np.array_equal((sc & np.uint64(0xFFFFFFFF)).astype(np.int64), want)
+    # the low halves as places in a row map (pair_groups' buckets): the same order of rows
+    rowmap = rows[::-1].astype(np.int32).copy()  # place p holds row rowmap[p]
+    sc = (np.uint64(7) << np.uint64(32)) | (length - 1 - np.arange(length)).astype(np.uint64)
+    dedup._order_run(sc, kp, 0, length, X.indptr, X.indices, X.data.view(np.uint64), y,
+                     y.view(np.uint64), np.uint64(b), rowmap)
+    assert np.array_equal(rowmap[(sc & np.uint64(0xFFFFFFFF)).astype(np.int64)], want)
 
 
 def test_merge_duplicate_rows_is_merged_rows_on_a_copy():
@@ -194,3 +200,71 @@ def test_true_positions_are_flatnonzero():
     for mask in (rng.random(1000) < 0.3, np.zeros(7, bool), np.ones(5, bool), np.zeros(0, bool)):
         got = dedup.true_positions(mask)
         assert got.dtype == np.int32 and np.array_equal(got, np.flatnonzero(mask))
+
+
+def _pair_rows(rng, n=600, users=25, items=20):
+    """Rows of two one-hot fields (user, item) with duplicates; targets with signed zeros."""
+    u, i = rng.integers(0, users, n), rng.integers(0, items, n)
+    X = to_csr(sp.csr_matrix((np.ones(2 * n), np.column_stack([u, users + i]).ravel(),
+                              np.arange(0, 2 * n + 1, 2)), shape=(n, users + items)))
+    return X, rng.choice([0.0, -0.0, 1.0, 2.5], n)
+
+
+def _pair_groups(X, y, sw, max_bucket=dedup.MAX_BUCKET):
+    n, d = X.shape
+    E = np.full((n, 3), np.nan)
+    out = dedup.pair_groups(X.indptr, X.indices, X.data, X.data.view(np.uint64), y, n, d,
+                            max(1, int(d + 1).bit_length()), np.zeros(0) if sw is None else sw,
+                            sw is None, max_bucket, E)
+    return out, E
+
+
+@pytest.mark.parametrize("case", ["pairs", "distinct", "weights", "collisions"])
+def test_pair_groups_is_the_merge_with_its_layout_and_targets(case):
+    # the oracle's rows and weights; the fit rows' features in class-major order, their
+    # targets in E[:, 0] and target_moments' statistics of them
+    rng = np.random.default_rng(9)
+    sw = None
+    if case == "collisions":  # top halves of the hashes shared (values not 1: the kernel
+        # does not read them; pair_rows checks them)
+        C, pairs = _colliding_rows()
+        pick = np.array([r for p in pairs[:20] for r in p] + list(rng.integers(0, C.shape[0],
+                                                                              60)))
+        X = to_csr(C[rng.permutation(np.repeat(pick, rng.integers(1, 4, pick.shape[0])))])
+        y = np.ones(X.shape[0])
+    else:
+        X, y = _pair_rows(rng, n=300 if case == "distinct" else 600,
+                          users=40 if case == "distinct" else 25)
+        if case == "distinct":
+            keep = np.unique(X.toarray(), axis=0, return_index=True)[1]
+            X, y = to_csr(X[np.sort(keep)]), y[np.sort(keep)]
+        if case == "weights":
+            sw = rng.choice([0.5, 1.0, 3.0], X.shape[0])
+    (ok, rows, w, place, etpos, moments), E = _pair_groups(X, y, sw)
+    want_rows, want_w = oracle(X, y, sw)
+    assert ok and np.array_equal(rows, want_rows)
+    g = rows.shape[0]
+    if w.shape[0] == 0:
+        assert sw is None and g == X.shape[0] and case in ("distinct", "collisions")
+    else:
+        assert np.array_equal(w, want_w)
+    first, second = X.indices[X.indptr[rows]], X.indices[X.indptr[rows] + 1]
+    assert etpos.dtype == np.uint16 and np.array_equal(etpos, np.r_[first, second])
+    want_place = np.full(X.shape[1], -1)
+    want_place[first], want_place[second] = 0, 1
+    assert np.array_equal(place, want_place)
+    assert np.array_equal(E[:g, 0], y[rows])
+    assert np.array_equal(moments, dedup.target_moments(y, rows.astype(np.int32), w))
+
+
+def test_pair_groups_refuses_rows_not_of_two_fields():
+    rng = np.random.default_rng(10)
+    X, y = _pair_rows(rng)
+    three = to_csr(sp.hstack([X, sp.csr_matrix(np.ones((X.shape[0], 1)))]).tocsr())
+    crossed = X.copy()
+    crossed.indices[-2:] = [25, X.shape[1] - 1]  # item 0 (feature 25) standing first
+    for bad in (three, to_csr(crossed)):
+        (ok, *_), _ = _pair_groups(bad, y, None)
+        assert not ok
+    (ok, *_), _ = _pair_groups(X, y, None, max_bucket=10)  # buckets of about 24 rows
+    assert not ok

@@ -34,7 +34,7 @@ from .._threads import n_threads
 from ..kernels.losses import SQUARED
 from ..kernels.predict import fm_predict_csr, fm_predict_samples_csr
 from ..relation import check_relation_data, is_relation_data
-from ..solvers._fm_common import RowTargets, check_groups, column_data
+from ..solvers._fm_common import RowTargets, check_groups, column_data, pair_rows
 from ..solvers.als import als_solver
 from ..solvers.mcmc import mcmc_solver
 from . import _relation
@@ -127,6 +127,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
     relational = is_relation_data(X) and est.solver in ("als", "mcmc")
     carved = None
     rows = ()
+    moments = None  # the targets' statistics, when the merge gave them
     if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
         if rule.split:
             raise ValueError("early stopping on relational data (RelationData) needs an "
@@ -157,14 +158,24 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             y_source = y
             # the fit rows' targets read in place (y_source[index]): no copy held by the fit
             in_place = RowTargets.reads(y_source)
-            index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train,
-                                             targets=not in_place)
-            rows = ((index, keep),)
-            if y is None:
+            # user x item rows: the merge, the layout and the targets' gather in one kernel,
+            # in the row state's array (the same fit)
+            paired = pair_rows(X, y, sw) if in_place and train is None else None
+            if paired is not None:
+                index, sw, pairs, moments = paired
+                rows = ((index, None, pairs),)
                 y = RowTargets.of(y_source, index, None)
+            else:
+                index, y, sw, keep = merged_rows(X, y, sw, group_by_first=True, subset=train,
+                                                 targets=not in_place)
+                rows = ((index, keep),)
+                if y is None:
+                    y = RowTargets.of(y_source, index, None)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
-    if isinstance(y, RowTargets) and (spread or train is not None or rows[0][1] is not None):
+    if moments is not None:
+        summary = summary.with_target_moments(*moments)
+    elif isinstance(y, RowTargets) and (spread or train is not None or rows[0][1] is not None):
         # the targets' statistics read through the index too
         summary = summary.with_targets(y.source, sw, rows=y.rows, unit_weights=True)
     elif isinstance(y, RowTargets):  # only their range: that of the rows as given (each is

@@ -273,7 +273,7 @@ def row_state_at(indptr, indices, data, rows, w0, w, V, y, by_source, squared, E
 
 @njit(cache=True)
 def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, squared, E,
-                   zero_work):
+                   zero_work, held):
     """:func:`row_state_at` on the layout of :func:`fill_fields` (one-hot fields, values
     ``one[0]``, the data's 1; the fit rows a permutation of the source rows): fit row r's
     entries are the features ``order[color_ptr[c] + etpos[c n + r]]`` for c = 0, 1, ...,
@@ -285,7 +285,8 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     The targets as in :func:`row_state_at`; the source rows' (``by_source``: ``y[rows[r]]``)
     are gathered into ``E[:, 0]`` first by a loop of nothing but the reads (independent, so
     the CPU overlaps them; read inside the arithmetic's loop they cost 0.6 CPU s more at
-    8,000,000 rows on a loaded machine), then replaced by the prediction less the target.
+    8,000,000 rows on a loaded machine), then replaced by the prediction less the target;
+    ``held``: ``E[:, 0]`` already holds them (``kernels.dedup.pair_groups`` put them there).
     8,000,000 rows, the row cache already touched, in one process, quiet machine: 0.205-0.238
     CPU s (0.195-0.208 when it repeated ``_row``'s arithmetic inline; row for row the same
     E). In a fit's set-up, where the first
@@ -298,8 +299,8 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     n = E.shape[0]
     m = color_ptr.shape[0] - 1
     x = one[0]
-    staged = squared and by_source
-    if staged:  # a tight loop of independent reads, which the CPU overlaps
+    staged = squared and (by_source or held)
+    if staged and not held:  # a tight loop of independent reads, which the CPU overlaps
         for r in range(n):
             E[r, 0] = y[rows[r]]
     ptr = np.zeros(2, dtype=np.int64)  # fit row r as a one-row CSR matrix for _row

@@ -282,18 +282,19 @@ def target_moments(y, rows, sw):
     and the unit weights faulted in, BLAS's spin; one process each, before other work ran
     beside them)."""
     n = rows.shape[0] if rows.shape[0] else y.shape[0]
-    lo = np.inf
-    hi = -np.inf
-    total = 0.0
-    total_sq = 0.0
+    lo, hi, total, total_sq = np.inf, -np.inf, 0.0, 0.0
     for r in range(n):
-        t = y[rows[r]] if rows.shape[0] else y[r]
-        lo = min(lo, t + 0.0)  # -0.0 as +0.0: the range does not depend on the rows' order
-        hi = max(hi, t + 0.0)
-        s = 1.0 if sw.shape[0] == 0 else sw[r]
-        total += s * t
-        total_sq += s * (t * t)
+        lo, hi, total, total_sq = _moment_step(
+            lo, hi, total, total_sq, y[rows[r]] if rows.shape[0] else y[r],
+            1.0 if sw.shape[0] == 0 else sw[r])
     return lo, hi, total, total_sq
+
+
+@njit(cache=True, inline="always")
+def _moment_step(lo, hi, total, total_sq, t, s):
+    # target_moments' running (min, max, sum, sum of squares) with target t of weight s
+    # -0.0 as +0.0 in the range: it does not depend on the rows' order
+    return min(lo, t + 0.0), max(hi, t + 0.0), total + s * t, total_sq + s * (t * t)
 
 
 @njit(cache=True)
@@ -380,13 +381,17 @@ def _sort_bucket(a, lo, hi, sc, sub):
 
 
 @njit(cache=True)
-def _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub):
+def _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub, rowmap):
     # sc[t:e] (packed top half and row, equal top halves, increasing rows) ordered stably
-    # by the keys' rest (the hashes shifted by ub, recomputed into kp)
+    # by the keys' rest (the hashes shifted by ub, recomputed into kp); the low halves are
+    # the rows, or with a non-empty rowmap the places of the rows in it
     low = np.uint64(0xFFFFFFFF)
     same = True
     for a in range(t, e):
-        kp[a] = _row_hash(indptr, indices, data_bits, y, y_bits, np.int64(sc[a] & low)) >> ub
+        i = np.int64(sc[a] & low)
+        if rowmap.shape[0]:
+            i = np.int64(rowmap[i])
+        kp[a] = _row_hash(indptr, indices, data_bits, y, y_bits, i) >> ub
         same = same and kp[a] == kp[t]
     if same:  # duplicate rows: already in order
         return
@@ -493,6 +498,7 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     while nk < big and nk < (1 << 16):
         nk *= 2
     sub = np.zeros(nk + 1, dtype=np.int64)  # _sort_bucket's sub-buckets, at most nk
+    no_map = np.zeros(0, dtype=np.int32)
     w = np.empty(n if not unit else 0)
     merged = False
     ub = np.uint64(b)
@@ -517,7 +523,8 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
                 while e < m and (sc[e] >> s32) == (sc[t] >> s32):
                     e += 1
                 if e - t > 1:
-                    _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub)
+                    _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub,
+                               no_map)
                 run_end = e
             i = np.int64(sc[t] & low)
             wt = 1.0 if unit else sw[i]
@@ -538,3 +545,140 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
     if unit and not merged:
         return True, rows[:g], np.zeros(0)
     return True, rows[:g], w[:g]
+
+
+@njit(cache=True)
+def pair_groups(indptr, indices, data, data_bits, y, n, d, b, sw, unit, max_bucket, E):
+    """:func:`first_feature_groups` on rows of two one-hot fields (every row two entries,
+    each feature at one place in every row it is in; the caller checks that the values are
+    1) fused with the layout of ``fmlearn.solvers._fm_common.column_data`` and the gather of
+    the targets in the fit's order: ``(ok, rows, w, place, etpos, moments)``, where ``rows``
+    and ``w`` are :func:`first_feature_groups`' (the same rows, order and weights, bit for
+    bit; ``n`` rows of ``X``, all of them), ``place[j]`` is feature j's place in its rows (-1
+    in none), ``etpos`` (uint16, 2 g for g fit rows) holds fit row r's first feature at r
+    and its second at g + r (:func:`fmlearn.kernels.cd_layout.fill_fields`' entries),
+    ``E[r, 0]`` the target of fit row r (``E``: the (n, 3) float64 row state to be, its
+    other columns left as scratch), and ``moments`` :func:`target_moments` of the fit rows'
+    targets with weights ``w`` (1 each when ``w`` is empty). ``ok`` False (nothing else
+    meaningful, ``E`` possibly written) when a row breaks the shape or a bucket holds more
+    than ``max_bucket`` rows.
+
+    ``E`` is the work space: the counting scatter by first feature writes each row's
+    record (its packed key, row, second feature and target: 24 bytes, a row of ``E``) at
+    its place in its bucket; a bucket's records are copied to the cache, sorted and
+    grouped, and fit row g's target written to ``E[g, 0]``, g never past the records
+    already read. The key's low half is the record's place in its bucket, which orders the
+    bucket's rows as :func:`first_feature_groups`' row numbers do (the scatter keeps the
+    rows' order), so the sort is the same. What this replaces: the merge's 8-byte (key, row)
+    buffer, the layout's inverse row index and its scatter of the entries by fit row, and
+    two gathers of the targets through the fit's row index (the targets' statistics and the
+    row state's)."""
+    y_bits = y.view(np.uint64)
+    no = (False, np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0, dtype=np.int8),
+          np.zeros(0, dtype=np.uint16), np.zeros(4))
+    count = np.zeros(d + 2, dtype=np.int64)
+    place = np.full(d, -1, dtype=np.int8)
+    hb = np.empty(n, dtype=np.uint32)
+    for i in range(n):
+        a = indptr[i]
+        if indptr[i + 1] - a != 2:
+            return no
+        j0 = indices[a]
+        j1 = indices[a + 1]
+        if place[j0] == 1 or place[j1] == 0:
+            return no
+        place[j0] = 0
+        place[j1] = 1
+        count[j0 + 2] += 1
+        hb[i] = np.uint32(_row_hash(indptr, indices, data_bits, y, y_bits, i) >> np.uint64(32))
+    big = 0
+    for f in range(d + 1):
+        big = max(big, count[f + 1])
+        count[f + 1] += count[f]
+    if big > max_bucket:
+        return no
+    Ef = E.reshape(-1)
+    K = Ef.view(np.uint64)
+    R = Ef.view(np.int32)
+    pos = count[:d + 1].copy()
+    for i in range(n):  # the records, by first feature
+        a = indptr[i]
+        f = indices[a] + 1
+        p = pos[f]
+        pos[f] = p + 1
+        K[3 * p] = (np.uint64(hb[i]) << np.uint64(32)) | np.uint64(p - count[f])
+        R[6 * p + 2] = i
+        R[6 * p + 3] = indices[a + 1]
+        Ef[3 * p + 2] = y[i]
+    rows = hb.view(np.int32)  # the groups' first rows, over the consumed hashes
+    etpos = np.empty(2 * n, dtype=np.uint16)
+    kb = np.empty(big, dtype=np.uint64)
+    rb = np.empty(big, dtype=np.int32)
+    fb = np.empty(big, dtype=np.int32)
+    yb = np.empty(big)
+    sc = np.empty(big, dtype=np.uint64)
+    kp = np.empty(big, dtype=np.uint64)
+    nk = 1
+    while nk < big and nk < (1 << 16):
+        nk *= 2
+    sub = np.zeros(nk + 1, dtype=np.int64)
+    w = np.empty(n if not unit else 0)
+    merged = False
+    ub = np.uint64(b)
+    low = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    g = 0
+    for f in range(1, d + 1):
+        lo = count[f]
+        m = count[f + 1] - lo
+        if m == 0:
+            continue
+        for t in range(m):  # the bucket's records, into the cache
+            p = lo + t
+            kb[t] = K[3 * p]
+            rb[t] = R[6 * p + 2]
+            fb[t] = R[6 * p + 3]
+            yb[t] = Ef[3 * p + 2]
+        _sort_bucket(kb, 0, m, sc, sub)
+        run_end = 0
+        start = -1
+        for t in range(m):  # as first_feature_groups' grouping
+            if t >= run_end:
+                e = t + 1
+                while e < m and (sc[e] >> s32) == (sc[t] >> s32):
+                    e += 1
+                if e - t > 1:
+                    _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub, rb)
+                run_end = e
+            q = np.int64(sc[t] & low)
+            i = np.int64(rb[q])
+            wt = 1.0 if unit else sw[i]
+            if start >= 0 and (sc[t] >> s32) == (sc[start] >> s32) \
+                    and same_row(indptr, indices, data, y, rows[g - 1], i):
+                if not merged:
+                    merged = True
+                    if unit:
+                        w = np.empty(n)
+                        w[:g] = 1.0
+                w[g - 1] += wt
+            else:
+                if merged or not unit:
+                    w[g] = wt
+                rows[g] = i
+                etpos[g] = f - 1
+                etpos[n + g] = fb[q]
+                Ef[3 * g] = yb[q]
+                g += 1
+                start = t
+    if g < n:  # merged rows: the second entries after the first g
+        for r in range(g):
+            etpos[g + r] = etpos[n + r]
+    weighted = merged or not unit
+    lo_, hi_, total, total_sq = np.inf, -np.inf, 0.0, 0.0
+    for r in range(g):
+        lo_, hi_, total, total_sq = _moment_step(lo_, hi_, total, total_sq, Ef[3 * r],
+                                                 w[r] if weighted else 1.0)
+    moments = np.array([lo_, hi_, total, total_sq])
+    if not weighted:
+        return True, rows[:g], np.zeros(0), place, etpos[:2 * g], moments
+    return True, rows[:g], w[:g], place, etpos[:2 * g], moments

@@ -113,7 +113,9 @@ class ColumnData:
     kernels never read them). ``fields``: the layout is :func:`_field_layout`'s (one-hot
     fields, values 1), whose entries give each fit row's features in their CSR order, so the
     row state is computed from them in fit order instead
-    (:func:`~fmlearn.kernels.cd_layout.field_row_state`).
+    (:func:`~fmlearn.kernels.cd_layout.field_row_state`). ``held``: the row state's array
+    as :func:`pair_rows` left it (the fit rows' targets in its first column), which the
+    first :meth:`row_state` takes instead of a fresh one.
     """
 
     cols: Columns
@@ -122,6 +124,7 @@ class ColumnData:
     rows: np.ndarray
     row_targets: RowTargets = None
     fields: bool = False
+    held: np.ndarray = None
 
     @property
     def y(self):
@@ -181,11 +184,12 @@ class ColumnData:
         out[:] = P[:, 0]
         return out
 
-    def _fill(self, E, state, target, squared, zero_work):
+    def _fill(self, E, state, target, squared, zero_work, held=False):
         """``E[:, 0]`` = the predictions (less ``target`` when ``squared``) by
         :func:`~fmlearn.kernels.cd_layout.row_state_at` (``field_row_state`` on the layout of
         one-hot fields); E's work columns are its scratch when ``zero_work`` and the fit
-        rows are a permutation of the source rows."""
+        rows are a permutation of the source rows. ``held``: ``E[:, 0]`` holds ``target``
+        (the layout's row state, :attr:`held`)."""
         indptr, indices, data = self.source
         by_source = isinstance(target, RowTargets)
         if by_source:  # target[r] = target.source[rows[r]], read in place
@@ -194,7 +198,7 @@ class ColumnData:
         if self.fields:  # each fit row's features in the entries, in fit order
             field_row_state(self.cols.etpos, self.plan.order, self.plan.color_ptr, self.rows,
                            data[:1], state.w0, state.w, state.V, target, by_source, squared,
-                           E, zero_work)
+                           E, zero_work, held)
             return
         n_src = indptr.shape[0] - 1
         if zero_work and n_src == self.n_samples:
@@ -208,6 +212,11 @@ class ColumnData:
         """The (n, 3) row cache of ``kernels.cd``: column 0 is pred - target (squared loss) or
         pred, columns 1 and 2 are the kernels' work space (factor sums), zero. ``target``: an
         array in the fit's order, or :attr:`targets`."""
+        E, self.held = self.held, None
+        if E is not None:  # pair_rows' array, the targets in place when they are these
+            self._fill(E, state, target, loss_code == SQUARED, True,
+                       held=target is self.row_targets)
+            return E
         release_free_memory()
         E = empty_for_sweeps((self.n_samples, 3), np.float64)
         self._fill(E, state, target, loss_code == SQUARED, True)
@@ -306,7 +315,69 @@ BLOCK_ALIGN = CHUNK_ROWS
 BLOCK_BUDGET = 1_000_000
 
 
-def column_data(X_csr, y, sw, rows=None, keep=None):
+@dataclass
+class PairRows:
+    """What :func:`pair_rows` lays out for :func:`column_data`: ``E`` the row state's array
+    (fit rows x 3, the rows' targets in its first column), ``etpos`` the fit rows' features
+    (class-major), ``place`` each feature's place in its rows (-1: none)."""
+
+    E: np.ndarray
+    etpos: np.ndarray
+    place: np.ndarray
+
+
+def pair_rows(X_csr, y, sw):
+    """``fmlearn._data.merged_rows(X_csr, y, sw, targets=False)`` for rows of two one-hot
+    fields (every row two entries of value 1, each feature at one place in every row it is
+    in: user x item data), fused with their layout and the targets' gather
+    (:func:`fmlearn.kernels.dedup.pair_groups`): ``(rows, sw, pairs, moments)``, where
+    ``rows`` and ``sw`` are merged_rows' (the same rows, order and weights, bit for bit),
+    ``pairs`` a :class:`PairRows` for :func:`column_data` and ``moments`` the targets' (min,
+    max, weighted sum, weighted sum of squares) as ``DataSummary.with_targets`` records them
+    through the row index; or None when the rows are not such, some weight is not positive,
+    ``y`` is not a contiguous float64 vector or the fused kernel's limits are passed (the
+    caller then takes the separate passes, which give the same fit).
+
+    The row state's array is allocated first and is the merge's work space (its records),
+    so nothing else of the rows' size is allocated for the merge and the layout besides
+    the row index (4 bytes per row) and the entries (4); the array goes to the solver with
+    the targets already in fit order.
+    """
+    from .._data import _COUNTING_SORT_COLUMNS
+    from ..kernels.dedup import MAX_BUCKET, pair_groups
+
+    indptr, indices, data = X_csr.indptr, X_csr.indices, X_csr.data
+    n, d = X_csr.shape
+    if not (0 < n < 2**31 and 2 < d <= min(_COUNTING_SORT_COLUMNS, 1 << 16)
+            and 4 * n <= COLORING_BUDGET and indptr[-1] == 2 * n and indptr[1] == 2):
+        return None
+    y = np.asarray(y)
+    if not (y.dtype == np.float64 and y.ndim == 1 and y.flags.c_contiguous):
+        return None
+    unit = sw is None
+    if not unit:
+        sw = np.asarray(sw, dtype=np.float64)
+        if not np.all(sw > 0):
+            return None
+        unit = bool(np.all(sw == 1.0))
+    if not all_ones(data):
+        return None
+    bits = np.uint32 if data.dtype == np.float32 else np.uint64
+    b = max(1, int(d + 1).bit_length())
+    E = empty_for_sweeps((n, 3), np.float64)
+    ok, rows, w, place, etpos, moments = pair_groups(
+        indptr, indices, data, data.view(bits), y, n, d, b, np.zeros(0) if unit else sw,
+        unit, MAX_BUCKET, E)
+    if not ok:
+        return None
+    g = rows.shape[0]
+    if 2 * g <= n:  # few groups: not the n-long buffer they were written in
+        rows = rows.copy()
+    if unit and w.shape[0] == 0:  # nothing merged: merged_rows' weights
+        w = sw
+    return rows, w, PairRows(E[:g], etpos, place), tuple(float(v) for v in moments)
+
+def column_data(X_csr, y, sw, rows=None, keep=None, pairs=None):
     """Build :class:`ColumnData` from the canonical CSR rows ``X_csr`` (see ``_data.to_csr``)
     with targets ``y`` (an array, or a :class:`RowTargets` that reads them in place) and
     weights ``sw`` of the fit's rows (None: unit weights, kept as one
@@ -323,7 +394,9 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     pass (:func:`_field_layout`), and their row state is computed from the layout in fit
     order (:attr:`ColumnData.fields`); other rows take the colouring's rounds, the class
     counts (from the colouring's first round when the fit rows are the kept rows) and the
-    fill. Either way the same arrays. 8,000,000 rows of two fields, one thread
+    fill. Either way the same arrays. ``pairs``: :func:`pair_rows`' layout of the fit rows
+    ``rows`` (two one-hot fields), finished here without another pass over the rows.
+    8,000,000 rows of two fields, one thread
     (``benchmarks/bench_setup_ab.py`` against 729dd44's general passes, 5 alternated fresh
     processes, load 0.8-1.0): 0.205 (0.169-0.218) against 0.428 (0.389-0.443) CPU s for this
     function.
@@ -333,10 +406,12 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     rows = np.zeros(0, dtype=np.int32) if rows is None else rows
     n = rows.shape[0] if rows.shape[0] else n_src
     inv = np.zeros(0, dtype=rows.dtype)
-    if rows.shape[0]:
-        inv = inverse_rows(rows, n_src)
     fields = None
-    if rows.shape[0] and n == n_src and keep is None:  # the fit's rows: a permutation
+    if pairs is not None:
+        fields = _laid_fields(pairs.place, pairs.etpos, 2, n, data.dtype)
+    elif rows.shape[0]:
+        inv = inverse_rows(rows, n_src)
+    if rows.shape[0] and n == n_src and keep is None and pairs is None:  # a permutation
         fields = _field_layout(X_csr, inv, n)
     if fields is not None:
         order, color_ptr, color, (count, dense, eptr, roff, xoff, etpos, erow, ex) = fields
@@ -355,7 +430,8 @@ def column_data(X_csr, y, sw, rows=None, keep=None):
     by_rows = y if isinstance(y, RowTargets) else None
     y = np.zeros(0) if by_rows is not None else np.ascontiguousarray(y, dtype=np.float64)
     cols = Columns(etpos, erow, ex, y, sw, bool(np.all(sw == 1.0)))
-    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows, fields is not None)
+    return ColumnData(cols, plan, (indptr, indices, data), rows, by_rows, fields is not None,
+                      None if pairs is None else pairs.E)
 
 
 def _field_layout(X_csr, inv, n):
@@ -384,12 +460,18 @@ def _field_layout(X_csr, inv, n):
     place, ok = fill_fields(indptr, indices, inv, d, m, etpos)
     if not ok:
         return None
-    color = np.maximum(place, 0)
+    return _laid_fields(place, etpos, m, n, data.dtype)
+
+
+def _laid_fields(place, etpos, m, n, dtype):
+    """:func:`_field_layout`'s result from the features' places ``place`` (-1: in no row)
+    and the entries' features ``etpos`` (``m n``, class-major, each class in fit row
+    order), which become their places in their classes."""
+    color = np.maximum(place, 0).astype(np.int64, copy=False)
     order = np.argsort(color, kind="stable").astype(np.int64)
     color_ptr = np.searchsorted(color[order], np.arange(m + 1)).astype(np.int64)
     count = np.full(m, n, dtype=np.int64)
-    offsets = _class_offsets(count, np.ones(m, dtype=np.bool_), n, color_ptr, data.dtype,
-                             etpos)
+    offsets = _class_offsets(count, np.ones(m, dtype=np.bool_), n, color_ptr, dtype, etpos)
     to_places(etpos, _places(order, color_ptr))
     return order, color_ptr, color, (count,) + offsets
 
