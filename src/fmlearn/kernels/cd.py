@@ -363,6 +363,7 @@ def _gather_unit(E, etpos, lo, a, b, slot, cur, old, G, H):
     hh = H[tp]
     for i in range(a, b):
         r = three * uint64(i)
+        prefetch(Ef, r + AHEAD)
         t = uint64(etpos[uint64(lo + i)])
         if t != tp:
             G[tp] = g
