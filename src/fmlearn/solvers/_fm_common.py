@@ -364,6 +364,7 @@ def pair_rows(X_csr, y, sw):
         return None
     bits = np.uint32 if data.dtype == np.float32 else np.uint64
     b = max(1, int(d + 1).bit_length())
+    release_free_memory()  # the validation's freed buffers, not resident under E
     E = empty_for_sweeps((n, 3), np.float64)
     ok, rows, w, place, etpos, moments = pair_groups(
         indptr, indices, data, data.view(bits), y, n, d, b, np.zeros(0) if unit else sw,
