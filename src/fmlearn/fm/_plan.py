@@ -276,7 +276,8 @@ def summary_reads(est):
     MCMC and VB (SGD's comes from its settings), the spread only for a regressor (a
     classifier's is one unit); with ``init_stdev`` given, the fit needs neither, and
     ``fmlearn.fm`` skips the pass over the values and the targets' gather through the fit's
-    row index (0.04 and 0.07 CPU s at 8,000,000 rows)."""
+    row index (at 8,000,000 rows 0.042 CPU s, ``benchmarks/bench_setup_ab.py``, and
+    0.064-0.071, the gather's share of two fits in one process)."""
     p = est.get_params(deep=False)
     auto = isinstance(p["init_stdev"], str) and p["solver"] != "sgd"
     return auto, auto and not is_classifier(est)

@@ -286,7 +286,9 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     are gathered into ``E[:, 0]`` first by a loop of nothing but the reads (independent, so
     the CPU overlaps them; read inside the arithmetic's loop they cost 0.6 CPU s more at
     8,000,000 rows on a loaded machine), then replaced by the prediction less the target;
-    ``held``: ``E[:, 0]`` already holds them (``kernels.dedup.pair_groups`` put them there).
+    ``held``: ``E[:, 0]`` already holds them (``kernels.dedup.pair_groups`` put them there;
+    then, with two fields, the phase took 0.104 (0.104-0.108) CPU s at 8,000,000 rows in a
+    fit's set-up: ``benchmarks/bench_setup_ab.py --reps 5``, load 1.03-1.06).
     8,000,000 rows, the row cache already touched, in one process, quiet machine: 0.205-0.238
     CPU s (0.195-0.208 when it repeated ``_row``'s arithmetic inline; row for row the same
     E). In a fit's set-up, where the first

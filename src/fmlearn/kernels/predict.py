@@ -53,9 +53,9 @@ def _pair(w0, w, V, a, b, x):
     """:func:`_row`'s value for a row of two entries, features ``a`` then ``b``, both of
     value ``x``: the same operations in the same order (the linear terms after ``w0``, then
     each factor's ``0.5 (q_f^2 - qq_f)`` with ``q_f = (0 + t_a) + t_b``), so the same
-    double, with the factor sums in registers instead of ``_row``'s buffers. On 8,000,000
-    one-hot user x item rows (the row state of ``kernels.cd_layout.field_row_state``,
-    one thread, quiet machine): 0.103 against 0.144 CPU s."""
+    double, with the factor sums in registers instead of ``_row``'s buffers (a store and a
+    load per entry and factor less: the row state of ``kernels.cd_layout.field_row_state``
+    on two fields)."""
     acc = np.float64(w0)
     acc += w[a] * x
     acc += w[b] * x

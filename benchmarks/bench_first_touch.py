@@ -1,0 +1,75 @@
+"""The first touch of fresh memory on this machine, with and without transparent huge pages:
+what a process's first fit pays for its row state (``fmlearn._memory.empty_for_sweeps``
+allocates it with NumPy's huge-page advice) that a later fit, reusing the pages, does not.
+
+    python benchmarks/bench_first_touch.py [--mb 192] [--hold 1500] [--reps 3]
+
+Each repetition runs two fresh processes, alternated: "huge" and "small" (NumPy's huge-page
+advice off). Each first fills ``--hold`` MB (taking the free memory the system has just
+been given back, which is still backed by the host of a virtual machine), then allocates
+``--mb`` MB and writes it once; the CPU seconds of that write (user + system, the page
+faults and the zeroing of the pages) are reported, then the same for a second array after
+the first is freed (pages the process already had: no fault of the host).
+
+On a virtual machine whose balloon device reports free pages to the host (virtio-balloon
+``free page reporting``), the host takes back free 2 MiB blocks, so a fresh huge page is
+faulted in by the host 4 KiB at a time; small pages come first from the guest's fragments,
+which are never reported.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r'''
+import json, resource, sys
+import numpy as np
+from numpy._core import multiarray as mm
+mb, hold, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+held = np.ones(hold * 131072)
+mm._set_madvise_hugepage(mode == "huge")
+out = {}
+for name in ("fresh", "reused"):
+    c0 = cpu()
+    a = np.empty(mb * 131072)
+    a.fill(1.0)
+    out[name] = cpu() - c0
+    del a
+print("RESULT " + json.dumps(out))
+'''
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=192)
+    ap.add_argument("--hold", type=int, default=1500)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args(argv)
+    res = {"huge": [], "small": []}
+    loads = [os.getloadavg()[0]]
+    for _ in range(a.reps):
+        for mode in res:
+            out = subprocess.run([sys.executable, "-c", CHILD, str(a.mb), str(a.hold), mode],
+                                 capture_output=True, text=True, check=True).stdout
+            res[mode].append(json.loads(out.split("RESULT ", 1)[1]))
+            loads.append(os.getloadavg()[0])
+    print(f"{a.mb} MB written once after holding {a.hold} MB; {a.reps} alternated "
+          f"repetitions; load average {min(loads):.2f}-{max(loads):.2f}")
+    print("| pages | fresh CPU s | fresh ms per MB | reused CPU s |")
+    print("|---|---|---|---|")
+    for mode, rs in res.items():
+        f = [r["fresh"] for r in rs]
+        u = [r["reused"] for r in rs]
+        print(f"| {mode} | {statistics.median(f):.3f} ({min(f):.3f}-{max(f):.3f}) | "
+              f"{1000 * statistics.median(f) / a.mb:.2f} | "
+              f"{statistics.median(u):.3f} ({min(u):.3f}-{max(u):.3f}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
