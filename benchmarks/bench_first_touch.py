@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+import _sbs_core as core  # the harness's "median (min-max)"
+
 CHILD = r'''
 import json, resource, sys
 import numpy as np
@@ -63,11 +65,10 @@ def main(argv=None):
     print("| pages | fresh CPU s | fresh ms per MB | reused CPU s |")
     print("|---|---|---|---|")
     for mode, rs in res.items():
-        f = [r["fresh"] for r in rs]
-        u = [r["reused"] for r in rs]
-        print(f"| {mode} | {statistics.median(f):.3f} ({min(f):.3f}-{max(f):.3f}) | "
-              f"{1000 * statistics.median(f) / a.mb:.2f} | "
-              f"{statistics.median(u):.3f} ({min(u):.3f}-{max(u):.3f}) |")
+        fresh = [r["fresh"] for r in rs]
+        print(f"| {mode} | {core.spread(fresh, '{:.3f}')} | "
+              f"{1000 * statistics.median(fresh) / a.mb:.2f} | "
+              f"{core.spread([r['reused'] for r in rs], '{:.3f}')} |")
     return 0
 
 

@@ -413,6 +413,51 @@ def _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub, rowmap):
         sc[c] = o
 
 
+@njit(cache=True, inline="always")
+def _group_bucket(sc, kp, m, rowmap, indptr, indices, data, data_bits, y, y_bits, ub, sw,
+                  unit, rows, w, g, merged, n, firsts):
+    # The grouping of a bucket sorted into sc[:m] (low halves: rows, or with a non-empty
+    # rowmap their places in it), in one pass: each run of equal top halves (duplicate rows,
+    # rare collisions) ordered stably by the rest of the key, recomputed (the rows in a run
+    # are increasing), when it starts; then consecutive identical rows grouped (within the
+    # bucket: rows of other first features differ), the weights summed in sorted order
+    # (unit: the sizes, in w from the first merge on). A new group's first row goes to
+    # rows[g], the low half of its key to firsts (from 0). Returns (g, merged, w).
+    low = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    run_end = 0
+    start = -1
+    k = 0
+    for t in range(m):
+        if t >= run_end:
+            e = t + 1
+            while e < m and (sc[e] >> s32) == (sc[t] >> s32):
+                e += 1
+            if e - t > 1:
+                _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub, rowmap)
+            run_end = e
+        q = np.int64(sc[t] & low)
+        i = np.int64(rowmap[q]) if rowmap.shape[0] else q
+        wt = 1.0 if unit else sw[i]
+        if start >= 0 and (sc[t] >> s32) == (sc[start] >> s32) \
+                and same_row(indptr, indices, data, y, rows[g - 1], i):
+            if not merged:
+                merged = True
+                if unit:
+                    w = np.empty(n)
+                    w[:g] = 1.0
+            w[g - 1] += wt
+        else:
+            if merged or not unit:
+                w[g] = wt
+            rows[g] = i
+            firsts[k] = q
+            k += 1
+            g += 1
+            start = t
+    return g, merged, w
+
+
 @njit(cache=True)
 def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, unit,
                          max_bucket):
@@ -499,11 +544,10 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
         nk *= 2
     sub = np.zeros(nk + 1, dtype=np.int64)  # _sort_bucket's sub-buckets, at most nk
     no_map = np.zeros(0, dtype=np.int32)
+    firsts = np.empty(big, dtype=np.int64)
     w = np.empty(n if not unit else 0)
     merged = False
     ub = np.uint64(b)
-    low = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
     g = 0
     for f in range(d + 1):
         lo = count[f]
@@ -511,37 +555,8 @@ def first_feature_groups(indptr, indices, data, data_bits, y, src, n, d, b, sw, 
         if m == 0:
             continue
         _sort_bucket(sb, lo, lo + m, sc, sub)
-        # one pass: each run of equal top halves (duplicate rows, rare collisions) ordered
-        # stably by the rest of the key, recomputed (the rows in a run are increasing), when
-        # it starts; then the rows grouped: consecutive identical rows (within the bucket:
-        # rows of other first features differ), the weights summed in sorted order
-        run_end = 0
-        start = -1
-        for t in range(m):
-            if t >= run_end:
-                e = t + 1
-                while e < m and (sc[e] >> s32) == (sc[t] >> s32):
-                    e += 1
-                if e - t > 1:
-                    _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub,
-                               no_map)
-                run_end = e
-            i = np.int64(sc[t] & low)
-            wt = 1.0 if unit else sw[i]
-            if start >= 0 and (sc[t] >> s32) == (sc[start] >> s32) \
-                    and same_row(indptr, indices, data, y, rows[g - 1], i):
-                if not merged:
-                    merged = True
-                    if unit:  # the sizes, from the first merge on
-                        w = np.empty(n)
-                        w[:g] = 1.0
-                w[g - 1] += wt
-            else:
-                if merged or not unit:
-                    w[g] = wt
-                rows[g] = i
-                g += 1
-                start = t
+        g, merged, w = _group_bucket(sc, kp, m, no_map, indptr, indices, data, data_bits, y,
+                                     y_bits, ub, sw, unit, rows, w, g, merged, n, firsts)
     if unit and not merged:
         return True, rows[:g], np.zeros(0)
     return True, rows[:g], w[:g]
@@ -627,11 +642,10 @@ def pair_groups(indptr, indices, data, data_bits, y, n, d, b, sw, unit, max_buck
     while nk < big and nk < (1 << 16):
         nk *= 2
     sub = np.zeros(nk + 1, dtype=np.int64)
+    firsts = np.empty(big, dtype=np.int64)
     w = np.empty(n if not unit else 0)
     merged = False
     ub = np.uint64(b)
-    low = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
     g = 0
     for f in range(1, d + 1):
         lo = count[f]
@@ -645,36 +659,14 @@ def pair_groups(indptr, indices, data, data_bits, y, n, d, b, sw, unit, max_buck
             fb[t] = R[6 * p + 3]
             yb[t] = Ef[3 * p + 2]
         _sort_bucket(kb, 0, m, sc, sub)
-        run_end = 0
-        start = -1
-        for t in range(m):  # as first_feature_groups' grouping
-            if t >= run_end:
-                e = t + 1
-                while e < m and (sc[e] >> s32) == (sc[t] >> s32):
-                    e += 1
-                if e - t > 1:
-                    _order_run(sc, kp, t, e, indptr, indices, data_bits, y, y_bits, ub, rb)
-                run_end = e
-            q = np.int64(sc[t] & low)
-            i = np.int64(rb[q])
-            wt = 1.0 if unit else sw[i]
-            if start >= 0 and (sc[t] >> s32) == (sc[start] >> s32) \
-                    and same_row(indptr, indices, data, y, rows[g - 1], i):
-                if not merged:
-                    merged = True
-                    if unit:
-                        w = np.empty(n)
-                        w[:g] = 1.0
-                w[g - 1] += wt
-            else:
-                if merged or not unit:
-                    w[g] = wt
-                rows[g] = i
-                etpos[g] = f - 1
-                etpos[n + g] = fb[q]
-                Ef[3 * g] = yb[q]
-                g += 1
-                start = t
+        g0 = g
+        g, merged, w = _group_bucket(sc, kp, m, rb, indptr, indices, data, data_bits, y,
+                                     y_bits, ub, sw, unit, rows, w, g, merged, n, firsts)
+        for r in range(g0, g):  # the new fit rows' entries and targets, from the cache
+            q = firsts[r - g0]
+            etpos[r] = f - 1
+            etpos[n + r] = fb[q]
+            Ef[3 * r] = yb[q]
     if g < n:  # merged rows: the second entries after the first g
         for r in range(g):
             etpos[g + r] = etpos[n + r]
