@@ -303,3 +303,22 @@ def test_summary_with_unit_weights_equals_explicit_ones():
     X.data[:] = np.sqrt(X.data)  # not exact: the NumPy route with ones
     assert DataSummary.of_rows(X, y, None, unit_weights=True) == DataSummary.of_rows(
         X, y, np.ones(400))
+
+
+def test_square_sums_of_pairs_of_ones_are_counts():
+    # two entries of value 1 a row, unit weights: (2n, 2n, n), the pass's doubles; other
+    # weights take the pass
+    from fmlearn._data import to_csr
+
+    rng = np.random.default_rng(14)
+    n = 300
+    X = to_csr(sp.csr_matrix((np.ones(2 * n), np.column_stack(
+        [rng.integers(0, 10, n), 10 + rng.integers(0, 7, n)]).ravel(),
+        np.arange(0, 2 * n + 1, 2)), shape=(n, 17)))
+    base = DataSummary.of_rows(X, None, None, unit_weights=True, squares=False)
+    for sw in (None, np.ones(n), rng.choice([0.5, 2.0], n)):
+        want = DataSummary.of_rows(X, None, sw, unit_weights=True).squares
+        got = base.with_squares(X, sw, pairs_of_ones=True)
+        assert (got.sum_sq, got.n_nonzero, got.sum_pairs) == (
+            *want, DataSummary.of_rows(X, None, sw, unit_weights=True).sum_pairs)
+    assert base.with_squares(X, None, pairs_of_ones=True).squares == (2.0 * n, 2.0 * n)

@@ -213,6 +213,18 @@ class DataSummary:
         return self.with_target_moments(*_target_stats(
             y, sw, rows=rows, unit_weights=unit_weights and sw is None))
 
+    def with_squares(self, X, sw, *, pairs_of_ones=False):
+        """The same summary with :meth:`of_rows`' square sums of the canonical CSR rows
+        ``X`` with weights ``sw`` (None: unit weights). ``pairs_of_ones``: every row holds
+        two entries of value 1, so that with unit weights (None, or all 1) the sums are the
+        counts (2n, 2n, n), the doubles the pass gives, without the pass."""
+        n = X.shape[0]
+        if pairs_of_ones and (sw is None or bool(np.all(np.asarray(sw) == 1.0))):
+            sums = 2.0 * n, 2.0 * n, float(n)
+        else:
+            sums = _square_sums(X.indptr, X.data, sw)
+        return replace(self, sum_sq=sums[0], n_nonzero=sums[1], sum_pairs=sums[2])
+
     def with_target_moments(self, y_min, y_max, y_sum, y_sum_sq):
         """The same summary with the targets' range and weighted sums given (what
         :meth:`with_targets` computes)."""

@@ -150,11 +150,13 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
         else:
             train = None
             X, y, sw, carved = split_rows(X, y, sw, rule, est.random_state, is_classifier(est))
-            # the squares count the rows as given
-            summary = DataSummary.of_rows(X, None, sw, unit_weights=True, squares=squares)
+            # the squares count the rows as given (ALS and MCMC: after the merge, below)
+            summary = DataSummary.of_rows(X, None, sw, unit_weights=True,
+                                          squares=squares and not sweeps)
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
             X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+            sw_rows = sw
             y_source = y
             # the fit rows' targets read in place (y_source[index]): no copy held by the fit
             in_place = RowTargets.reads(y_source)
@@ -171,6 +173,9 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
                 rows = ((index, keep),)
                 if y is None:
                     y = RowTargets.of(y_source, index, None)
+            if squares and train is None:  # of the rows as given; the fused merge's rows:
+                # two entries of value 1 each, whose sums are counts
+                summary = summary.with_squares(X, sw_rows, pairs_of_ones=paired is not None)
         elif est.solver != "sgd" or est.shuffle:
             X, y, sw = merge_duplicate_rows(X, y, sw, group_by_first=est.solver != "sgd")
     if moments is not None:
