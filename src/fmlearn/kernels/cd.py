@@ -202,7 +202,13 @@ CHUNK_ROWS = 4096
 # boundary (every 170 rows); 64 rows (1.5 KiB) ahead keeps the stream going across them.
 # An ALS sweep at 8,000,000 user x item rows: 0.494 (0.483-0.511) CPU s against 0.543
 # (0.531-0.604) without (benchmarks/bench_setup_ab.py --reps 5 against e3df2b0, whose sweep
-# differs by the prefetches only; load 1.03-1.06).
+# differs by the prefetches only; load 1.03-1.06). Only from PREFETCH_MIN_ROWS rows on (E of
+# 24 MB, beyond the cores' share of the last-level cache): below, the row state stays in the
+# caches, and a Dask worker's sweep over its 150,000-row partition of 600,000 rows measured
+# 1.57 / 1.45 times the in-memory sweep with the prefetches against 1.23 / 1.22 without them
+# (ALS / MCMC, medians of 5-8 runs of benchmarks/bench_distributed.py --part 4 --modes dask,
+# alternated with the tree without them, load 0.6-1.5: noisy, a sweep is 20-30 ms).
+PREFETCH_MIN_ROWS = 1 << 20
 AHEAD = uint64(3 * 64)
 
 # One class's side of a fused pass: colour class c (-1: none), its pass (slot, cur, nxt, fn)
@@ -272,22 +278,26 @@ def _scatter_unit(E, etpos, lo, a, b, slot, cur, nxt, fn, old, delta, vn):
     cu = uint64(cur)
     nx = uint64(nxt)
     three = uint64(3)
+    pf = E.shape[0] >= PREFETCH_MIN_ROWS
     if slot == 0:
         if fn >= 0:
             for i in range(a, b):
                 r = three * uint64(i)
-                prefetch(Ef, r + AHEAD)
+                if pf:
+                    prefetch(Ef, r + AHEAD)
                 t = uint64(etpos[uint64(lo + i)])
                 Ef[r] += delta[t]
                 Ef[r + nx] += vn[t]
         else:
             for i in range(a, b):
-                prefetch(Ef, three * uint64(i) + AHEAD)
+                if pf:
+                    prefetch(Ef, three * uint64(i) + AHEAD)
                 Ef[three * uint64(i)] += delta[uint64(etpos[uint64(lo + i)])]
     elif fn >= 0:
         for i in range(a, b):
             r = three * uint64(i)
-            prefetch(Ef, r + AHEAD)
+            if pf:
+                prefetch(Ef, r + AHEAD)
             t = uint64(etpos[uint64(lo + i)])
             d = delta[t]
             Ef[r] += d * (Ef[r + cu] - old[t])
@@ -296,7 +306,8 @@ def _scatter_unit(E, etpos, lo, a, b, slot, cur, nxt, fn, old, delta, vn):
     else:
         for i in range(a, b):
             r = three * uint64(i)
-            prefetch(Ef, r + AHEAD)
+            if pf:
+                prefetch(Ef, r + AHEAD)
             t = uint64(etpos[uint64(lo + i)])
             d = delta[t]
             Ef[r] += d * (Ef[r + cu] - old[t])
@@ -359,6 +370,7 @@ def _gather_unit(E, etpos, lo, a, b, slot, cur, old, G, H):
     if a >= b:
         return
     Ef = E.reshape(-1)
+    pf = E.shape[0] >= PREFETCH_MIN_ROWS
     cu = uint64(cur)
     three = uint64(3)
     tp = uint64(etpos[uint64(lo + a)])
@@ -366,7 +378,8 @@ def _gather_unit(E, etpos, lo, a, b, slot, cur, old, G, H):
     hh = H[tp]
     for i in range(a, b):
         r = three * uint64(i)
-        prefetch(Ef, r + AHEAD)
+        if pf:
+            prefetch(Ef, r + AHEAD)
         t = uint64(etpos[uint64(lo + i)])
         if t != tp:
             G[tp] = g
