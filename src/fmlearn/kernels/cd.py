@@ -203,11 +203,9 @@ CHUNK_ROWS = 4096
 # An ALS sweep at 8,000,000 user x item rows: 0.494 (0.483-0.511) CPU s against 0.543
 # (0.531-0.604) without (benchmarks/bench_setup_ab.py --reps 5 against e3df2b0, whose sweep
 # differs by the prefetches only; load 1.03-1.06). Only from PREFETCH_MIN_ROWS rows on (E of
-# 24 MB, beyond the cores' share of the last-level cache): below, the row state stays in the
-# caches, and a Dask worker's sweep over its 150,000-row partition of 600,000 rows measured
-# 1.57 / 1.45 times the in-memory sweep with the prefetches against 1.23 / 1.22 without them
-# (ALS / MCMC, medians of 5-8 runs of benchmarks/bench_distributed.py --part 4 --modes dask,
-# alternated with the tree without them, load 0.6-1.5: noisy, a sweep is 20-30 ms).
+# 24 MB, beyond the cores' share of the last-level cache), where they were measured to help
+# (2,000,000 and 8,000,000 rows): a smaller row state stays in the caches, where a prefetch
+# is an instruction for nothing (MovieLens-100K's 75,000 rows, a Dask worker's partition).
 PREFETCH_MIN_ROWS = 1 << 20
 AHEAD = uint64(3 * 64)
 
