@@ -277,7 +277,7 @@ def summary_reads(est):
     classifier's is one unit); with ``init_stdev`` given, the fit needs neither, and
     ``fmlearn.fm`` skips the pass over the values and the targets' gather through the fit's
     row index (at 8,000,000 rows 0.042 CPU s, ``benchmarks/bench_setup_ab.py``, and
-    0.064-0.071, the gather's share of two fits in one process)."""
+    0.064-0.071, the gather timed alone in two fits of one process: not side by side)."""
     p = est.get_params(deep=False)
     auto = isinstance(p["init_stdev"], str) and p["solver"] != "sgd"
     return auto, auto and not is_classifier(est)

@@ -590,7 +590,8 @@ def pair_groups(indptr, indices, data, data_bits, y, n, d, b, sw, unit, max_buck
     row state's). 8,000,000 user x item rows in random order, in a fit's set-up
     (``benchmarks/bench_setup_ab.py --reps 5`` against e3df2b0, fresh processes alternated,
     load 1.03-1.06): 0.565 (0.324-0.697) CPU s, the first touch of the row state's 192 MB
-    on huge pages included (about 0.25-0.4 s of it: ``benchmarks/bench_first_touch.py``),
+    on huge pages included (up to 0.43 s of it: 192 MB of fresh huge pages took 0.434
+    (0.022-0.439) CPU s to write once in ``benchmarks/bench_first_touch.py``),
     where the separate passes took 0.222 (merge), 0.170 (layout), about 0.07 (the targets'
     statistics) and 0.372 (0.256-0.480) (the row state, its first touch included)."""
     y_bits = y.view(np.uint64)
