@@ -19,7 +19,7 @@ def test_pair_is_row_of_two_entries_bit_for_bit(dtype):
     for a, b in [(0, 3), (3, 0), (1, 4), (2, 2)]:
         for x in (1.0, 2.5):
             x = dtype(x)
-            got = _pair(0.25, w, V, a, b, x)
+            got = _pair(0.25, w, V, a, b, x, np.full(k + 1, np.nan))
             want = _row(ptr, np.array([a, b]), np.array([x, x]), 0, 0.25, w, V, q, qq)
             assert got == want and np.signbit(got) == np.signbit(want), (a, b, x)
             if a == b:  # not a canonical row: the oracle's x_a would be the entries' sum

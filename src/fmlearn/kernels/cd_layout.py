@@ -305,18 +305,32 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     if staged and not held:  # a tight loop of independent reads, which the CPU overlaps
         for r in range(n):
             E[r, 0] = y[rows[r]]
+    # Two fields (user x item) take a loop of their own: _row's arithmetic in registers. The
+    # row's targets and stores are written out in each loop: through an inlined helper this
+    # loop took 0.131 CPU s against 0.075 at 8,000,000 rows (the row state touched, one
+    # process, the same doubles).
+    if m == 2:
+        a0, a1 = color_ptr[0], color_ptr[1]
+        for r in range(n):
+            acc = _pair(w0, w, V, order[a0 + np.int64(etpos[r])],
+                        order[a1 + np.int64(etpos[n + r])], x, q)
+            if staged:
+                acc = acc - E[r, 0]
+            elif squared:
+                acc = acc - y[r]
+            E[r, 0] = acc
+            if zero_work:
+                E[r, 1] = 0.0
+                E[r, 2] = 0.0
+        return E
     ptr = np.zeros(2, dtype=np.int64)  # fit row r as a one-row CSR matrix for _row
     ptr[1] = m
     feat = np.empty(m, dtype=np.int64)
     vals = np.full(m, x)
     for r in range(n):
-        if m == 2:  # two fields (user x item): _row's arithmetic in registers
-            acc = _pair(w0, w, V, order[color_ptr[0] + np.int64(etpos[r])],
-                        order[color_ptr[1] + np.int64(etpos[n + r])], x)
-        else:
-            for c in range(m):
-                feat[c] = order[color_ptr[c] + np.int64(etpos[c * n + r])]
-            acc = _row(ptr, feat, vals, 0, w0, w, V, q, qq)
+        for c in range(m):
+            feat[c] = order[color_ptr[c] + np.int64(etpos[c * n + r])]
+        acc = _row(ptr, feat, vals, 0, w0, w, V, q, qq)
         if staged:
             acc = acc - E[r, 0]
         elif squared:
@@ -326,3 +340,4 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
             E[r, 1] = 0.0
             E[r, 2] = 0.0
     return E
+

@@ -49,27 +49,37 @@ def _row(indptr, indices, data, i, w0, w, V, q, qq):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pair(w0, w, V, a, b, x):
+def _pair(w0, w, V, a, b, x, tm):
     """:func:`_row`'s value for a row of two entries, features ``a`` then ``b``, both of
     value ``x``: the same operations in the same order (the linear terms after ``w0``, then
     each factor's ``0.5 (q_f^2 - qq_f)`` with ``q_f = (0 + t_a) + t_b``), so the same
     double, with the factor sums in registers instead of ``_row``'s buffers (a store and a
     load per entry and factor less: the row state of ``kernels.cd_layout.field_row_state``
-    on two fields)."""
+    on two fields). The factors' terms are computed in one loop into ``tm`` (float64, at
+    least k long), which the compiler vectorizes, and added to the prediction in a second,
+    in factor order. ``field_row_state``'s loop over 8,000,000 rows, k = 8, the row state
+    already touched, 5 alternated repetitions in one process: 0.075 (0.075-0.077) CPU s
+    against 0.103 (0.102-0.105) with one loop, whose running sum kept it scalar (the same
+    doubles)."""
     acc = np.float64(w0)
     acc += w[a] * x
     acc += w[b] * x
+    va = V[a]
+    vb = V[b]
     for f in range(V.shape[1]):
-        ta = V[a, f] * x
-        tb = V[b, f] * x
+        ta = va[f] * x
+        tb = vb[f] * x
         q = 0.0
         q += ta
         q += tb
         qq = 0.0
         qq += ta * ta
         qq += tb * tb
-        acc += 0.5 * (q * q - qq)
+        tm[f] = 0.5 * (q * q - qq)
+    for f in range(V.shape[1]):
+        acc += tm[f]
     return acc
+
 
 # Rows per task of the parallel loops: buffers are allocated once per chunk, not per row.
 CHUNK = 512
