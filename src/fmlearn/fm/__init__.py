@@ -128,6 +128,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
     carved = None
     rows = ()
     moments = None  # the targets' statistics, when the merge gave them
+    checked = None  # the rows canonical_csr has checked
     if relational:  # ALS and MCMC sweep per block row (fmlearn.fm._relation)
         if rule.split:
             raise ValueError("early stopping on relational data (RelationData) needs an "
@@ -144,6 +145,7 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
             X = _relation.expanded(X, X.dtype)
         else:
             X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
+            checked = X
         if sweeps and rule.split:  # the training rows stay where they are, as an index
             train, carved = split_index(X, y, sw, rule, est.random_state, is_classifier(est))
             summary = DataSummary.of_rows_subset(X, _ones_if_none(sw, X.shape[0]), train)
@@ -155,7 +157,8 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
                                           squares=squares and not sweeps)
         # An exact rewriting of the weighted loss; makes the fit independent of row order.
         if sweeps:
-            X = canonical_csr(X, X.dtype)  # the training part of a split: itself
+            if X is not checked:  # split_rows' copy (the training part of a split: itself)
+                X = canonical_csr(X, X.dtype)
             sw_rows = sw
             y_source = y
             # the fit rows' targets read in place (y_source[index]): no copy held by the fit
