@@ -144,7 +144,9 @@ def _fit_rows(est, X, y, sw, eval_set, context, label=None, validated_eval=False
         if is_relation_data(X):
             X = _relation.expanded(X, X.dtype)
         else:
-            X = canonical_csr(X, X.dtype) if sweeps else to_csr(X, X.dtype)
+            # the rows are copied by the merge below (SGD with shuffling, VB): not before it
+            merged = sweeps or est.solver != "sgd" or est.shuffle
+            X = canonical_csr(X, X.dtype) if merged else to_csr(X, X.dtype)
             checked = X
         if sweeps and rule.split:  # the training rows stay where they are, as an index
             train, carved = split_index(X, y, sw, rule, est.random_state, is_classifier(est))
