@@ -287,8 +287,10 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
     the CPU overlaps them; read inside the arithmetic's loop they cost 0.6 CPU s more at
     8,000,000 rows on a loaded machine), then replaced by the prediction less the target;
     ``held``: ``E[:, 0]`` already holds them (``kernels.dedup.pair_groups`` put them there;
-    then, with two fields, the phase took 0.104 (0.104-0.108) CPU s at 8,000,000 rows in a
-    fit's set-up: ``benchmarks/bench_setup_ab.py --reps 5``, load 1.03-1.06).
+    then, with two fields, the phase took 0.074 (0.073-0.078) CPU s at 8,000,000 rows in a
+    fit's set-up, against 0.104 (0.104-0.106) before :func:`fmlearn.kernels.predict._pair`
+    computed the factors' terms in a loop of their own: ``benchmarks/bench_setup_ab.py
+    --reps 5`` against 1c333f9, load 1.00-1.16).
     8,000,000 rows, the row cache already touched, in one process, quiet machine: 0.205-0.238
     CPU s (0.195-0.208 when it repeated ``_row``'s arithmetic inline; row for row the same
     E). In a fit's set-up, where the first
