@@ -107,6 +107,11 @@ SCENARIOS = [
              "k = 8", ("libfm", "fmlearn"), dict(method="als", epochs=3, reg=(0.0, 5.0, 10.0))),
     Scenario("2m-mcmc", "epochs", "2,000,000 distinct one-hot rows, MCMC sweep, k = 8",
              ("libfm", "fmlearn"), dict(method="mcmc", epochs=3)),
+    Scenario("0.5m-als", "epochs", "500,000 distinct one-hot rows, ALS sweep (reg (0, 5, 10)), "
+             "k = 8", ("libfm", "fmlearn"),
+             dict(method="als", epochs=10, reg=(0.0, 5.0, 10.0), rows=500_000)),
+    Scenario("0.5m-mcmc", "epochs", "500,000 distinct one-hot rows, MCMC sweep, k = 8",
+             ("libfm", "fmlearn"), dict(method="mcmc", epochs=10, rows=500_000)),
     Scenario("8m-als", "epochs", "8,000,000 distinct one-hot rows, ALS sweep (reg (0, 5, 10)), "
              "k = 8: peak memory and set-up", ("libfm", "fmlearn"),
              dict(method="als", epochs=4, reg=(0.0, 5.0, 10.0), rows=8_000_000)),
@@ -131,7 +136,7 @@ SCENARIOS = [
 BY_NAME = {s.name: s for s in SCENARIOS}
 GROUPS = {
     "movielens": [s.name for s in SCENARIOS if s.name.startswith("ml-")],
-    "throughput": [s.name for s in SCENARIOS if s.name.startswith("2m-")],
+    "throughput": [s.name for s in SCENARIOS if s.name.startswith(("2m-", "0.5m-"))],
     "large": [s.name for s in SCENARIOS if s.name.startswith("8m-")],
     "online": [s.name for s in SCENARIOS if s.kind == "online"],
     "cold": ["cold-import", "cold-predict", "compile", "memory"],
@@ -206,7 +211,7 @@ class Context:
     def distinct_rows(self, n_train=2_000_000):
         """``n_train`` distinct one-hot rows (train) and 2,000 more (test), as libFM files
         (2,000 x 2,000 users and items per 2,000,000 rows, scaled by the square root above)."""
-        name = f"{n_train // 1_000_000}m"
+        name = f"{n_train / 1_000_000:g}m"  # 2m, 8m, 0.5m
         if name not in self.cache:
             from fmlearn.datasets import make_recommendation, save_svmlight
 
