@@ -342,4 +342,3 @@ def field_row_state(etpos, order, color_ptr, rows, one, w0, w, V, y, by_source, 
             E[r, 1] = 0.0
             E[r, 2] = 0.0
     return E
-
