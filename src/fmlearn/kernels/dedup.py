@@ -1,6 +1,6 @@
 """Duplicate-row kernels of the data plumbing (``fmlearn._data``): hashing rows and grouping
-identical ones, for :func:`fmlearn._data.merge_duplicate_rows`; and the one-pass square sums of
-:class:`fmlearn._plan.DataSummary` (:func:`exact_square_sums`)."""
+identical ones, for :func:`fmlearn._data.merged_rows` (and the field-aware FM's merge); and
+the one-pass square sums of :class:`fmlearn._plan.DataSummary` (:func:`exact_square_sums`)."""
 
 import math
 
