@@ -15,7 +15,7 @@ after the first is freed (pages the process already had: no fault of the host).
 
 On a virtual machine whose balloon device reports free pages to the host (virtio-balloon
 ``free page reporting``), the host takes back free 2 MiB blocks, so a fresh huge page is
-faulted in by the host 4 KiB at a time; small pages come first from the guest's fragments,
+faulted in by the host; small pages come first from the guest's fragments,
 which are never reported. ``--pause`` seconds before each process let the system report
 what the previous one freed; without them a process often finds that memory still backed.
 """
